@@ -1,0 +1,1 @@
+"""Hearth command_api."""

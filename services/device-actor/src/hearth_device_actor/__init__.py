@@ -1,0 +1,1 @@
+"""Hearth device_actor."""

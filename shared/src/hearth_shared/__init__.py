@@ -1,0 +1,1 @@
+"""Code every Hearth service shares: the event schema, domain rules, topics, settings, Kafka adapter."""

@@ -1,0 +1,116 @@
+"""Kafka adapters every service uses: topic creation, the journal/inbox producer, dead letters.
+
+Producers use acks=all and idempotence, so a retried send never writes a record twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from hearth_shared.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
+from hearth_shared.topics import TopicSpec, Topics
+
+log = logging.getLogger(__name__)
+
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "acks": "all",
+    "enable_idempotence": True,
+    "linger_ms": 2,
+    "max_batch_size": 256 * 1024,
+    "request_timeout_ms": 30_000,
+}
+
+
+async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> None:
+    """Create the topics that do not exist yet, with their partition counts and configs."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=30_000)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [
+            NewTopic(name=s.name, num_partitions=s.partitions, replication_factor=1, topic_configs=s.config)
+            for s in specs
+            if s.name not in existing
+        ]
+        if new:
+            try:
+                await admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+            # Metadata reaches every client a moment after creation; wait until it is visible.
+            for _ in range(100):
+                if {t.name for t in new} <= set(await admin.list_topics()):
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        await admin.close()
+
+
+def make_producer(bootstrap_servers: str, client_id: str, **overrides: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap_servers, client_id=client_id, **{**PRODUCER_SETTINGS, **overrides}
+    )
+
+
+class KafkaJournal:
+    """Appends facts to the journal and requests to the inbox, keyed by device_id."""
+
+    def __init__(self, bootstrap_servers: str, topics: Topics, client_id: str) -> None:
+        self.topics = topics
+        self.producer = make_producer(bootstrap_servers, client_id)
+
+    async def start(self) -> None:
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def append(self, *events: Event) -> None:
+        """Append facts; returns once the broker has them (acks=all)."""
+        futures = [
+            await self.producer.send(self.topics.journal, encode(e), key=e.device_id.encode()) for e in events
+        ]
+        await asyncio.gather(*futures)
+
+    async def submit(self, request: Inbound) -> None:
+        """Put a request on the inbox; returns once the broker has it."""
+        await self.producer.send_and_wait(self.topics.inbox, encode(request), key=request.device_id.encode())
+
+
+class DeadLetters:
+    """Sends records nobody could read to the dead-letter topic with the reason, and counts them."""
+
+    def __init__(self, producer: AIOKafkaProducer, topics: Topics, consumer: str) -> None:
+        self.producer = producer
+        self.topic = topics.dead_letters
+        self.consumer = consumer
+        self.count = 0
+
+    async def send(
+        self, *, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: Exception
+    ) -> None:
+        reason, detail = (
+            (error.reason, error.detail) if isinstance(error, MalformedRecord) else (type(error).__name__, str(error))
+        )
+        letter = DeadLetter(
+            source_topic=topic,
+            partition=partition,
+            offset=offset,
+            key=key.decode(errors="replace") if key is not None else None,
+            reason=reason,
+            detail=detail[:2000],
+            consumer=self.consumer,
+            value=(value or b"").decode(errors="replace"),
+            failed_at=utcnow(),
+        )
+        self.count += 1
+        log.warning("dead letter from %s[%d]@%d: %s %s", topic, partition, offset, reason, detail[:200])
+        await self.producer.send_and_wait(self.topic, msgspec.json.encode(letter), key=key)

@@ -1,0 +1,25 @@
+"""Settings every service shares (where the broker, database and cache are). Env prefix ``HEARTH_``.
+
+Each service has its own settings class with its own prefix that holds one of these as ``stack``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.topics import Topics
+
+
+class StackSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_", extra="ignore", frozen=True)
+
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = "hearth"
+    postgres_dsn: str = "postgresql+psycopg://hearth@127.0.0.1:5432/hearth"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    token_secret: str = Field(default="", description="HMAC secret that signs and checks API tokens")
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.topic_prefix)

@@ -240,6 +240,16 @@ TERMINAL_STATUSES = frozenset({"rejected", "converged", "failed", "expired", "su
 STATUS_ORDER = ("pending", "accepted", "dispatched", "acknowledged", "converged")
 
 
+def status_reached(status: str, wanted: str) -> bool:
+    """Has a command in ``status`` reached ``wanted``, or ended? (A terminal status ends every wait,
+    and a command's status never moves back.)"""
+    if status in TERMINAL_STATUSES or status == wanted:
+        return True
+    if status in STATUS_ORDER and wanted in STATUS_ORDER:
+        return STATUS_ORDER.index(status) >= STATUS_ORDER.index(wanted)
+    return False
+
+
 def wire_name(cls: type[msgspec.Struct]) -> str:
     tag = cls.__struct_config__.tag
     assert isinstance(tag, str)

@@ -1,0 +1,61 @@
+"""The command API's composition root: ``make_app(settings, *, journal=None, ...)``.
+
+Nothing connects at import time; the lifespan starts the journal producer and the registry feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Response, status
+
+from hearth_command_api.registry import JournalFeed, RegistryView
+from hearth_command_api.routes import router
+from hearth_command_api.settings import CommandApiSettings
+from hearth_shared.kafka import KafkaJournal
+
+
+def make_app(
+    settings: CommandApiSettings | None = None,
+    *,
+    journal: KafkaJournal | None = None,
+    registry: RegistryView | None = None,
+    feed: JournalFeed | None = None,
+) -> FastAPI:
+    settings = settings or CommandApiSettings()
+    stack = settings.stack
+    registry = registry or RegistryView()
+    journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="command-api")
+    feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await journal.start()
+        await feed.start()
+        try:
+            yield
+        finally:
+            await feed.stop()
+            await journal.stop()
+
+    app = FastAPI(
+        title="Hearth command API",
+        version="1.0.0",
+        description="Send commands to devices; every command and its lifecycle is a fact in the journal.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.token_secret = stack.token_secret
+    app.state.journal = journal
+    app.state.registry = registry
+    app.include_router(router)
+
+    @app.get("/healthz", summary="200 once the API can serve (its registry view has caught up)")
+    async def healthz(response: Response) -> dict[str, str]:
+        if not feed.caught_up.is_set():
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            return {"status": "catching up with the journal"}
+        return {"status": "ok"}
+
+    return app

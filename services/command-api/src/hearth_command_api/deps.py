@@ -1,0 +1,34 @@
+"""FastAPI dependencies of the command API, as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from hearth_command_api.registry import RegistryView
+from hearth_command_api.settings import CommandApiSettings
+from hearth_shared.http import CurrentPrincipal
+from hearth_shared.kafka import KafkaJournal
+
+
+def _journal(request: Request) -> KafkaJournal:
+    journal: KafkaJournal = request.app.state.journal
+    return journal
+
+
+def _registry(request: Request) -> RegistryView:
+    registry: RegistryView = request.app.state.registry
+    return registry
+
+
+def _settings(request: Request) -> CommandApiSettings:
+    settings: CommandApiSettings = request.app.state.settings
+    return settings
+
+
+Journal = Annotated[KafkaJournal, Depends(_journal)]
+Registry = Annotated[RegistryView, Depends(_registry)]
+Settings = Annotated[CommandApiSettings, Depends(_settings)]
+
+__all__ = ["CurrentPrincipal", "Journal", "Registry", "Settings"]

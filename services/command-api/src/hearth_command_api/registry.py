@@ -1,0 +1,159 @@
+"""The command API's small view of the journal: which devices exist (for auth and existence checks)
+and where each command is in its lifecycle (for idempotent retries and ``?wait=``).
+
+It is kept current by consuming the journal in the background; queries never touch Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from hearth_shared.events import (
+    COMMAND_STATUS_BY_EVENT,
+    CommandRequested,
+    DeviceRegistered,
+    Event,
+    MalformedRecord,
+    decode_event,
+    status_reached,
+)
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(name: str, params: dict[str, Any]) -> bytes:
+    """What makes two command bodies "the same" for an Idempotency-Key retry."""
+    canonical = json.dumps([name, params], sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode(), digest_size=12).digest()
+
+
+@dataclass(slots=True)
+class DeviceEntry:
+    home_id: str
+    device_type: str
+
+
+@dataclass(slots=True)
+class CommandEntry:
+    device_id: str
+    fingerprint: bytes
+    status: str = "pending"
+    waiters: list[asyncio.Event] = field(default_factory=list)
+
+
+class RegistryView:
+    """Devices and command statuses, applied fact by fact. Pure in-memory; fed by ``JournalFeed``."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, DeviceEntry] = {}
+        self.commands: dict[uuid.UUID, CommandEntry] = {}
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, DeviceRegistered):
+            self.devices[event.device_id] = DeviceEntry(event.home_id, event.payload.device_type)
+            return
+        status = COMMAND_STATUS_BY_EVENT.get(type(event))
+        if status is None:
+            return
+        if isinstance(event, CommandRequested):
+            p = event.payload
+            self.remember_command(p.command_id, event.device_id, fingerprint(p.name, p.params))
+            return
+        entry = self.commands.get(event.correlation_id) if event.correlation_id else None
+        if entry is not None and not status_reached(entry.status, status):
+            entry.status = status
+            for waiter in entry.waiters:
+                waiter.set()
+
+    def remember_device(self, device_id: str, home_id: str, device_type: str) -> None:
+        self.devices.setdefault(device_id, DeviceEntry(home_id, device_type))
+
+    def remember_command(self, command_id: uuid.UUID, device_id: str, print_: bytes) -> CommandEntry:
+        return self.commands.setdefault(command_id, CommandEntry(device_id, print_))
+
+    async def wait_for(self, command_id: uuid.UUID, wanted: str, timeout_s: float) -> tuple[str, bool]:
+        """Wait until the command reaches ``wanted`` (or ends); returns (status, timed_out)."""
+        entry = self.commands[command_id]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not status_reached(entry.status, wanted):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return entry.status, True
+            waiter = asyncio.Event()
+            entry.waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter.wait(), remaining)
+            except TimeoutError:
+                pass
+            finally:
+                entry.waiters.remove(waiter)
+        return entry.status, False
+
+
+class JournalFeed:
+    """Reads the whole journal from its first offset, then follows it, applying facts to a view.
+
+    ``caught_up`` is set once every partition was read up to the end offsets seen at start-up.
+    Records that cannot be decoded are skipped here (the read-model projector dead-letters them).
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, view: RegistryView) -> None:
+        self.topic = topic
+        self.view = view
+        self.caught_up = asyncio.Event()
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        partitions = self.consumer.partitions_for_topic(self.topic)
+        for _ in range(50):
+            if partitions:
+                break
+            await asyncio.sleep(0.1)
+            await self.consumer._client.force_metadata_update()  # noqa: SLF001 - no public way
+            partitions = self.consumer.partitions_for_topic(self.topic)
+        if not partitions:
+            raise RuntimeError(f"journal topic {self.topic!r} does not exist (run `hearth init` first)")
+        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        self.consumer.assign(tps)
+        await self.consumer.seek_to_beginning(*tps)
+        self._end = {tp: off for tp, off in (await self.consumer.end_offsets(tps)).items() if off > 0}
+        if not self._end:
+            self.caught_up.set()
+        self._task = asyncio.create_task(self._run(), name="journal-feed")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self.consumer.stop()
+
+    async def _run(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=200, max_records=5000)
+            for tp, records in batches.items():
+                for record in records:
+                    try:
+                        self.view.apply(decode_event(record.value))
+                    except MalformedRecord:
+                        pass
+                if not self.caught_up.is_set() and tp in self._end and records[-1].offset + 1 >= self._end[tp]:
+                    del self._end[tp]
+                    if not self._end:
+                        log.info("registry view caught up with the journal")
+                        self.caught_up.set()

@@ -1,0 +1,19 @@
+"""Command API settings, env prefix ``HEARTH_COMMAND_API_`` (where the stack is: ``HEARTH_...``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.settings import StackSettings
+
+
+class CommandApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_COMMAND_API_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    default_expires_in_s: float = Field(30.0, gt=0, description="A command's deadline when none is given")
+    max_expires_in_s: float = 24 * 3600
+    max_wait_s: float = 60.0
+    stack: StackSettings = Field(default_factory=StackSettings)

@@ -1,0 +1,159 @@
+"""The device agents' loop, free of faust: decode a batch of inbox records, decide, record, evolve.
+
+For every request the pure domain decides which facts to record; they get envelopes with the device's
+next versions, are appended to the journal (acks=all) and folded into the twin. Each twin touched by a
+batch is written back once, at the end of the batch (one changelog write per device per batch, not per
+event). Dispatched commands go to the device-bound topic. Deadlines (command expiry, devices falling
+silent) are checked by ``tick`` from an index, so a silent device still expires its commands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import msgspec
+
+from hearth_shared.domain import Twin, decide, evolve, stamp, tick
+from hearth_shared.events import (
+    CommandDispatched,
+    DeviceCommand,
+    Event,
+    Inbound,
+    MalformedRecord,
+    decode_inbound,
+    encode,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+_encode_twin = msgspec.msgpack.Encoder().encode
+_decode_twin = msgspec.msgpack.Decoder(Twin).decode
+
+
+@dataclass(frozen=True, slots=True)
+class InboxRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+class Outbox(Protocol):
+    """Where the actor's output goes: the journal, the device-bound topic and the dead letters."""
+
+    async def record(self, events: list[Event], commands: list[DeviceCommand]) -> None: ...
+
+    async def dead_letter(self, record: InboxRecord, error: Exception) -> None: ...
+
+
+class DeviceActors:
+    def __init__(
+        self,
+        twins: MutableMapping[str, bytes],
+        outbox: Outbox,
+        *,
+        offline_after_s: float,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.twins = twins
+        self.outbox = outbox
+        self.offline_after = timedelta(seconds=offline_after_s)
+        self.clock = clock
+        self.deadlines: dict[str, datetime] = {}
+        self.processed = 0
+
+    def load(self, device_id: str) -> Twin | None:
+        data = self.twins.get(device_id)
+        return _decode_twin(data) if data is not None else None
+
+    async def handle_batch(self, records: list[InboxRecord]) -> None:
+        now = self.clock()
+        touched: dict[str, Twin | None] = {}
+        events: list[Event] = []
+        for record in records:
+            try:
+                request = decode_inbound(record.value)
+            except MalformedRecord as error:
+                await self.outbox.dead_letter(record, error)
+                continue
+            device_id = request.device_id
+            twin = touched[device_id] if device_id in touched else self.load(device_id)
+            touched[device_id] = self._apply(twin, request, now, events)
+        await self._commit(touched, events)
+        self.processed += len(records)
+
+    def _apply(self, twin: Twin | None, request: Inbound, now: datetime, out: list[Event]) -> Twin | None:
+        changes = decide(twin, request, now)
+        if not changes:
+            return twin
+        home_id = twin.home_id if twin else getattr(request, "home_id", "")
+        for event in stamp(
+            twin, changes, home_id=home_id, device_id=request.device_id, now=now, causation_id=request.request_id
+        ):
+            twin = evolve(twin, event)
+            out.append(event)
+        return twin
+
+    async def tick(self) -> None:
+        """Record the facts deadlines call for: expired commands, devices gone silent."""
+        now = self.clock()
+        due = [device_id for device_id, at in self.deadlines.items() if at <= now]
+        touched: dict[str, Twin | None] = {}
+        events: list[Event] = []
+        for device_id in due:
+            twin = self.load(device_id)
+            if twin is None:
+                self.deadlines.pop(device_id, None)
+                continue
+            changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
+            for event in stamp(twin, changes, home_id=twin.home_id, device_id=device_id, now=now,
+                               causation_id=None):
+                twin = evolve(twin, event)
+                events.append(event)
+            touched[device_id] = twin
+        await self._commit(touched, events)
+
+    def rescan(self) -> None:
+        """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
+        self.deadlines = {}
+        for device_id, data in list(self.twins.items()):
+            self._watch(device_id, _decode_twin(data))
+
+    async def _commit(self, touched: dict[str, Twin | None], events: list[Event]) -> None:
+        if not events:
+            return
+        commands = [self._device_command(touched, e) for e in events if isinstance(e, CommandDispatched)]
+        await self.outbox.record(events, commands)
+        for device_id, twin in touched.items():
+            if twin is not None:
+                self.twins[device_id] = _encode_twin(twin)
+                self._watch(device_id, twin)
+
+    @staticmethod
+    def _device_command(touched: dict[str, Twin | None], event: CommandDispatched) -> DeviceCommand:
+        twin = touched[event.device_id]
+        assert twin is not None
+        command = twin.commands[str(event.payload.command_id)]
+        return DeviceCommand(
+            command_id=command.command_id, device_id=event.device_id, name=command.name,
+            params=command.params, expires_at=command.expires_at,
+        )
+
+    def _watch(self, device_id: str, twin: Twin) -> None:
+        candidates = [c.expires_at for c in twin.commands.values()]
+        if twin.online and twin.last_seen is not None:
+            candidates.append(twin.last_seen + self.offline_after)
+        if candidates:
+            self.deadlines[device_id] = min(candidates)
+        else:
+            self.deadlines.pop(device_id, None)
+
+
+def encode_device_command(command: DeviceCommand) -> bytes:
+    return encode(command)

@@ -1,0 +1,22 @@
+"""Device actor settings, env prefix ``HEARTH_DEVICE_ACTOR_``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.settings import StackSettings
+
+
+class DeviceActorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_DEVICE_ACTOR_", extra="ignore")
+
+    app_id: str = "hearth-device-actor"
+    data_dir: str = ".hearth/device-actor"
+    batch_size: int = Field(2000, gt=0, description="Inbox records handled per batch at most")
+    batch_within_s: float = Field(0.01, gt=0, description="How long a batch may wait to fill")
+    offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
+    tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
+    session_timeout_s: float = 8.0
+    log_level: str = "info"
+    stack: StackSettings = Field(default_factory=StackSettings)

@@ -1,0 +1,35 @@
+"""``python -m hearth_read_models projector|api|migrate``."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = "usage: python -m hearth_read_models projector|api|migrate"
+
+
+def main() -> None:
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "projector":
+        from hearth_read_models.service import main as projector
+
+        projector()
+    elif what == "api":
+        import uvicorn
+
+        from hearth_read_models.api import make_app
+        from hearth_read_models.settings import ReadModelSettings
+
+        settings = ReadModelSettings()
+        uvicorn.run(make_app(settings), host=settings.host, port=settings.port, access_log=False)
+    elif what == "migrate":
+        from hearth_read_models.db import migrate
+        from hearth_read_models.settings import ReadModelSettings
+
+        settings = ReadModelSettings()
+        migrate(settings.stack.postgres_dsn, settings.schema_name)
+    else:
+        sys.exit(USAGE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""Read-model settings, env prefix ``HEARTH_READ_MODELS_``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.settings import StackSettings
+
+
+class ReadModelSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_READ_MODELS_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8001
+    schema_name: str = Field("read_models", description="PostgreSQL schema that holds the live views")
+    consumer_name: str = "projector"
+    batch_size: int = Field(5000, gt=0)
+    batch_wait_ms: int = Field(50, ge=0)
+    stack: StackSettings = Field(default_factory=StackSettings)

@@ -1,0 +1,91 @@
+"""The read-model tables (SQLAlchemy Core). Their home schema is chosen at run time (live or rebuild)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+twins = Table(
+    "twins",
+    metadata,
+    Column("device_id", String, primary_key=True),
+    Column("home_id", String, nullable=False, index=True),
+    Column("device_type", String, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("online", Boolean, nullable=False),
+    Column("view", JSONB, nullable=False),  # the contract's twin JSON, served as is
+    Column("state", LargeBinary, nullable=False),  # the domain Twin (msgpack), folded by evolve
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+device_events = Table(
+    "device_events",
+    metadata,
+    Column("device_id", String, primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("event_id", Uuid, nullable=False),
+    Column("type", String, nullable=False),
+    Column("home_id", String, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("correlation_id", Uuid),
+    Column("event", JSONB, nullable=False),  # the whole record as on the wire
+)
+
+commands = Table(
+    "commands",
+    metadata,
+    Column("command_id", Uuid, primary_key=True),
+    Column("device_id", String, nullable=False, index=True),
+    Column("home_id", String, nullable=False, index=True),
+    Column("name", String, nullable=False),
+    Column("params", JSONB, nullable=False),
+    Column("status", String, nullable=False),
+    Column("reason", String),
+    Column("message", Text),
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("history", JSONB, nullable=False),  # [{status, at, version, reason?}]
+)
+
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("event_id", Uuid, primary_key=True),
+    Column("device_id", String, nullable=False, index=True),
+    Column("home_id", String, nullable=False, index=True),
+    Column("version", BigInteger, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("metric", String, nullable=False),
+    Column("value", Float, nullable=False),
+    Column("score", Float, nullable=False),
+    Column("threshold", Float, nullable=False),
+    Column("model_version", Integer, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+)
+
+consumed_offsets = Table(
+    "consumed_offsets",
+    metadata,
+    Column("consumer", String, primary_key=True),
+    Column("topic", String, primary_key=True),
+    Column("partition", Integer, primary_key=True),
+    Column("next_offset", BigInteger, nullable=False),
+)

@@ -426,5 +426,13 @@ def to_builtins(struct: msgspec.Struct) -> JSON:
 
 
 Status = Literal[
-    "pending", "accepted", "rejected", "dispatched", "acknowledged", "converged", "failed", "expired", "superseded"
+    "pending",
+    "accepted",
+    "rejected",
+    "dispatched",
+    "acknowledged",
+    "converged",
+    "failed",
+    "expired",
+    "superseded",
 ]

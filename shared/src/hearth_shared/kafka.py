@@ -6,6 +6,7 @@ Producers use acks=all and idempotence, so a retried send never writes a record 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from hearth_shared.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
-from hearth_shared.topics import TopicSpec, Topics
+from hearth_shared.topics import Topics, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,8 @@ async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> N
             if s.name not in existing
         ]
         if new:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(new)
-            except TopicAlreadyExistsError:
-                pass
             # Metadata reaches every client a moment after creation; wait until it is visible.
             for _ in range(100):
                 if {t.name for t in new} <= set(await admin.list_topics()):
@@ -95,10 +94,19 @@ class DeadLetters:
         self.count = 0
 
     async def send(
-        self, *, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: Exception
+        self,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        error: Exception,
     ) -> None:
         reason, detail = (
-            (error.reason, error.detail) if isinstance(error, MalformedRecord) else (type(error).__name__, str(error))
+            (error.reason, error.detail)
+            if isinstance(error, MalformedRecord)
+            else (type(error).__name__, str(error))
         )
         letter = DeadLetter(
             source_topic=topic,

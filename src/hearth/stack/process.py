@@ -105,7 +105,7 @@ class ManagedProcess:
             try:
                 if self.healthy():
                     return
-            except Exception:  # noqa: S110 - not up yet
+            except Exception:
                 pass
             time.sleep(0.2)
         raise StartupError(

@@ -10,7 +10,9 @@ from hearth_command_api.settings import CommandApiSettings
 
 def main() -> None:
     settings = CommandApiSettings()
-    uvicorn.run(make_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
+    uvicorn.run(
+        make_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False
+    )
 
 
 if __name__ == "__main__":

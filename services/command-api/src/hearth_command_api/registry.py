@@ -7,6 +7,7 @@ It is kept current by consuming the journal in the background; queries never tou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -122,7 +123,7 @@ class JournalFeed:
             if partitions:
                 break
             await asyncio.sleep(0.1)
-            await self.consumer._client.force_metadata_update()  # noqa: SLF001 - no public way
+            await self.consumer._client.force_metadata_update()
             partitions = self.consumer.partitions_for_topic(self.topic)
         if not partitions:
             raise RuntimeError(f"journal topic {self.topic!r} does not exist (run `hearth init` first)")
@@ -137,10 +138,8 @@ class JournalFeed:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         await self.consumer.stop()
 
     async def _run(self) -> None:
@@ -148,11 +147,13 @@ class JournalFeed:
             batches = await self.consumer.getmany(timeout_ms=200, max_records=5000)
             for tp, records in batches.items():
                 for record in records:
-                    try:
+                    with contextlib.suppress(MalformedRecord):
                         self.view.apply(decode_event(record.value))
-                    except MalformedRecord:
-                        pass
-                if not self.caught_up.is_set() and tp in self._end and records[-1].offset + 1 >= self._end[tp]:
+                if (
+                    not self.caught_up.is_set()
+                    and tp in self._end
+                    and records[-1].offset + 1 >= self._end[tp]
+                ):
                     del self._end[tp]
                     if not self._end:
                         log.info("registry view caught up with the journal")

@@ -28,21 +28,33 @@ async def register_device(
     body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"this token may not register devices in {body.home_id}")
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, f"this token may not register devices in {body.home_id}"
+        )
     device_id = body.device_id or f"{body.type}-{uuid.uuid4().hex[:12]}"
     if device_id in registry.devices:
         raise HTTPException(status.HTTP_409_CONFLICT, f"device {device_id} is already registered")
     now = utcnow()
     request = RegisterDevice(
-        request_id=new_id(), device_id=device_id, sent_at=now, home_id=body.home_id,
-        device_type=body.type, name=body.name,
+        request_id=new_id(),
+        device_id=device_id,
+        sent_at=now,
+        home_id=body.home_id,
+        device_type=body.type,
+        name=body.name,
     )
     await journal.submit(request)
     registry.remember_device(device_id, body.home_id, body.type)
     # The twin the device actor will create: the same pure functions, applied here to show it.
     twin = None
-    for event in stamp(None, decide(None, request, now), home_id=body.home_id, device_id=device_id,
-                       now=now, causation_id=request.request_id):
+    for event in stamp(
+        None,
+        decide(None, request, now),
+        home_id=body.home_id,
+        device_id=device_id,
+        now=now,
+        causation_id=request.request_id,
+    ):
         twin = evolve(twin, event)
     assert twin is not None
     return twin_view(twin)
@@ -81,8 +93,13 @@ async def submit_command(
     if expires_in > settings.max_expires_in_s:
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            [{"loc": ["body", "expires_in_s"], "type": "out_of_range",
-              "msg": f"expires_in_s may be at most {settings.max_expires_in_s:g}"}],
+            [
+                {
+                    "loc": ["body", "expires_in_s"],
+                    "type": "out_of_range",
+                    "msg": f"expires_in_s may be at most {settings.max_expires_in_s:g}",
+                }
+            ],
         )
     print_ = fingerprint(body.name, params)
     if idempotency_key:
@@ -91,8 +108,13 @@ async def submit_command(
         if known is not None and known.fingerprint != print_:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
-                [{"loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
-                  "msg": "this Idempotency-Key was already used with a different body"}],
+                [
+                    {
+                        "loc": ["header", "Idempotency-Key"],
+                        "type": "idempotency_key_reused",
+                        "msg": "this Idempotency-Key was already used with a different body",
+                    }
+                ],
             )
     else:
         command_id, known = uuid.uuid4(), None
@@ -100,8 +122,13 @@ async def submit_command(
         now = utcnow()
         await journal.submit(
             SubmitCommand(
-                request_id=new_id(), device_id=device_id, sent_at=now, home_id=device.home_id,
-                command_id=command_id, name=body.name, params=params,
+                request_id=new_id(),
+                device_id=device_id,
+                sent_at=now,
+                home_id=device.home_id,
+                command_id=command_id,
+                name=body.name,
+                params=params,
                 expires_at=now + timedelta(seconds=expires_in),
             )
         )

@@ -11,7 +11,9 @@ from hearth_device_actor.settings import DeviceActorSettings
 
 def main() -> None:
     settings = DeviceActorSettings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     app = make_app(settings)
     sys.argv = [sys.argv[0], "worker", "--without-web", "--loglevel", settings.log_level]
     app.main()

@@ -94,7 +94,12 @@ class DeviceActors:
             return twin
         home_id = twin.home_id if twin else getattr(request, "home_id", "")
         for event in stamp(
-            twin, changes, home_id=home_id, device_id=request.device_id, now=now, causation_id=request.request_id
+            twin,
+            changes,
+            home_id=home_id,
+            device_id=request.device_id,
+            now=now,
+            causation_id=request.request_id,
         ):
             twin = evolve(twin, event)
             out.append(event)
@@ -112,8 +117,9 @@ class DeviceActors:
                 self.deadlines.pop(device_id, None)
                 continue
             changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
-            for event in stamp(twin, changes, home_id=twin.home_id, device_id=device_id, now=now,
-                               causation_id=None):
+            for event in stamp(
+                twin, changes, home_id=twin.home_id, device_id=device_id, now=now, causation_id=None
+            ):
                 twin = evolve(twin, event)
                 events.append(event)
             touched[device_id] = twin
@@ -141,8 +147,11 @@ class DeviceActors:
         assert twin is not None
         command = twin.commands[str(event.payload.command_id)]
         return DeviceCommand(
-            command_id=command.command_id, device_id=event.device_id, name=command.name,
-            params=command.params, expires_at=command.expires_at,
+            command_id=command.command_id,
+            device_id=event.device_id,
+            name=command.name,
+            params=command.params,
+            expires_at=command.expires_at,
         )
 
     def _watch(self, device_id: str, twin: Twin) -> None:

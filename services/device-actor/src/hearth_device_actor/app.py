@@ -43,12 +43,18 @@ class KafkaOutbox:
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
         await self.dead_letters.send(
-            topic=record.topic, partition=record.partition, offset=record.offset,
-            key=record.key, value=record.value, error=error,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
+            error=error,
         )
 
 
-def make_app(settings: DeviceActorSettings | None = None, *, journal: KafkaJournal | None = None) -> faust.App:
+def make_app(
+    settings: DeviceActorSettings | None = None, *, journal: KafkaJournal | None = None
+) -> faust.App:
     settings = settings or DeviceActorSettings()
     stack = settings.stack
     topics = stack.topics
@@ -76,12 +82,22 @@ def make_app(settings: DeviceActorSettings | None = None, *, journal: KafkaJourn
     )
 
     inbox = app.topic(
-        topics.inbox, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+        topics.inbox,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
         partitions=PARTITIONS,
     )
     twins = app.Table(
-        "twins", default=None, partitions=PARTITIONS, key_type=str, value_type=bytes,
-        key_serializer="raw", value_serializer="raw", use_partitioner=True,
+        "twins",
+        default=None,
+        partitions=PARTITIONS,
+        key_type=str,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        use_partitioner=True,
     )
     actors = DeviceActors(twins, KafkaOutbox(journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()

@@ -48,7 +48,9 @@ async def load_twin(engine: AsyncEngine, redis: Redis, device_id: str) -> dict[s
     return row.view if row else None
 
 
-async def visible_twin(engine: AsyncEngine, redis: Redis, principal: Principal, device_id: str) -> dict[str, Any]:
+async def visible_twin(
+    engine: AsyncEngine, redis: Redis, principal: Principal, device_id: str
+) -> dict[str, Any]:
     twin = await load_twin(engine, redis, device_id)
     if twin is None or not principal.may_see(twin["home_id"]):
         raise not_found(f"device {device_id}")
@@ -77,7 +79,9 @@ async def list_devices(
 
 
 @router.get("/devices/{device_id}", summary="A device's twin")
-async def get_twin(device_id: str, principal: CurrentPrincipal, engine: Engine, cache: Cache) -> dict[str, Any]:
+async def get_twin(
+    device_id: str, principal: CurrentPrincipal, engine: Engine, cache: Cache
+) -> dict[str, Any]:
     return await visible_twin(engine, cache, principal, device_id)
 
 
@@ -99,7 +103,10 @@ async def device_events(
     )
     async with engine.connect() as conn:
         rows = (await conn.execute(query)).all()
-    return {"items": [r.event for r in rows], "next_after_version": rows[-1].version if len(rows) == limit else None}
+    return {
+        "items": [r.event for r in rows],
+        "next_after_version": rows[-1].version if len(rows) == limit else None,
+    }
 
 
 @router.get("/commands/{command_id}", summary="A command's status and its history")
@@ -115,7 +122,10 @@ async def get_command(command_id: uuid.UUID, principal: CurrentPrincipal, engine
 
 
 def make_app(
-    settings: ReadModelSettings | None = None, *, engine: AsyncEngine | None = None, redis: Redis | None = None
+    settings: ReadModelSettings | None = None,
+    *,
+    engine: AsyncEngine | None = None,
+    redis: Redis | None = None,
 ) -> FastAPI:
     settings = settings or ReadModelSettings()
     stack = settings.stack
@@ -135,7 +145,7 @@ def make_app(
     app = FastAPI(
         title="Hearth query API",
         version="1.0.0",
-        description="Device twins, command statuses, history, alerts and rollups, projected from the journal.",
+        description="Twins, command statuses, history, alerts and rollups, projected from the journal.",
         lifespan=lifespan,
     )
     app.state.settings = settings
@@ -148,7 +158,7 @@ def make_app(
             async with request.app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
             await request.app.state.redis.ping()
-        except Exception as exc:  # noqa: BLE001 - health reports any failure
+        except Exception as exc:
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
             return {"status": f"unavailable: {type(exc).__name__}"}
         return {"status": "ok"}

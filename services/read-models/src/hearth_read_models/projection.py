@@ -68,9 +68,15 @@ class Projection:
         wire = to_builtins(event)
         self.history.append(
             {
-                "device_id": event.device_id, "version": event.version, "event_id": event.event_id,
-                "type": event.type, "home_id": event.home_id, "occurred_at": event.occurred_at,
-                "recorded_at": event.recorded_at, "correlation_id": event.correlation_id, "event": wire,
+                "device_id": event.device_id,
+                "version": event.version,
+                "event_id": event.event_id,
+                "type": event.type,
+                "home_id": event.home_id,
+                "occurred_at": event.occurred_at,
+                "recorded_at": event.recorded_at,
+                "correlation_id": event.correlation_id,
+                "event": wire,
             }
         )
         self.changes.append(Change(event.home_id, event.device_id, event.version, twin_view(twin), wire))
@@ -89,9 +95,17 @@ class Projection:
         if row is not None:
             return
         self.commands[p.command_id] = {
-            "command_id": p.command_id, "device_id": event.device_id, "home_id": event.home_id,
-            "name": p.name, "params": p.params, "status": "pending", "reason": None, "message": None,
-            "requested_at": event.occurred_at, "expires_at": p.expires_at, "updated_at": event.recorded_at,
+            "command_id": p.command_id,
+            "device_id": event.device_id,
+            "home_id": event.home_id,
+            "name": p.name,
+            "params": p.params,
+            "status": "pending",
+            "reason": None,
+            "message": None,
+            "requested_at": event.occurred_at,
+            "expires_at": p.expires_at,
+            "updated_at": event.recorded_at,
             "history": [_step("pending", event.recorded_at, event.version)],
         }
         self.changed_commands.add(p.command_id)
@@ -109,9 +123,16 @@ class Projection:
         p = event.payload
         self.alerts.append(
             {
-                "event_id": event.event_id, "device_id": event.device_id, "home_id": event.home_id,
-                "version": event.version, "kind": "anomaly", "metric": p.metric, "value": p.value,
-                "score": p.score, "threshold": p.threshold, "model_version": p.model_version,
+                "event_id": event.event_id,
+                "device_id": event.device_id,
+                "home_id": event.home_id,
+                "version": event.version,
+                "kind": "anomaly",
+                "metric": p.metric,
+                "value": p.value,
+                "score": p.score,
+                "threshold": p.threshold,
+                "model_version": p.model_version,
                 "occurred_at": event.occurred_at,
             }
         )

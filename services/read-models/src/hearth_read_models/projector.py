@@ -101,7 +101,7 @@ class Projector:
             partitions = self.consumer.partitions_for_topic(self.topic)
             if partitions:
                 return sorted(partitions)
-            await self.consumer._client.force_metadata_update()  # noqa: SLF001 - no public way
+            await self.consumer._client.force_metadata_update()
             await asyncio.sleep(0.1)
         raise RuntimeError(f"topic {self.topic!r} does not exist (run `hearth init` first)")
 
@@ -125,7 +125,12 @@ class Projector:
             except MalformedRecord as error:
                 self.stats.dead_letters += 1
                 await self.dead_letters.send(
-                    topic=r.topic, partition=r.partition, offset=r.offset, key=r.key, value=r.value, error=error
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.offset,
+                    key=r.key,
+                    value=r.value,
+                    error=error,
                 )
         offsets: dict[int, int] = {}
         for r in records:
@@ -168,16 +173,25 @@ class Projector:
                 view = next(c.twin for c in reversed(p.changes) if c.device_id == device_id)
                 rows.append(
                     {
-                        "device_id": device_id, "home_id": twin.home_id, "device_type": twin.device_type,
-                        "name": twin.name, "version": twin.version, "online": twin.online, "view": view,
-                        "state": encode_twin(twin), "updated_at": twin.updated_at,
+                        "device_id": device_id,
+                        "home_id": twin.home_id,
+                        "device_type": twin.device_type,
+                        "name": twin.name,
+                        "version": twin.version,
+                        "online": twin.online,
+                        "view": view,
+                        "state": encode_twin(twin),
+                        "updated_at": twin.updated_at,
                     }
                 )
             stmt = insert(t.twins)
             await conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[t.twins.c.device_id],
-                    set_={c: stmt.excluded[c] for c in ("version", "online", "view", "state", "updated_at", "name")},
+                    set_={
+                        c: stmt.excluded[c]
+                        for c in ("version", "online", "view", "state", "updated_at", "name")
+                    },
                     where=t.twins.c.version < stmt.excluded.version,
                 ),
                 rows,
@@ -189,7 +203,9 @@ class Projector:
             await conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[t.commands.c.command_id],
-                    set_={c: stmt.excluded[c] for c in ("status", "reason", "message", "updated_at", "history")},
+                    set_={
+                        c: stmt.excluded[c] for c in ("status", "reason", "message", "updated_at", "history")
+                    },
                 ),
                 [p.commands[c] for c in p.changed_commands],
             )
@@ -198,12 +214,17 @@ class Projector:
         stmt = insert(t.consumed_offsets)
         await conn.execute(
             stmt.on_conflict_do_update(
-                index_elements=[t.consumed_offsets.c.consumer, t.consumed_offsets.c.topic,
-                                t.consumed_offsets.c.partition],
+                index_elements=[
+                    t.consumed_offsets.c.consumer,
+                    t.consumed_offsets.c.topic,
+                    t.consumed_offsets.c.partition,
+                ],
                 set_={"next_offset": stmt.excluded.next_offset},
             ),
-            [{"consumer": self.name, "topic": self.topic, "partition": p_, "next_offset": o}
-             for p_, o in offsets.items()],
+            [
+                {"consumer": self.name, "topic": self.topic, "partition": p_, "next_offset": o}
+                for p_, o in offsets.items()
+            ],
         )
 
     async def _publish(self, p: Projection) -> None:
@@ -212,8 +233,13 @@ class Projector:
             latest: dict[str, bytes] = {}
             for change in p.changes:
                 message = _json.encode(
-                    {"type": "change", "device_id": change.device_id, "version": change.version,
-                     "twin": change.twin, "event": change.event}
+                    {
+                        "type": "change",
+                        "device_id": change.device_id,
+                        "version": change.version,
+                        "twin": change.twin,
+                        "event": change.event,
+                    }
                 )
                 pipe.publish(self.redis_prefix + home_channel(change.home_id), message)
                 latest[change.device_id] = _json.encode(change.twin)

@@ -23,8 +23,10 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     engine = async_engine(stack.postgres_dsn, settings.schema_name)
     redis = Redis.from_url(stack.redis_url)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=stack.kafka_bootstrap_servers, enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_bytes=32 * 1024 * 1024,
+        bootstrap_servers=stack.kafka_bootstrap_servers,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+        fetch_max_bytes=32 * 1024 * 1024,
     )
     producer = make_producer(stack.kafka_bootstrap_servers, client_id="read-models-projector")
     await consumer.start()
@@ -32,9 +34,14 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     stop = stop or asyncio.Event()
     try:
         projector = Projector(
-            engine=engine, redis=redis, consumer=consumer, topic=stack.topics.journal,
+            engine=engine,
+            redis=redis,
+            consumer=consumer,
+            topic=stack.topics.journal,
             dead_letters=DeadLetters(producer, stack.topics, consumer="read-models-projector"),
-            name=settings.consumer_name, batch_size=settings.batch_size, batch_wait_ms=settings.batch_wait_ms,
+            name=settings.consumer_name,
+            batch_size=settings.batch_size,
+            batch_wait_ms=settings.batch_wait_ms,
         )
         await projector.start()
         runner = asyncio.create_task(projector.run())

@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# One image for every Hearth Python service (command API, device actor, read models, `hearth init`).
+# The Spark job has its own image: analytics/Dockerfile.
+
+FROM python:3.11-slim AS build
+RUN pip install --no-cache-dir uv==0.13.8
+ENV UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/hearth/venv
+WORKDIR /src
+COPY pyproject.toml uv.lock README.md ./
+COPY shared/ shared/
+COPY services/ services/
+COPY analytics/ analytics/
+COPY src/ src/
+# --no-editable: the venv holds every workspace package itself, so the sources stay in this stage.
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-editable
+
+FROM python:3.11-slim
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/hearth hearth \
+    && install -d -o hearth -g hearth /var/lib/hearth
+COPY --from=build /opt/hearth/venv /opt/hearth/venv
+ENV VIRTUAL_ENV=/opt/hearth/venv \
+    PATH=/opt/hearth/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1
+USER hearth
+# Services keep relative data dirs (e.g. the device actor's) here; compose mounts a volume on it.
+WORKDIR /var/lib/hearth
+EXPOSE 8000 8001
+CMD ["hearth", "--help"]

@@ -1,0 +1,183 @@
+"""compose.yaml checked statically (no Docker engine here): the Compose specification's own JSON schema,
+then what the schema cannot know: tags, ports, healthchecks, dependencies, commands, env, COPY sources."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import shlex
+from importlib.metadata import distribution
+from pathlib import Path
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from pydantic_settings import BaseSettings
+
+from hearth_shared.settings import StackSettings
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+SERVICES: dict[str, dict] = COMPOSE["services"]
+PROBED = {"kafka", "postgres", "redis", "spark-master", "spark-worker", "command-api", "query-api"}
+PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092}
+SCHEMA = "check_jsonschema/builtin_schemas/vendor/compose-spec.json"
+WORKSPACE_PACKAGES = [
+    "hearth_shared",
+    "hearth_command_api",
+    "hearth_device_actor",
+    "hearth_read_models",
+    "hearth_analytics",
+    "hearth",
+]
+
+
+def _ours() -> dict[str, dict]:
+    """Services built from this repository (the ones that run Hearth code)."""
+    return {name: svc for name, svc in SERVICES.items() if "build" in svc}
+
+
+def _command(svc: dict) -> list[str]:
+    cmd = svc.get("command", [])
+    return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+
+
+def _env_names(svc: dict) -> set[str]:
+    env = svc.get("environment", {})
+    return set(env) if isinstance(env, dict) else {item.split("=", 1)[0] for item in env}
+
+
+def _host_ports(svc: dict) -> set[int]:
+    ports = set()
+    for port in svc.get("ports", []):
+        if isinstance(port, dict):
+            ports.add(int(port["published"]))
+        else:
+            parts = str(port).split("/")[0].split(":")
+            ports.add(int(parts[-2] if len(parts) > 1 else parts[0]))
+    return ports
+
+
+def test_compose_matches_the_compose_specification_schema() -> None:
+    # The compose-spec project's schema as vendored by check-jsonschema (read as a file, not imported).
+    schema = json.loads(Path(distribution("check-jsonschema").locate_file(SCHEMA)).read_text())
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in Draft202012Validator(schema).iter_errors(COMPOSE)
+    ]
+    assert errors == []
+
+
+def test_every_image_has_an_explicit_tag() -> None:
+    for name, svc in SERVICES.items():
+        image = svc.get("image")
+        assert image, f"{name} names no image"
+        repo, _, tag = image.rpartition(":")
+        assert repo and "/" not in tag and tag not in ("", "latest"), f"{name}: {image!r} has no explicit tag"
+
+
+def test_api_and_broker_ports_are_published() -> None:
+    for name, port in PUBLISHED.items():
+        assert port in _host_ports(SERVICES[name]), f"{name} does not publish {port}"
+
+
+def test_probeable_services_have_healthchecks() -> None:
+    for name in PROBED:
+        test = SERVICES[name].get("healthcheck", {}).get("test")
+        assert test and not SERVICES[name]["healthcheck"].get("disable"), f"{name} has no healthcheck"
+    for api in ("command-api", "query-api"):
+        assert "/healthz" in " ".join(SERVICES[api]["healthcheck"]["test"]), f"{api} does not probe /healthz"
+
+
+def test_dependencies_exist_and_their_conditions_can_be_met() -> None:
+    for name, svc in SERVICES.items():
+        deps = svc.get("depends_on", {})
+        for target in deps:
+            assert target in SERVICES, f"{name} depends on unknown service {target}"
+            condition = deps[target].get("condition") if isinstance(deps, dict) else None
+            if condition == "service_healthy":
+                assert "healthcheck" in SERVICES[target], (
+                    f"{name} waits for {target}, which has no healthcheck"
+                )
+            if condition == "service_completed_successfully":
+                assert SERVICES[target].get("restart", "no") == "no", f"{target} restarts, never completes"
+
+
+def _cli_commands() -> set[str]:
+    """Top-level commands of the typer CLI: @app.command("name") or @app.command() def name, and
+    app.add_typer(..., name="group")."""
+    names = set()
+    for node in ast.walk(ast.parse((ROOT / "src/hearth/cli.py").read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Call) and ast.unparse(deco.func) == "app.command":
+                    arg = deco.args[0] if deco.args else None
+                    names.add(arg.value if isinstance(arg, ast.Constant) else node.name.replace("_", "-"))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "app.add_typer":
+            names |= {kw.value.value for kw in node.keywords if kw.arg == "name"}
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(_ours()))
+def test_service_commands_resolve_to_workspace_code(name: str) -> None:
+    cmd = _command(SERVICES[name])
+    if cmd[:2] == ["python", "-m"]:
+        module = cmd[2]
+        assert module.split(".")[0] in WORKSPACE_PACKAGES, f"{name}: {module} is not a workspace package"
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            spec = None
+        assert spec is not None, f"{name}: no module {module}"
+        if spec.submodule_search_locations is not None:  # a package: `python -m` runs its __main__
+            assert importlib.util.find_spec(f"{module}.__main__"), f"{name}: {module} has no __main__"
+    elif cmd[:1] == ["hearth"]:
+        assert (ROOT / "src/hearth/cli.py").exists(), "src/hearth/cli.py does not exist"
+        assert cmd[1] in _cli_commands(), f"{name}: the hearth CLI has no {cmd[1]!r} command"
+    elif not cmd[0].startswith("/opt/spark/"):
+        pytest.fail(f"{name}: unexpected command {cmd}")
+
+
+def _known_env_names() -> set[str]:
+    """HEARTH_* names some settings class reads: its env prefix + a field name."""
+    classes: set[type[BaseSettings]] = {StackSettings}
+    for package in WORKSPACE_PACKAGES:
+        try:
+            module = importlib.import_module(f"{package}.settings")
+        except ModuleNotFoundError as e:
+            if e.name in (package, f"{package}.settings"):
+                continue  # no settings module (yet)
+            raise
+        classes |= {v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseSettings)}
+    return {
+        (cls.model_config.get("env_prefix") or "").upper() + field.upper()
+        for cls in classes
+        for field in cls.model_fields
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_ours()))
+def test_service_env_vars_are_hearth_settings(name: str) -> None:
+    known = _known_env_names()
+    for var in _env_names(SERVICES[name]):
+        assert var.startswith("HEARTH_"), f"{name}: {var} is not a HEARTH_ setting"
+        assert var in known, f"{name}: no settings class reads {var}"
+
+
+@pytest.mark.parametrize("dockerfile", sorted({svc["build"]["dockerfile"] for svc in _ours().values()}))
+def test_dockerfile_copy_sources_exist(dockerfile: str) -> None:
+    context = ROOT  # both images build from the repository root
+    assert all(svc["build"]["context"] == "." for svc in _ours().values())
+    copies = [
+        line.split()[1:]
+        for line in (context / dockerfile).read_text().splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+    ]
+    assert copies, f"{dockerfile} copies nothing"
+    for args in copies:
+        for source in [a for a in args if not a.startswith("--")][:-1]:
+            assert (context / source).exists(), f"{dockerfile}: COPY source {source} does not exist"

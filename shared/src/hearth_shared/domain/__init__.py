@@ -1,0 +1,28 @@
+"""Hearth's domain rules: pure functions over a device twin, no I/O.
+
+* ``decide(twin, request, now)`` -> the facts a request leads to (as ``Change``s);
+  ``tick(twin, now, offline_after_s=...)`` -> the facts the passing of time leads to.
+* ``stamp(twin, changes, ...)`` -> those facts as journal events, numbered version+1, +2, ...
+* ``evolve(twin, event)`` -> the twin after one fact; folding a device's journal rebuilds its twin.
+* Device types: one module each (thermostat.py, lock.py), listed in registry.py.
+"""
+
+from hearth_shared.domain.decide import Change, decide, stamp, tick
+from hearth_shared.domain.device_type import CommandInvalid
+from hearth_shared.domain.evolve import evolve
+from hearth_shared.domain.registry import device_type_names, validate_command
+from hearth_shared.domain.twin import CommandState, Twin, twin_view
+
+__all__ = [
+    "Change",
+    "CommandInvalid",
+    "CommandState",
+    "Twin",
+    "decide",
+    "device_type_names",
+    "evolve",
+    "stamp",
+    "tick",
+    "twin_view",
+    "validate_command",
+]

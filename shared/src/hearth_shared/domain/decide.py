@@ -1,0 +1,215 @@
+"""``decide`` what a request means for a device, ``tick`` the clock, and ``stamp`` the resulting facts.
+
+``decide`` and ``tick`` return ``Change``s: facts without their envelope. The device actor stamps
+them into events (``stamp``), appends them to the journal, and folds them into its twin (``evolve``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+import msgspec
+
+from hearth_shared.domain.device_type import CommandInvalid
+from hearth_shared.domain.registry import DEVICE_TYPES
+from hearth_shared.domain.twin import Twin
+from hearth_shared.events import (
+    AcknowledgeCommand,
+    CommandAccepted,
+    CommandAcknowledged,
+    CommandConverged,
+    CommandDispatched,
+    CommandExpired,
+    CommandFailed,
+    CommandFailedPayload,
+    CommandRef,
+    CommandRejected,
+    CommandRejectedPayload,
+    CommandRequested,
+    CommandRequestedPayload,
+    CommandSuperseded,
+    CommandSupersededPayload,
+    ConnectivityPayload,
+    DesiredSetPayload,
+    DeviceCameOnline,
+    DeviceRegistered,
+    DeviceRegisteredPayload,
+    DeviceWentOffline,
+    Event,
+    Inbound,
+    Payload,
+    RegisterDevice,
+    ReportState,
+    StateReported,
+    StateReportedPayload,
+    SubmitCommand,
+)
+
+_MISSING = object()
+
+
+class Change(msgspec.Struct, frozen=True):
+    """A fact to record, before it has an envelope."""
+
+    event_type: type[Event]
+    payload: Payload
+    correlation_id: uuid.UUID | None = None
+
+
+def _about(command_id: uuid.UUID, event_type: type[Event], payload: Payload | None = None) -> Change:
+    """A fact about a command (correlated by its id); the payload is just the id unless given."""
+    if payload is None:
+        payload = CommandRef(command_id=command_id)
+    return Change(event_type, payload, correlation_id=command_id)
+
+
+def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
+    """The facts ``request`` leads to; [] when it changes nothing (a duplicate, an old report...)."""
+    if isinstance(request, RegisterDevice):
+        if twin is not None or request.device_type not in DEVICE_TYPES:
+            return []
+        payload = DeviceRegisteredPayload(device_type=request.device_type, name=request.name)
+        return [Change(DeviceRegistered, payload)]
+    if twin is None:  # only a registration creates a device; the API checks existence first
+        return []
+    if isinstance(request, SubmitCommand):
+        return _submit(twin, request, now)
+    if isinstance(request, ReportState):
+        return _report(twin, request, now)
+    if isinstance(request, AcknowledgeCommand):
+        return _acknowledge(twin, request)
+    return []
+
+
+def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
+    command_id = request.command_id
+    if str(command_id) in twin.commands:
+        return []  # decided already (a redelivered request)
+    requested = _about(
+        command_id,
+        CommandRequested,
+        CommandRequestedPayload(
+            command_id=command_id, name=request.name, params=request.params, expires_at=request.expires_at
+        ),
+    )
+    if request.expires_at <= now:
+        return [requested, _about(command_id, CommandExpired)]
+    kind = DEVICE_TYPES[twin.device_type]
+    try:
+        setting, desired = kind.plan(twin, request.name, kind.validate(request.name, request.params))
+    except CommandInvalid as invalid:
+        rejected = CommandRejectedPayload(
+            command_id=command_id, reason=invalid.reason, message=invalid.message
+        )
+        return [requested, _about(command_id, CommandRejected, rejected)]
+    superseded = [
+        _about(
+            old.command_id,
+            CommandSuperseded,
+            CommandSupersededPayload(command_id=old.command_id, superseded_by=command_id),
+        )
+        for old in twin.commands.values()
+        if old.setting == setting and old.status == "accepted"  # held, not dispatched yet
+    ]
+    desired_set = DesiredSetPayload(command_id=command_id, desired=desired)
+    changes = [
+        requested,
+        _about(command_id, CommandAccepted),
+        *superseded,
+        _about(command_id, kind.settings[setting], desired_set),
+    ]
+    if twin.online:
+        changes.append(_about(command_id, CommandDispatched))
+    return changes
+
+
+def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
+    if request.device_seq <= twin.last_device_seq:
+        return []  # a duplicate, or an older report arriving late: never overwrite newer state
+    changes: list[Change] = []
+    in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
+    if not twin.online:
+        changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=request.device_time)))
+        held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
+        changes += [_about(c.command_id, CommandDispatched) for c in held]
+        in_flight += held
+    changed = {
+        key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value
+    }
+    seq, device_time = request.device_seq, request.device_time
+    report = StateReportedPayload(reported=changed, device_seq=seq, device_time=device_time)
+    changes.append(Change(StateReported, report))  # even if nothing changed: it advances the seq
+
+    kind = DEVICE_TYPES[twin.device_type]
+    reported = {**twin.reported, **changed}
+    reason = kind.failure(reported)
+    for command in in_flight:
+        if reason:
+            failed = CommandFailedPayload(
+                command_id=command.command_id, reason=reason, message=f"device reported {reason}"
+            )
+            changes.append(_about(command.command_id, CommandFailed, failed))
+        elif command.status == "acknowledged" and kind.converged(command.desired, reported):
+            changes.append(_about(command.command_id, CommandConverged))
+    return changes
+
+
+def _acknowledge(twin: Twin, request: AcknowledgeCommand) -> list[Change]:
+    command = twin.commands.get(str(request.command_id))
+    if command is None:
+        return []  # unknown, or terminal already
+    if not request.ok:
+        failed = CommandFailedPayload(
+            command_id=command.command_id, reason=request.reason or "device_refused", message=request.message
+        )
+        return [_about(command.command_id, CommandFailed, failed)]
+    if command.status != "dispatched":
+        return []
+    changes = [_about(command.command_id, CommandAcknowledged)]
+    if DEVICE_TYPES[twin.device_type].converged(command.desired, twin.reported):
+        changes.append(_about(command.command_id, CommandConverged))
+    return changes
+
+
+def tick(twin: Twin | None, now: datetime, *, offline_after_s: float) -> list[Change]:
+    """What the passing of time decides: expired commands, and a device gone silent."""
+    if twin is None:
+        return []
+    changes = [_about(c.command_id, CommandExpired) for c in twin.commands.values() if c.expires_at <= now]
+    silent = twin.last_seen is not None and (now - twin.last_seen).total_seconds() > offline_after_s
+    if twin.online and silent:
+        changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen)))
+    return changes
+
+
+def stamp(
+    twin: Twin | None,
+    changes: list[Change],
+    *,
+    home_id: str,
+    device_id: str,
+    now: datetime,
+    causation_id: uuid.UUID | None,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+) -> list[Event]:
+    """Wrap changes in envelopes, numbered on from the twin's version (1 for a new device's first fact)."""
+    events: list[Event] = []
+    for version, change in enumerate(changes, start=(twin.version if twin else 0) + 1):
+        make: Callable[..., Event] = change.event_type
+        payload = change.payload
+        events.append(
+            make(
+                event_id=new_id(),
+                device_id=device_id,
+                home_id=home_id,
+                version=version,
+                occurred_at=payload.device_time if isinstance(payload, StateReportedPayload) else now,
+                recorded_at=now,
+                causation_id=causation_id,
+                correlation_id=change.correlation_id,
+                payload=payload,
+            )
+        )
+    return events

@@ -1,0 +1,92 @@
+"""``evolve``: apply one fact to a twin. Pure and deterministic, so a replay rebuilds the same twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from hearth_shared.domain.registry import DEVICE_TYPES
+from hearth_shared.domain.twin import CommandState, Twin
+from hearth_shared.events import (
+    COMMAND_STATUS_BY_EVENT,
+    TERMINAL_STATUSES,
+    CommandRequested,
+    DesiredSetPayload,
+    DeviceCameOnline,
+    DeviceRegistered,
+    DeviceWentOffline,
+    Event,
+    StateReported,
+)
+
+
+def evolve(twin: Twin | None, event: Event) -> Twin:
+    """The twin after ``event``. Facts at or below the twin's version were applied already: ignored."""
+    if twin is None:
+        if not isinstance(event, DeviceRegistered):
+            raise ValueError(f"{event.type} v{event.version} of {event.device_id} before device.registered")
+        kind = DEVICE_TYPES.get(event.payload.device_type)
+        return Twin(
+            device_id=event.device_id,
+            home_id=event.home_id,
+            device_type=event.payload.device_type,
+            name=event.payload.name,
+            desired={},
+            reported=kind.initial_reported() if kind else {},
+            version=event.version,
+            updated_at=event.recorded_at,
+        )
+    if event.version <= twin.version:
+        return twin
+    changes = _changes(twin, event)
+    return msgspec.structs.replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
+
+
+def _changes(twin: Twin, event: Event) -> dict[str, Any]:
+    """The twin fields ``event`` changes (besides version and updated_at)."""
+    payload: Any = getattr(event, "payload", None)
+    if isinstance(event, StateReported):
+        return {
+            "reported": {**twin.reported, **payload.reported},
+            "last_device_seq": payload.device_seq,
+            "last_seen": payload.device_time,
+        }
+    if isinstance(event, DeviceCameOnline | DeviceWentOffline):
+        return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
+    if isinstance(payload, DesiredSetPayload):  # thermostat.target_set, lock.desired_state_set, ...
+        return {
+            "desired": {**twin.desired, **payload.desired},
+            "commands": _update(
+                twin, str(payload.command_id), setting=_setting(twin, event), desired=payload.desired
+            ),
+        }
+    if isinstance(event, CommandRequested):
+        command = CommandState(
+            command_id=payload.command_id,
+            name=payload.name,
+            params=payload.params,
+            status="pending",
+            expires_at=payload.expires_at,
+            requested_at=event.occurred_at,
+        )
+        return {"commands": {**twin.commands, str(payload.command_id): command}}
+    status = COMMAND_STATUS_BY_EVENT.get(type(event))
+    if status in TERMINAL_STATUSES:
+        return {"commands": {key: c for key, c in twin.commands.items() if key != str(payload.command_id)}}
+    if status is not None:
+        return {"commands": _update(twin, str(payload.command_id), status=status)}
+    return {}  # a fact that does not change the twin's state (e.g. anomaly.detected)
+
+
+def _update(twin: Twin, command_id: str, **changes: Any) -> dict[str, CommandState]:
+    command = twin.commands.get(command_id)
+    if command is None:
+        return twin.commands
+    return {**twin.commands, command_id: msgspec.structs.replace(command, **changes)}
+
+
+def _setting(twin: Twin, event: Event) -> str:
+    kind = DEVICE_TYPES.get(twin.device_type)
+    settings = kind.settings.items() if kind else ()
+    return next((setting for setting, fact in settings if fact is type(event)), "")

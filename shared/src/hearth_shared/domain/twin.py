@@ -1,0 +1,78 @@
+"""The device twin: everything the device actor knows about one device.
+
+A twin is never edited in place: ``evolve`` (evolve.py) folds the device's facts into a new one, so
+replaying the journal rebuilds exactly the same twin.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from hearth_shared.events import JSON
+
+CommandStatus = Literal["pending", "accepted", "dispatched", "acknowledged"]
+
+
+class CommandState(msgspec.Struct, frozen=True, kw_only=True):
+    """A command still under way. Once terminal (converged, failed, ...) it leaves the twin."""
+
+    command_id: uuid.UUID
+    name: str
+    params: JSON
+    setting: str = ""  # the supersede group ("target", "lock", ...), known once accepted
+    desired: JSON = msgspec.field(default_factory=dict)  # the keys it sets, known once accepted
+    status: CommandStatus
+    expires_at: datetime
+    requested_at: datetime
+
+
+class Twin(msgspec.Struct, frozen=True, kw_only=True):
+    device_id: str
+    home_id: str
+    device_type: str
+    name: str
+    desired: JSON
+    reported: JSON
+    version: int  # the version of the last fact applied
+    online: bool = False
+    last_seen: datetime | None = None
+    updated_at: datetime
+    last_device_seq: int = -1  # the highest device_seq applied; older reports are ignored
+    commands: dict[str, CommandState] = msgspec.field(default_factory=dict)  # by str(command_id)
+
+    @property
+    def delta(self) -> JSON:
+        """The desired keys whose value the device has not reported (yet)."""
+        return {key: value for key, value in self.desired.items() if not _reports(self.reported, key, value)}
+
+
+def _reports(reported: JSON, key: str, value: Any) -> bool:
+    return key in reported and reported[key] == value
+
+
+def same_as_reported(desired: JSON, reported: JSON) -> bool:
+    """The generic convergence rule: every desired key is reported with the same value."""
+    return all(_reports(reported, key, value) for key, value in desired.items())
+
+
+def twin_view(twin: Twin) -> JSON:
+    """The twin as the public contract shows it (JSON-ready)."""
+    return {
+        "device_id": twin.device_id,
+        "home_id": twin.home_id,
+        "type": twin.device_type,
+        "name": twin.name,
+        "desired": dict(twin.desired),
+        "reported": dict(twin.reported),
+        "delta": twin.delta,
+        "version": twin.version,
+        "connectivity": {
+            "online": twin.online,
+            "last_seen": twin.last_seen.isoformat() if twin.last_seen else None,
+        },
+        "updated_at": twin.updated_at.isoformat(),
+    }

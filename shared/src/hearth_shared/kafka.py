@@ -64,13 +64,23 @@ class KafkaJournal:
 
     def __init__(self, bootstrap_servers: str, topics: Topics, client_id: str) -> None:
         self.topics = topics
-        self.producer = make_producer(bootstrap_servers, client_id)
+        self.bootstrap_servers = bootstrap_servers
+        self.client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("KafkaJournal.start() has not been awaited")
+        return self._producer
 
     async def start(self) -> None:
-        await self.producer.start()
+        self._producer = make_producer(self.bootstrap_servers, self.client_id)  # needs a running loop
+        await self._producer.start()
 
     async def stop(self) -> None:
-        await self.producer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
 
     async def append(self, *events: Event) -> None:
         """Append facts; returns once the broker has them (acks=all)."""
@@ -87,9 +97,9 @@ class KafkaJournal:
 class DeadLetters:
     """Sends records nobody could read to the dead-letter topic with the reason, and counts them."""
 
-    def __init__(self, producer: AIOKafkaProducer, topics: Topics, consumer: str) -> None:
-        self.producer = producer
-        self.topic = topics.dead_letters
+    def __init__(self, journal: KafkaJournal, consumer: str) -> None:
+        self.journal = journal
+        self.topic = journal.topics.dead_letters
         self.consumer = consumer
         self.count = 0
 
@@ -121,4 +131,4 @@ class DeadLetters:
         )
         self.count += 1
         log.warning("dead letter from %s[%d]@%d: %s %s", topic, partition, offset, reason, detail[:200])
-        await self.producer.send_and_wait(self.topic, msgspec.json.encode(letter), key=key)
+        await self.journal.producer.send_and_wait(self.topic, msgspec.json.encode(letter), key=key)

@@ -108,15 +108,16 @@ class JournalFeed:
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, view: RegistryView) -> None:
+        self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.view = view
         self.caught_up = asyncio.Event()
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
-        )
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
         await self.consumer.start()
         partitions = self.consumer.partitions_for_topic(self.topic)
         for _ in range(50):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 from hearth_device_actor.app import make_app
 from hearth_device_actor.settings import DeviceActorSettings
@@ -11,6 +12,7 @@ from hearth_device_actor.settings import DeviceActorSettings
 
 def main() -> None:
     settings = DeviceActorSettings()
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

@@ -55,7 +55,7 @@ class Outbox(Protocol):
 class DeviceActors:
     def __init__(
         self,
-        twins: MutableMapping[str, bytes],
+        twins: MutableMapping[bytes, bytes],  # device_id (bytes, as the inbox key) -> Twin (msgpack)
         outbox: Outbox,
         *,
         offline_after_s: float,
@@ -69,7 +69,7 @@ class DeviceActors:
         self.processed = 0
 
     def load(self, device_id: str) -> Twin | None:
-        data = self.twins.get(device_id)
+        data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
     async def handle_batch(self, records: list[InboxRecord]) -> None:
@@ -128,8 +128,8 @@ class DeviceActors:
     def rescan(self) -> None:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
         self.deadlines = {}
-        for device_id, data in list(self.twins.items()):
-            self._watch(device_id, _decode_twin(data))
+        for key, data in list(self.twins.items()):
+            self._watch(key.decode(), _decode_twin(data))
 
     async def _commit(self, touched: dict[str, Twin | None], events: list[Event]) -> None:
         if not events:
@@ -138,7 +138,7 @@ class DeviceActors:
         await self.outbox.record(events, commands)
         for device_id, twin in touched.items():
             if twin is not None:
-                self.twins[device_id] = _encode_twin(twin)
+                self.twins[device_id.encode()] = _encode_twin(twin)
                 self._watch(device_id, twin)
 
     @staticmethod

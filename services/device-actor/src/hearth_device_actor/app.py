@@ -28,7 +28,7 @@ class KafkaOutbox:
 
     def __init__(self, journal: KafkaJournal) -> None:
         self.journal = journal
-        self.dead_letters = DeadLetters(journal.producer, journal.topics, consumer="device-actor")
+        self.dead_letters = DeadLetters(journal, consumer="device-actor")
 
     async def record(self, events: list[Event], commands: list[DeviceCommand]) -> None:
         await self.journal.append(*events)
@@ -93,10 +93,8 @@ def make_app(
         "twins",
         default=None,
         partitions=PARTITIONS,
-        key_type=str,
+        key_type=bytes,
         value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
         use_partitioner=True,
     )
     actors = DeviceActors(twins, KafkaOutbox(journal), offline_after_s=settings.offline_after_s)

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from hearth_read_models.db import async_engine, migrate
 from hearth_read_models.projector import Projector
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.kafka import DeadLetters, make_producer
+from hearth_shared.kafka import DeadLetters, KafkaJournal
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
         max_partition_fetch_bytes=4 * 1024 * 1024,
         fetch_max_bytes=32 * 1024 * 1024,
     )
-    producer = make_producer(stack.kafka_bootstrap_servers, client_id="read-models-projector")
+    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
     await consumer.start()
-    await producer.start()
+    await journal.start()
     stop = stop or asyncio.Event()
     try:
         projector = Projector(
@@ -38,7 +38,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
             redis=redis,
             consumer=consumer,
             topic=stack.topics.journal,
-            dead_letters=DeadLetters(producer, stack.topics, consumer="read-models-projector"),
+            dead_letters=DeadLetters(journal, consumer="read-models-projector"),
             name=settings.consumer_name,
             batch_size=settings.batch_size,
             batch_wait_ms=settings.batch_wait_ms,
@@ -53,7 +53,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
             runner.result()  # a crash of the projector ends the process with its error
     finally:
         await consumer.stop()
-        await producer.stop()
+        await journal.stop()
         await redis.aclose()
         await engine.dispose()
 

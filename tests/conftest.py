@@ -1,0 +1,143 @@
+"""Fixtures: the real broker, PostgreSQL and Redis, started once per test session on free ports.
+
+Each test that needs them gets its own topic prefix (so its own topics) and its own PostgreSQL schema;
+tests of the whole platform share one set of running services (``platform``), each test using its own
+homes and devices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hearth.stack.kafka import KafkaBroker
+from hearth.stack.local import Services
+from hearth.stack.postgres import PostgresServer
+from hearth.stack.process import ManagedProcess, free_port, tail
+from hearth.stack.redis import RedisServer
+from hearth_shared.auth import create_token
+from hearth_shared.kafka import ensure_topics
+from hearth_shared.settings import StackSettings
+
+SECRET = secrets.token_urlsafe(24)
+
+
+def _started(part: ManagedProcess, timeout_s: float) -> ManagedProcess:
+    part.start()
+    try:
+        part.wait_healthy(timeout_s)
+    except BaseException:
+        part.stop()
+        raise
+    return part
+
+
+@pytest.fixture(scope="session")
+def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("servers")
+
+
+@pytest.fixture(scope="session")
+def kafka(servers_dir: Path) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(
+        data_dir=servers_dir / "kafka", port=free_port(), controller_port=free_port(), log_dir=servers_dir
+    )
+    part = _started(broker.process(), 120)
+    yield broker
+    part.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(servers_dir: Path) -> Iterator[PostgresServer]:
+    server = PostgresServer(data_dir=servers_dir / "pg", port=free_port(), log_dir=servers_dir)
+    server.init()
+    part = _started(server.process(), 60)
+    server.ensure_database()
+    yield server
+    part.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
+    server = RedisServer(data_dir=servers_dir / "redis", port=free_port(), log_dir=servers_dir)
+    part = _started(server.process(), 30)
+    yield server
+    part.stop()
+
+
+def make_settings(kafka: KafkaBroker, postgres: PostgresServer, redis: RedisServer, prefix: str) -> StackSettings:
+    return StackSettings(
+        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=prefix, postgres_dsn=postgres.dsn,
+        redis_url=redis.url, token_secret=SECRET,
+    )
+
+
+@pytest.fixture
+async def stack(kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer) -> StackSettings:
+    """Settings for one test: its own topics (created), sharing the session's servers."""
+    settings = make_settings(kafka, postgres, redis_server, f"t{uuid.uuid4().hex[:10]}")
+    await ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs())
+    return settings
+
+
+@dataclass
+class Platform:
+    """The running services of the test session, and how to talk to them."""
+
+    settings: StackSettings
+    command_api: str
+    query_api: str
+    parts: dict[str, ManagedProcess]
+
+    def token(self, home_id: str | None = None) -> str:
+        return create_token(SECRET, home_id=home_id, admin=home_id is None)
+
+    def client(self, base: str, home_id: str | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=base, headers={"Authorization": f"Bearer {self.token(home_id)}"}, timeout=30.0
+        )
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{tail(p.log_path, 40)}" for name, p in self.parts.items())
+
+
+@pytest.fixture(scope="session")
+def platform(
+    kafka: KafkaBroker,
+    postgres: PostgresServer,
+    redis_server: RedisServer,
+    servers_dir: Path,
+) -> Iterator[Platform]:
+    """The device actor, projector, query API and command API, once per session, as real processes."""
+    settings = make_settings(kafka, postgres, redis_server, "platform")
+    asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
+    services = Services(
+        settings, logs=servers_dir / "services", data=servers_dir / "services-data",
+        command_api_port=free_port(), query_api_port=free_port(),
+        extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
+    )
+    parts: dict[str, ManagedProcess] = {}
+    try:
+        for name in services.names(simulate=False):
+            part, timeout_s = services.part(name)
+            parts[name] = _started(part, timeout_s)
+        yield Platform(
+            settings, f"http://127.0.0.1:{services.command_api_port}",
+            f"http://127.0.0.1:{services.query_api_port}", parts,
+        )
+    finally:
+        for part in reversed(parts.values()):
+            part.stop()
+
+
+@pytest.fixture
+async def admin_api(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
+    async with platform.client(platform.command_api) as client:
+        yield client

@@ -1,0 +1,78 @@
+"""The walking skeleton: a device registered through the command API shows up in the query API, having
+passed through the inbox, the device actor, the journal and the projector, on real Kafka, PostgreSQL
+and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Platform
+
+pytestmark = pytest.mark.e2e
+
+
+async def eventually(fetch: Any, *, timeout_s: float = 30.0) -> httpx.Response:
+    """Poll until the response is 200 (the views are eventually consistent), or fail with the last one."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        response: httpx.Response = await fetch()
+        if response.status_code == 200 or asyncio.get_running_loop().time() > deadline:
+            return response
+        await asyncio.sleep(0.1)
+
+
+async def test_registered_thermostat_appears_in_the_query_api(platform: Platform) -> None:
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    device_id = f"thermo-{uuid.uuid4().hex[:8]}"
+    async with platform.client(platform.command_api, home) as api, platform.client(platform.query_api, home) as q:
+        created = await api.post("/v1/devices", json={"device_id": device_id, "home_id": home,
+                                                      "type": "thermostat", "name": "Hall"})
+        assert created.status_code == 201, created.text
+        assert created.json()["device_id"] == device_id
+        assert created.json()["version"] == 1
+
+        twin = await eventually(lambda: q.get(f"/v1/devices/{device_id}"))
+        assert twin.status_code == 200, platform.logs()
+        body = twin.json()
+        assert (body["home_id"], body["type"], body["name"], body["version"]) == (home, "thermostat", "Hall", 1)
+
+        history = await q.get(f"/v1/devices/{device_id}/events")
+        assert [e["type"] for e in history.json()["items"]] == ["device.registered"]
+
+        listed = await q.get("/v1/devices", params={"home_id": home})
+        assert [d["device_id"] for d in listed.json()["items"]] == [device_id]
+
+
+async def test_registering_twice_is_a_conflict(platform: Platform) -> None:
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    body = {"device_id": f"lock-{uuid.uuid4().hex[:8]}", "home_id": home, "type": "lock", "name": "Front door"}
+    async with platform.client(platform.command_api, home) as api:
+        assert (await api.post("/v1/devices", json=body)).status_code == 201
+        again = await api.post("/v1/devices", json=body)
+        assert again.status_code == 409
+        assert "already registered" in again.json()["detail"]
+
+
+async def test_bad_registration_says_what_is_wrong(platform: Platform) -> None:
+    async with platform.client(platform.command_api, "h1") as api:
+        response = await api.post("/v1/devices", json={"home_id": "h1", "type": "toaster", "name": "x"})
+    assert response.status_code == 422
+    assert "unknown device type 'toaster'" in response.text
+
+
+async def test_no_token_is_401_and_another_home_is_404(platform: Platform) -> None:
+    home, other = f"home-{uuid.uuid4().hex[:8]}", f"home-{uuid.uuid4().hex[:8]}"
+    device_id = f"thermo-{uuid.uuid4().hex[:8]}"
+    async with platform.client(platform.command_api, home) as api:
+        assert (await api.post("/v1/devices", json={"device_id": device_id, "home_id": home,
+                                                    "type": "thermostat", "name": "Hall"})).status_code == 201
+    async with httpx.AsyncClient(base_url=platform.query_api) as anonymous:
+        assert (await anonymous.get(f"/v1/devices/{device_id}")).status_code == 401
+    async with platform.client(platform.query_api, home) as mine, platform.client(platform.query_api, other) as q:
+        assert (await eventually(lambda: mine.get(f"/v1/devices/{device_id}"))).status_code == 200
+        assert (await q.get(f"/v1/devices/{device_id}")).status_code == 404

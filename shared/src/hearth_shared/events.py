@@ -313,6 +313,45 @@ class DeviceCommand(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime
 
 
+class Baseline(msgspec.Struct, frozen=True, array_like=True):
+    """Sufficient statistics of one metric in one slice: count, mean, standard deviation."""
+
+    n: int
+    mean: float
+    std: float
+
+
+class AnomalyModel(msgspec.Struct, frozen=True, kw_only=True):
+    """Anomaly model parameters, as the analytics job publishes them to the compacted models topic
+    (keyed by ``name``; the newest ``version`` wins). See ``hearth_shared.domain.anomaly`` for scoring.
+
+    ``by_type`` and ``by_device`` map ``metric -> hour-of-day ("0".."23", or "*" for all hours) ->
+    Baseline``; ``by_type`` is keyed by device type first, ``by_device`` by device id first.
+    """
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    schema_version: int = 1
+    name: str = "telemetry-anomaly"
+    version: int
+    trained_at: datetime
+    trained_on: int  # readings the statistics were computed from
+    threshold: float  # a reading whose z-score exceeds this is an anomaly
+    min_count: int = 30  # a slice with fewer readings is not trusted; a coarser one is used
+    by_type: dict[str, dict[str, dict[str, Baseline]]] = {}
+    by_device: dict[str, dict[str, dict[str, Baseline]]] = {}
+
+
+_model_decoder = msgspec.json.Decoder(AnomalyModel)
+
+
+def decode_model(data: bytes | str) -> AnomalyModel:
+    try:
+        return _model_decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise MalformedRecord("invalid_model", str(exc)) from exc
+
+
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     """A record no consumer could read, with where it came from and why."""
 

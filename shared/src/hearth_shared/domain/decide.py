@@ -131,7 +131,7 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online:
-        changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=request.device_time)))
+        changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=now)))
         held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
         changes += [_about(c.command_id, CommandDispatched) for c in held]
         in_flight += held

@@ -50,7 +50,7 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         return {
             "reported": {**twin.reported, **payload.reported},
             "last_device_seq": payload.device_seq,
-            "last_seen": payload.device_time,
+            "last_seen": event.recorded_at,  # when the platform heard it: its clock, not the device's
         }
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}

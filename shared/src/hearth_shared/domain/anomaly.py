@@ -1,0 +1,73 @@
+"""Scoring telemetry against the latest anomaly model (pure; the device actor calls it per reading).
+
+The model is a z-score baseline: for each metric, the mean and standard deviation of readings by hour
+of day, per device where a device has enough history, else per device type, else for all hours. Why:
+it is cheap to score (a few dict lookups per reading, so it keeps up with the actor's hot path), it is
+trained from sufficient statistics that Spark computes in one pass and that merge across micro-batches
+and restarts, it explains itself (a reading is "N standard deviations from this device's usual at this
+hour"), and it catches what the simulator's faults produce: a sensor drifting away from its baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from hearth_shared.events import JSON, AnomalyModel, Baseline
+
+SCORED_METRICS = ("ambient_c", "humidity_pct")
+MIN_STD = 0.25  # a flat history must not turn every tiny wobble into an anomaly
+
+# Until the analytics job publishes a model: wide, type-level baselines for indoor climate.
+DEFAULT_MODEL = AnomalyModel(
+    version=0,
+    trained_at=datetime(2026, 1, 1, tzinfo=UTC),
+    trained_on=0,
+    threshold=4.0,
+    min_count=1,
+    by_type={
+        "thermostat": {
+            "ambient_c": {"*": Baseline(1, 21.0, 3.0)},
+            "humidity_pct": {"*": Baseline(1, 45.0, 10.0)},
+        }
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    metric: str
+    value: float
+    score: float
+    threshold: float
+    model_version: int
+
+
+def _baseline(slices: dict[str, Baseline] | None, hour: int, min_count: int) -> Baseline | None:
+    if not slices:
+        return None
+    for key in (str(hour), "*"):
+        found = slices.get(key)
+        if found is not None and found.n >= min_count:
+            return found
+    return None
+
+
+def score_reading(
+    model: AnomalyModel, *, device_type: str, device_id: str, reading: JSON, hour: int
+) -> list[Score]:
+    """The anomalies in one reading: metrics whose z-score is above the model's threshold."""
+    found: list[Score] = []
+    for metric in SCORED_METRICS:
+        value = reading.get(metric)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        baseline = _baseline(
+            model.by_device.get(device_id, {}).get(metric), hour, model.min_count
+        ) or _baseline(model.by_type.get(device_type, {}).get(metric), hour, model.min_count)
+        if baseline is None:
+            continue
+        z = abs(value - baseline.mean) / max(baseline.std, MIN_STD)
+        if z > model.threshold:
+            found.append(Score(metric, float(value), round(z, 3), model.threshold, model.version))
+    return found

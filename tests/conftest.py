@@ -72,10 +72,15 @@ def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
     part.stop()
 
 
-def make_settings(kafka: KafkaBroker, postgres: PostgresServer, redis: RedisServer, prefix: str) -> StackSettings:
+def make_settings(
+    kafka: KafkaBroker, postgres: PostgresServer, redis: RedisServer, prefix: str
+) -> StackSettings:
     return StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=prefix, postgres_dsn=postgres.dsn,
-        redis_url=redis.url, token_secret=SECRET,
+        kafka_bootstrap_servers=kafka.bootstrap,
+        topic_prefix=prefix,
+        postgres_dsn=postgres.dsn,
+        redis_url=redis.url,
+        token_secret=SECRET,
     )
 
 
@@ -119,8 +124,11 @@ def platform(
     settings = make_settings(kafka, postgres, redis_server, "platform")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
     services = Services(
-        settings, logs=servers_dir / "services", data=servers_dir / "services-data",
-        command_api_port=free_port(), query_api_port=free_port(),
+        settings,
+        logs=servers_dir / "services",
+        data=servers_dir / "services-data",
+        command_api_port=free_port(),
+        query_api_port=free_port(),
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
     parts: dict[str, ManagedProcess] = {}
@@ -129,8 +137,10 @@ def platform(
             part, timeout_s = services.part(name)
             parts[name] = _started(part, timeout_s)
         yield Platform(
-            settings, f"http://127.0.0.1:{services.command_api_port}",
-            f"http://127.0.0.1:{services.query_api_port}", parts,
+            settings,
+            f"http://127.0.0.1:{services.command_api_port}",
+            f"http://127.0.0.1:{services.query_api_port}",
+            parts,
         )
     finally:
         for part in reversed(parts.values()):

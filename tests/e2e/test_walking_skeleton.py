@@ -29,9 +29,14 @@ async def eventually(fetch: Any, *, timeout_s: float = 30.0) -> httpx.Response:
 async def test_registered_thermostat_appears_in_the_query_api(platform: Platform) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
     device_id = f"thermo-{uuid.uuid4().hex[:8]}"
-    async with platform.client(platform.command_api, home) as api, platform.client(platform.query_api, home) as q:
-        created = await api.post("/v1/devices", json={"device_id": device_id, "home_id": home,
-                                                      "type": "thermostat", "name": "Hall"})
+    async with (
+        platform.client(platform.command_api, home) as api,
+        platform.client(platform.query_api, home) as q,
+    ):
+        created = await api.post(
+            "/v1/devices",
+            json={"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Hall"},
+        )
         assert created.status_code == 201, created.text
         assert created.json()["device_id"] == device_id
         assert created.json()["version"] == 1
@@ -39,7 +44,12 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
         twin = await eventually(lambda: q.get(f"/v1/devices/{device_id}"))
         assert twin.status_code == 200, platform.logs()
         body = twin.json()
-        assert (body["home_id"], body["type"], body["name"], body["version"]) == (home, "thermostat", "Hall", 1)
+        assert (body["home_id"], body["type"], body["name"], body["version"]) == (
+            home,
+            "thermostat",
+            "Hall",
+            1,
+        )
 
         history = await q.get(f"/v1/devices/{device_id}/events")
         assert [e["type"] for e in history.json()["items"]] == ["device.registered"]
@@ -50,7 +60,12 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
 
 async def test_registering_twice_is_a_conflict(platform: Platform) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
-    body = {"device_id": f"lock-{uuid.uuid4().hex[:8]}", "home_id": home, "type": "lock", "name": "Front door"}
+    body = {
+        "device_id": f"lock-{uuid.uuid4().hex[:8]}",
+        "home_id": home,
+        "type": "lock",
+        "name": "Front door",
+    }
     async with platform.client(platform.command_api, home) as api:
         assert (await api.post("/v1/devices", json=body)).status_code == 201
         again = await api.post("/v1/devices", json=body)
@@ -69,10 +84,17 @@ async def test_no_token_is_401_and_another_home_is_404(platform: Platform) -> No
     home, other = f"home-{uuid.uuid4().hex[:8]}", f"home-{uuid.uuid4().hex[:8]}"
     device_id = f"thermo-{uuid.uuid4().hex[:8]}"
     async with platform.client(platform.command_api, home) as api:
-        assert (await api.post("/v1/devices", json={"device_id": device_id, "home_id": home,
-                                                    "type": "thermostat", "name": "Hall"})).status_code == 201
+        assert (
+            await api.post(
+                "/v1/devices",
+                json={"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Hall"},
+            )
+        ).status_code == 201
     async with httpx.AsyncClient(base_url=platform.query_api) as anonymous:
         assert (await anonymous.get(f"/v1/devices/{device_id}")).status_code == 401
-    async with platform.client(platform.query_api, home) as mine, platform.client(platform.query_api, other) as q:
+    async with (
+        platform.client(platform.query_api, home) as mine,
+        platform.client(platform.query_api, other) as q,
+    ):
         assert (await eventually(lambda: mine.get(f"/v1/devices/{device_id}"))).status_code == 200
         assert (await q.get(f"/v1/devices/{device_id}")).status_code == 404

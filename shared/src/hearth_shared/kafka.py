@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -51,6 +51,20 @@ async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> N
                 await asyncio.sleep(0.05)
     finally:
         await admin.close()
+
+
+async def topic_partitions(
+    consumer: AIOKafkaConsumer, topic: str, timeout_s: float = 10.0
+) -> list[TopicPartition]:
+    """The partitions of ``topic``, once the consumer's metadata knows them (fails if it never does)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not (partitions := consumer.partitions_for_topic(topic)):
+        if loop.time() > deadline:
+            raise RuntimeError(f"topic {topic!r} does not exist (run `hearth init` first)")
+        await consumer._client.force_metadata_update()
+        await asyncio.sleep(0.05)
+    return [TopicPartition(topic, p) for p in sorted(partitions)]
 
 
 def make_producer(bootstrap_servers: str, client_id: str, **overrides: Any) -> AIOKafkaProducer:

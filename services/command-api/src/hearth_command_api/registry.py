@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
@@ -26,6 +26,7 @@ from hearth_shared.events import (
     decode_event,
     status_reached,
 )
+from hearth_shared.kafka import topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -119,16 +120,7 @@ class JournalFeed:
             bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
         )
         await self.consumer.start()
-        partitions = self.consumer.partitions_for_topic(self.topic)
-        for _ in range(50):
-            if partitions:
-                break
-            await asyncio.sleep(0.1)
-            await self.consumer._client.force_metadata_update()
-            partitions = self.consumer.partitions_for_topic(self.topic)
-        if not partitions:
-            raise RuntimeError(f"journal topic {self.topic!r} does not exist (run `hearth init` first)")
-        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        tps = await topic_partitions(self.consumer, self.topic)
         self.consumer.assign(tps)
         await self.consumer.seek_to_beginning(*tps)
         self._end = {tp: off for tp, off in (await self.consumer.end_offsets(tps)).items() if off > 0}

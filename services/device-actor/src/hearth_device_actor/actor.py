@@ -17,13 +17,16 @@ from typing import Protocol
 
 import msgspec
 
-from hearth_shared.domain import Twin, decide, evolve, stamp, tick
+from hearth_shared.domain import DEFAULT_MODEL, Twin, decide, detect_anomalies, evolve, stamp, tick
 from hearth_shared.events import (
+    AnomalyModel,
     CommandDispatched,
     DeviceCommand,
     Event,
     Inbound,
     MalformedRecord,
+    ReportState,
+    StateReported,
     decode_inbound,
     encode,
     utcnow,
@@ -67,6 +70,12 @@ class DeviceActors:
         self.clock = clock
         self.deadlines: dict[str, datetime] = {}
         self.processed = 0
+        self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
+
+    def use_model(self, model: AnomalyModel) -> None:
+        if model.version > self.model.version:
+            log.info("scoring with anomaly model version %d", model.version)
+            self.model = model
 
     def load(self, device_id: str) -> Twin | None:
         data = self.twins.get(device_id.encode())
@@ -92,6 +101,12 @@ class DeviceActors:
         changes = decide(twin, request, now)
         if not changes:
             return twin
+        if (
+            twin is not None
+            and isinstance(request, ReportState)
+            and any(c.event_type is StateReported for c in changes)
+        ):
+            changes += detect_anomalies(twin, request, self.model)
         home_id = twin.home_id if twin else getattr(request, "home_id", "")
         for event in stamp(
             twin,

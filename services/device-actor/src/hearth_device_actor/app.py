@@ -12,11 +12,12 @@ import asyncio
 import logging
 
 import faust
+from aiokafka import AIOKafkaConsumer
 from mode import Service
 
 from hearth_device_actor.actor import DeviceActors, InboxRecord, encode_device_command
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.events import DeviceCommand, Event
+from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model
 from hearth_shared.kafka import DeadLetters, KafkaJournal
 from hearth_shared.topics import PARTITIONS
 
@@ -107,6 +108,28 @@ def make_app(
 
         async def on_stop(self) -> None:
             await journal.stop()
+
+    @app.service
+    class ModelFeed(Service):  # every worker reads every model version (no consumer group)
+        async def on_start(self) -> None:
+            self.consumer = AIOKafkaConsumer(
+                topics.models,
+                bootstrap_servers=stack.kafka_bootstrap_servers,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
+            await self.consumer.start()
+
+        async def on_stop(self) -> None:
+            await self.consumer.stop()
+
+        @Service.task
+        async def _follow(self) -> None:
+            async for record in self.consumer:
+                try:
+                    actors.use_model(decode_model(record.value))
+                except MalformedRecord as error:
+                    log.warning("ignoring an unreadable model record at offset %d: %s", record.offset, error)
 
     @app.agent(inbox)
     async def device_agents(stream: faust.StreamT[bytes]) -> None:

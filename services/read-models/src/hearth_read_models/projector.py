@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import ConsumerRecord
 from redis.asyncio import Redis
 from sqlalchemy import select
@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from hearth_read_models import tables as t
 from hearth_read_models.projection import Projection, command_ids, decode_twin, encode_twin
 from hearth_shared.events import Event, MalformedRecord, decode_event
-from hearth_shared.kafka import DeadLetters
+from hearth_shared.kafka import DeadLetters, topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ class Projector:
         self.caught_up = asyncio.Event()
 
     async def start(self) -> None:
-        partitions = await self._partitions()
-        tps = [TopicPartition(self.topic, p) for p in partitions]
+        tps = await topic_partitions(self.consumer, self.topic)
         self.consumer.assign(tps)
         async with self.engine.connect() as conn:
             rows = await conn.execute(
@@ -94,16 +93,7 @@ class Projector:
         for tp in tps:
             self.positions[tp.partition] = stored.get(tp.partition, 0)
             self.consumer.seek(tp, self.positions[tp.partition])
-        log.info("projector %s starts at %s", self.name, {p: self.positions[p] for p in partitions})
-
-    async def _partitions(self) -> list[int]:
-        for _ in range(100):
-            partitions = self.consumer.partitions_for_topic(self.topic)
-            if partitions:
-                return sorted(partitions)
-            await self.consumer._client.force_metadata_update()
-            await asyncio.sleep(0.1)
-        raise RuntimeError(f"topic {self.topic!r} does not exist (run `hearth init` first)")
+        log.info("projector %s starts at %s", self.name, self.positions)
 
     async def run(self, *, stop_at: dict[int, int] | None = None) -> None:
         """Project forever, or until every partition reached ``stop_at`` (a rebuild's target)."""

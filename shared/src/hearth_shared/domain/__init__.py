@@ -4,9 +4,11 @@
   ``tick(twin, now, offline_after_s=...)`` -> the facts the passing of time leads to.
 * ``stamp(twin, changes, ...)`` -> those facts as journal events, numbered version+1, +2, ...
 * ``evolve(twin, event)`` -> the twin after one fact; folding a device's journal rebuilds its twin.
+* ``detect_anomalies(twin, report, model)`` -> anomaly facts for a reading, scored with the model.
 * Device types: one module each (thermostat.py, lock.py), listed in registry.py.
 """
 
+from hearth_shared.domain.anomaly import DEFAULT_MODEL, detect_anomalies
 from hearth_shared.domain.decide import Change, decide, stamp, tick
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.evolve import evolve
@@ -14,11 +16,13 @@ from hearth_shared.domain.registry import device_type_names, validate_command
 from hearth_shared.domain.twin import CommandState, Twin, twin_view
 
 __all__ = [
+    "DEFAULT_MODEL",
     "Change",
     "CommandInvalid",
     "CommandState",
     "Twin",
     "decide",
+    "detect_anomalies",
     "device_type_names",
     "evolve",
     "stamp",

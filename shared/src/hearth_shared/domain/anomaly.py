@@ -13,7 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hearth_shared.events import JSON, AnomalyModel, Baseline
+from hearth_shared.domain.decide import Change
+from hearth_shared.domain.twin import Twin
+from hearth_shared.events import (
+    JSON,
+    AnomalyDetected,
+    AnomalyDetectedPayload,
+    AnomalyModel,
+    Baseline,
+    ReportState,
+)
 
 SCORED_METRICS = ("ambient_c", "humidity_pct")
 MIN_STD = 0.25  # a flat history must not turn every tiny wobble into an anomaly
@@ -71,3 +80,28 @@ def score_reading(
         if z > model.threshold:
             found.append(Score(metric, float(value), round(z, 3), model.threshold, model.version))
     return found
+
+
+def detect_anomalies(twin: Twin, request: ReportState, model: AnomalyModel) -> list[Change]:
+    """Anomaly facts for a device's reading (call it only for a report the twin accepted)."""
+    scores = score_reading(
+        model,
+        device_type=twin.device_type,
+        device_id=twin.device_id,
+        reading=request.state,
+        hour=request.device_time.hour,
+    )
+    return [
+        Change(
+            AnomalyDetected,
+            AnomalyDetectedPayload(
+                metric=s.metric,
+                value=s.value,
+                score=s.score,
+                threshold=s.threshold,
+                model_version=s.model_version,
+                device_time=request.device_time,
+            ),
+        )
+        for s in scores
+    ]

@@ -1,0 +1,36 @@
+# The two commands a new user types: `make up` and `make test`. Everything else is set-up they need.
+SHELL := /bin/bash
+UV_VERSION := 0.13.8
+# uv from PyPI: the one on PATH, else the one pip installs into python3 (see the `uv` target).
+UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+PYTEST_ARGS ?=
+
+.PHONY: up down test lint setup uv deps jars clean
+
+up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
+	$(UV) run hearth up
+
+down: ## Stop a running `make up`
+	$(UV) run hearth down
+
+test: setup lint ## Install everything and run every test
+	$(UV) run pytest $(PYTEST_ARGS)
+
+lint: setup ## ruff, mypy (strict on shared code) and the import-linter contracts
+	$(UV) run ruff check .
+	$(UV) run mypy
+	$(UV) run lint-imports
+
+setup: uv deps jars
+
+uv:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+
+deps:
+	$(UV) sync --frozen
+
+jars: ## Kafka (and Spark's Kafka connector) jars from Maven Central, fetched once into .hearth/
+	$(UV) run python -c "from hearth.stack.kafka import ensure_kafka_jars; ensure_kafka_jars()"
+
+clean: ## Remove the local stack's data, logs and caches
+	rm -rf .hearth .pytest_cache .mypy_cache .ruff_cache

@@ -270,6 +270,26 @@ def test_duplicate_command_is_decided_once() -> None:
     assert device.send(duplicate, at(2)) == []
 
 
+def test_a_command_redelivered_after_it_ended_is_not_decided_again() -> None:
+    device = online_device()
+    command_id = device.command(at(1), 22.0)
+    redelivered = device.journal[-1]  # any fact will do to find the request again: rebuild it
+    device.ack(at(2), command_id)
+    device.report(at(3), target_c=22.0)
+    assert device.status(command_id) == "gone (terminal)"
+    again = SubmitCommand(
+        request_id=redelivered.causation_id or uuid.uuid4(),
+        device_id="t1",
+        sent_at=at(1),
+        home_id="h1",
+        command_id=command_id,
+        name="set_target_temperature",
+        params={"target_c": 22.0},
+        expires_at=at(300),
+    )
+    assert device.send(again, at(4)) == []
+
+
 def test_expired_on_arrival_is_requested_then_expired() -> None:
     device = online_device()
     device.command(at(10), 22.0, expires_in_s=0)

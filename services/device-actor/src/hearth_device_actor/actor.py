@@ -9,7 +9,9 @@ silent) are checked by ``tick`` from an index, so a silent device still expires 
 
 from __future__ import annotations
 
+import itertools
 import logging
+import uuid
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +35,11 @@ from hearth_shared.events import (
 )
 
 log = logging.getLogger(__name__)
+
+# Fact ids are derived, not random: a request processed twice (a worker restarted after recording its
+# facts but before committing its inbox offsets) yields the very same facts, ids included, so every
+# consumer can drop the second copy.
+TICK_IDS = uuid.UUID("6c1f0e1e-8d0b-4f55-9a43-2f2d8f1c0b7a")
 
 _encode_twin = msgspec.msgpack.Encoder().encode
 _decode_twin = msgspec.msgpack.Decoder(Twin).decode
@@ -108,6 +115,7 @@ class DeviceActors:
         ):
             changes += detect_anomalies(twin, request, self.model)
         home_id = twin.home_id if twin else getattr(request, "home_id", "")
+        ids = (uuid.uuid5(request.request_id, str(i)) for i in itertools.count())
         for event in stamp(
             twin,
             changes,
@@ -115,6 +123,7 @@ class DeviceActors:
             device_id=request.device_id,
             now=now,
             causation_id=request.request_id,
+            new_id=ids.__next__,
         ):
             twin = evolve(twin, event)
             out.append(event)
@@ -132,8 +141,16 @@ class DeviceActors:
                 self.deadlines.pop(device_id, None)
                 continue
             changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
+            first = twin.version + 1
+            ids = (uuid.uuid5(TICK_IDS, f"{device_id}:{version}") for version in itertools.count(first))
             for event in stamp(
-                twin, changes, home_id=twin.home_id, device_id=device_id, now=now, causation_id=None
+                twin,
+                changes,
+                home_id=twin.home_id,
+                device_id=device_id,
+                now=now,
+                causation_id=None,
+                new_id=ids.__next__,
             ):
                 twin = evolve(twin, event)
                 events.append(event)

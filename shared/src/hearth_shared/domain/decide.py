@@ -85,7 +85,7 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
 
 def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
     command_id = request.command_id
-    if str(command_id) in twin.commands:
+    if str(command_id) in twin.commands or str(command_id) in twin.finished:
         return []  # decided already (a redelivered request)
     requested = _about(
         command_id,

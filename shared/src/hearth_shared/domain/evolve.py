@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import CommandState, Twin
+from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Twin
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
@@ -73,7 +73,11 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         return {"commands": {**twin.commands, str(payload.command_id): command}}
     status = COMMAND_STATUS_BY_EVENT.get(type(event))
     if status in TERMINAL_STATUSES:
-        return {"commands": {key: c for key, c in twin.commands.items() if key != str(payload.command_id)}}
+        ended = str(payload.command_id)
+        return {
+            "commands": {key: c for key, c in twin.commands.items() if key != ended},
+            "finished": (*twin.finished, ended)[-FINISHED_KEPT:],
+        }
     if status is not None:
         return {"commands": _update(twin, str(payload.command_id), status=status)}
     return {}  # a fact that does not change the twin's state (e.g. anomaly.detected)

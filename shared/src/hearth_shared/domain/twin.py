@@ -43,11 +43,17 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
     last_device_seq: int = -1  # the highest device_seq applied; older reports are ignored
     commands: dict[str, CommandState] = msgspec.field(default_factory=dict)  # by str(command_id)
+    # The last few commands that ended, so a request redelivered after its command ended (a worker
+    # restarted between recording facts and committing its inbox offsets) is not decided again.
+    finished: tuple[str, ...] = ()
 
     @property
     def delta(self) -> JSON:
         """The desired keys whose value the device has not reported (yet)."""
         return {key: value for key, value in self.desired.items() if not _reports(self.reported, key, value)}
+
+
+FINISHED_KEPT = 16
 
 
 def _reports(reported: JSON, key: str, value: Any) -> bool:

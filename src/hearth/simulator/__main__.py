@@ -1,0 +1,31 @@
+"""``python -m hearth.simulator``: play every registered device of a known type until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from hearth.simulator.fleet import SimulatorSettings, run_fleet
+
+
+async def _main(settings: SimulatorSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await run_fleet(
+        settings.stack.kafka_bootstrap_servers, settings.stack.topics, settings.fleet_options(), stop
+    )
+
+
+def main() -> None:
+    settings = SimulatorSettings()
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    asyncio.run(_main(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,511 @@
+"""The simulated gateway: plays every registered thermostat and lock over Kafka, as real devices would.
+
+``Fleet`` learns its devices from the journal (``device.registered`` facts of a type it has a model for,
+read from the first offset and then followed, so a device registered later is picked up live), takes
+the commands the device actors dispatch on the device-bound topic, acks and applies them, and puts the
+devices' reports and acks on the inbox keyed by device_id. One producer, sends never awaited one by one
+(the producer batches them), and one loop for all devices: a heap of wake-up times, so a tick touches
+only the devices that have something to say.
+
+``FleetOptions`` make it a poor network on purpose: devices going silent for a while, slow or lost acks,
+reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop the older),
+thermostats whose reading drifts, locks that jam.
+
+The core (``learn``, ``on_command``, ``tick``) is synchronous and returns the records to send, so it runs
+without a broker; ``run`` wires it to Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import math
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from hearth.simulator.models import SIM_MODELS, SimDevice, SimLock, SimThermostat
+from hearth_shared.events import (
+    AcknowledgeCommand,
+    DeviceCommand,
+    DeviceRegistered,
+    Event,
+    MalformedRecord,
+    ReportState,
+    StateReported,
+    decode_device_command,
+    decode_event,
+    encode,
+    new_id,
+    wire_name,
+)
+from hearth_shared.kafka import make_producer, topic_partitions
+from hearth_shared.settings import StackSettings
+from hearth_shared.topics import Topics
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes]  # (key, value) for the inbox
+
+# Only these journal facts are decoded; a cheap substring test skips every other record.
+_REGISTERED = wire_name(DeviceRegistered).encode()
+_REPORTED = wire_name(StateReported).encode()
+
+MIN_TICK_S = 0.01  # the loop sleeps at least this long between ticks (unless a command arrives)
+MAX_TICK_S = 0.5
+STATS_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    rate: float = 1.0  # telemetry reports per second per device
+    offline_fraction: float = 0.0  # about this share of devices is silent at any time
+    offline_s: tuple[float, float] = (90.0, 300.0)  # how long a silence lasts (the actor notices after 60 s)
+    ack_delay_s: float = 0.0
+    lost_ack_fraction: float = 0.0
+    duplicate_fraction: float = 0.0  # reports sent twice
+    reorder_fraction: float = 0.0  # reports held back and sent after the next one
+    drifting_ids: frozenset[str] = frozenset()  # thermostats whose reading drifts
+    drifting_fraction: float = 0.0  # ... or this share of all thermostats
+    jam_probability: float = 0.0  # per lock move
+    seed: int = 0
+    group_id: str | None = None  # the consumer group on the device-commands topic; None: "<prefix>-simulator"
+    client_id: str = "hearth-simulator"
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError("rate must be positive")
+        if not 0 <= self.offline_fraction < 1:
+            raise ValueError("offline_fraction must be in [0, 1)")
+
+
+@dataclass(eq=False, slots=True)
+class _Player:
+    """One simulated device, and what the gateway keeps about it."""
+
+    device_id: str
+    key: bytes
+    model: SimDevice
+    seq: int  # the last device_seq sent
+    last_step: float
+    wake_at: float = 0.0  # its live entry in the heap (older entries are stale)
+    silent_until: float = 0.0
+    held: bytes | None = None  # a report held back, to be sent after the next one
+
+
+class Fleet:
+    """The gateway: every simulated device, the faults it plays, and the Kafka wiring (``run``)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        options: FleetOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.options = options
+        self.clock = clock
+        self.rng = random.Random(options.seed)
+        self.players: dict[str, _Player] = {}
+        self.stats: Counter[str] = Counter()
+        self._heap: list[tuple[float, int, _Player]] = []
+        self._order = itertools.count()  # heap tie-breaker
+        self._acks: deque[tuple[float, bytes, bytes]] = deque()  # (due, key, value), in due order
+        self._poke = asyncio.Event()  # a command arrived or a device was added: tick now
+        silent_s = sum(options.offline_s) / 2
+        f = options.offline_fraction
+        self._silence_per_s = f / ((1 - f) * silent_s)  # so that about f of the time is spent silent
+
+    # ------------------------------------------------------------------------------------- the core
+
+    def add_device(self, device_id: str, device_type: str, now: float) -> bool:
+        """Start playing a device; False for a type without a model, or a device already played."""
+        if device_type not in SIM_MODELS or device_id in self.players:
+            return False
+        model = self._new_model(device_id, device_type, now)
+        # device_seq survives gateway restarts: it starts from the clock (ms), and only ever grows.
+        player = _Player(device_id, device_id.encode(), model, seq=int(now * 1000), last_step=now)
+        self.players[device_id] = player
+        self._schedule(player, model.wake_at)
+        self._poke.set()
+        return True
+
+    def learn(self, event: Event, now: float) -> None:
+        """Take in a journal fact: a registration adds a device, a state report restores what it said."""
+        if isinstance(event, DeviceRegistered):
+            self.add_device(event.device_id, event.payload.device_type, now)
+        elif isinstance(event, StateReported) and (player := self.players.get(event.device_id)):
+            player.model.restore(event.payload.reported)
+            player.seq = max(player.seq, event.payload.device_seq)
+
+    def on_command(self, command: DeviceCommand, now: float) -> None:
+        """A command reaches its device: apply it and queue the ack (maybe late, maybe never)."""
+        player = self.players.get(command.device_id)
+        if player is None or player.silent_until > now:
+            self.stats["commands_unheard"] += 1  # not ours, or out of reach: the actor will expire it
+            return
+        if command.expires_at.timestamp() <= now:
+            self.stats["commands_stale"] += 1
+            return
+        ok, reason = player.model.apply_command(command.name, command.params, now)
+        self._schedule(player, now)  # report the change right away
+        self.stats["commands_ok" if ok else "commands_failed"] += 1
+        options = self.options
+        if options.lost_ack_fraction and self.rng.random() < options.lost_ack_fraction:
+            self.stats["acks_lost"] += 1
+            return
+        due = now + options.ack_delay_s
+        ack = AcknowledgeCommand(
+            request_id=new_id(),
+            device_id=player.device_id,
+            sent_at=_datetime(due),
+            command_id=command.command_id,
+            ok=ok,
+            reason=reason,
+            message="" if ok else f"{command.name}: {reason}",
+        )
+        self._acks.append((due, player.key, encode(ack)))
+        self._poke.set()
+
+    def tick(self, now: float) -> list[Record]:
+        """Everything due by ``now``: acks, then every due device's report."""
+        out: list[Record] = []
+        acks = self._acks
+        while acks and acks[0][0] <= now:
+            _, key, value = acks.popleft()
+            out.append((key, value))
+        self.stats["acks"] += len(out)
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            at, _, player = heapq.heappop(heap)
+            if at != player.wake_at:
+                continue  # rescheduled since
+            self._play(player, now, out)
+            self._schedule(player, max(player.model.wake_at, now + MIN_TICK_S))
+        return out
+
+    def next_wake_at(self) -> float:
+        due = [self._acks[0][0]] if self._acks else []
+        if self._heap:
+            due.append(self._heap[0][0])
+        return min(due, default=math.inf)
+
+    def _play(self, player: _Player, now: float, out: list[Record]) -> None:
+        options, rng = self.options, self.rng
+        elapsed, player.last_step = now - player.last_step, now
+        report = player.model.step(now)  # the device lives on whether anyone hears it or not
+        if player.silent_until > now:
+            return
+        if self._silence_per_s and rng.random() < 1.0 - math.exp(-self._silence_per_s * elapsed):
+            player.silent_until = now + rng.uniform(*options.offline_s)
+            player.held = None
+            self.stats["silences"] += 1
+            return
+        if report is None:
+            return
+        player.seq += 1
+        at = _datetime(now)
+        value = encode(
+            ReportState(
+                request_id=new_id(),
+                device_id=player.device_id,
+                sent_at=at,
+                device_seq=player.seq,
+                device_time=at,
+                state=report,
+            )
+        )
+        self.stats["reports"] += 1
+        if player.held is not None:
+            out.append((player.key, value))
+            out.append((player.key, player.held))  # the older one second: the actor must drop it
+            player.held = None
+            return
+        if options.reorder_fraction and rng.random() < options.reorder_fraction:
+            player.held = value
+            self.stats["reordered"] += 1
+            return
+        out.append((player.key, value))
+        if options.duplicate_fraction and rng.random() < options.duplicate_fraction:
+            out.append((player.key, value))
+            self.stats["duplicated"] += 1
+
+    def _schedule(self, player: _Player, at: float) -> None:
+        player.wake_at = at
+        heapq.heappush(self._heap, (at, next(self._order), player))
+
+    def _new_model(self, device_id: str, device_type: str, now: float) -> SimDevice:
+        """A model for the device, its character drawn from a generator seeded by the device id."""
+        options = self.options
+        rng = random.Random(f"{options.seed}/{device_id}")
+        seed = rng.getrandbits(64)
+        if device_type == SimLock.device_type:
+            return SimLock(
+                seed=seed,
+                rate=options.rate,
+                start=now,
+                battery_pct=rng.uniform(40.0, 100.0),
+                jam_probability=options.jam_probability,
+            )
+        drifting = device_id in options.drifting_ids or rng.random() < options.drifting_fraction
+        return SimThermostat(
+            seed=seed,
+            rate=options.rate,
+            start=now,
+            ambient_c=rng.uniform(16.0, 24.0),
+            humidity_pct=rng.uniform(35.0, 55.0),
+            hvac_mode=rng.choice(("heat", "heat", "heat", "auto", "cool", "off")),
+            target_c=rng.choice((19.5, 20.0, 20.5, 21.0, 21.5, 22.0)),
+            outside_mean_c=rng.uniform(0.0, 25.0),
+            outside_swing_c=rng.uniform(3.0, 7.0),
+            drift_c_per_h=rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3.0) if drifting else 0.0,
+        )
+
+    # ------------------------------------------------------------------------------------ the wiring
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Play the fleet until ``stop`` is set: catch up on the journal, then follow it and play.
+
+        The topics must exist (the stack creates them, as for every service)."""
+        producer = make_producer(self.bootstrap, self.options.client_id)
+        journal = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            client_id=f"{self.options.client_id}-journal",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
+        commands = AIOKafkaConsumer(
+            self.topics.device_commands,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.options.group_id or f"{self.topics.prefix}-simulator",
+            auto_offset_reset="earliest",  # a first run still gets commands sent before it started
+            client_id=f"{self.options.client_id}-commands",
+        )
+        await producer.start()
+        try:
+            await journal.start()
+            await self._catch_up(journal)
+            log.info(
+                "simulator: playing %d devices at %g reports/s each", len(self.players), self.options.rate
+            )
+            await commands.start()
+            async with asyncio.TaskGroup() as tasks:
+                running = [
+                    tasks.create_task(self._follow_journal(journal)),
+                    tasks.create_task(self._take_commands(commands)),
+                    tasks.create_task(self._play_loop(producer)),
+                    tasks.create_task(self._log_stats()),
+                ]
+                await stop.wait()
+                for task in running:
+                    task.cancel()
+        finally:
+            await commands.stop()
+            await journal.stop()
+            await producer.stop()  # flushes what is still batched
+
+    async def _catch_up(self, journal: AIOKafkaConsumer) -> None:
+        """Read the journal from the start to its current end: every device, and what it last said."""
+        assigned = await topic_partitions(journal, self.topics.journal)
+        journal.assign(assigned)
+        await journal.seek_to_beginning(*assigned)
+        end = await journal.end_offsets(assigned)
+        behind = [tp for tp in assigned if end[tp] > 0]
+        while behind:
+            batches = await journal.getmany(timeout_ms=500, max_records=20_000)
+            now = self.clock()
+            for records in batches.values():
+                for record in records:
+                    self._read_fact(record.value, now, catching_up=True)
+            behind = [tp for tp in behind if await journal.position(tp) < end[tp]]
+
+    async def _follow_journal(self, journal: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await journal.getmany(timeout_ms=1000, max_records=20_000)
+            now = self.clock()
+            for records in batches.values():
+                for record in records:
+                    self._read_fact(record.value, now, catching_up=False)
+
+    def _read_fact(self, value: bytes | None, now: float, *, catching_up: bool) -> None:
+        if not value or not (_REGISTERED in value or (catching_up and _REPORTED in value)):
+            return
+        try:
+            event = decode_event(value)
+        except MalformedRecord as error:
+            log.debug("simulator: skipping a journal record: %s", error)
+            return
+        if catching_up or isinstance(event, DeviceRegistered):
+            self.learn(event, now)
+
+    async def _take_commands(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=5_000)
+            now = self.clock()
+            for records in batches.values():
+                for record in records:
+                    try:
+                        command = decode_device_command(record.value or b"")
+                    except MalformedRecord as error:
+                        log.warning("simulator: skipping a device command: %s", error)
+                        continue
+                    self.on_command(command, now)
+
+    async def _play_loop(self, producer: AIOKafkaProducer) -> None:
+        inbox = self.topics.inbox
+        while True:
+            self._poke.clear()
+            for key, value in self.tick(self.clock()):
+                try:
+                    sent = await producer.send(inbox, value, key=key)  # queued; the producer batches
+                except KafkaError as error:
+                    self._count_send_error(error)
+                    continue
+                sent.add_done_callback(self._delivered)
+            delay = min(max(self.next_wake_at() - self.clock(), MIN_TICK_S), MAX_TICK_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), delay)
+
+    def _delivered(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            self._count_send_error(sent.exception())
+
+    def _count_send_error(self, error: BaseException | None) -> None:
+        self.stats["send_errors"] += 1
+        if self.stats["send_errors"] in (1, 10, 100) or self.stats["send_errors"] % 1000 == 0:
+            log.warning("simulator: %d sends failed, latest: %r", self.stats["send_errors"], error)
+
+    async def _log_stats(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_EVERY_S)
+            log.info("simulator: %d devices, %s", len(self.players), dict(sorted(self.stats.items())))
+
+
+def _datetime(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+async def run_fleet(bootstrap: str, topics: Topics, options: FleetOptions, stop: asyncio.Event) -> None:
+    """Play every registered device of a known type until ``stop`` is set."""
+    await Fleet(bootstrap, topics, options).run(stop)
+
+
+# ----------------------------------------------------------------------------------- registration
+
+_THERMOSTAT_NAMES = ("Living room", "Bedroom", "Kitchen", "Office", "Nursery", "Guest room", "Basement")
+_LOCK_NAMES = ("Front door", "Back door", "Garage", "Patio door", "Side gate")
+
+
+def fleet_devices(home_id: str, thermostats: int, locks: int) -> list[dict[str, str]]:
+    """The registration bodies of a home's simulated devices (ids are stable: registering is repeatable)."""
+    bodies = []
+    for device_type, count, names in (
+        (SimThermostat.device_type, thermostats, _THERMOSTAT_NAMES),
+        (SimLock.device_type, locks, _LOCK_NAMES),
+    ):
+        for n in range(1, count + 1):
+            name = names[n - 1] if n <= len(names) else f"{device_type.capitalize()} {n}"
+            device_id = f"{home_id}-{device_type}-{n}"
+            if len(device_id) > 64:
+                raise ValueError(f"home id {home_id!r} is too long to name its devices ({device_id})")
+            bodies.append({"device_id": device_id, "home_id": home_id, "type": device_type, "name": name})
+    return bodies
+
+
+async def register_fleet(
+    api_url: str, token: str, home_id: str, thermostats: int, locks: int, *, concurrency: int = 16
+) -> list[str]:
+    """Register a home's simulated devices through the command API; returns their ids.
+
+    A device registered already (409) is fine, so this can run at every start.
+    """
+    headers = {"Authorization": f"Bearer {token}"}
+    gate = asyncio.Semaphore(concurrency)
+
+    async def register(client: httpx.AsyncClient, body: dict[str, str]) -> str:
+        async with gate:
+            response = await client.post("/v1/devices", json=body)
+        if response.status_code != httpx.codes.CONFLICT:
+            response.raise_for_status()
+        return body["device_id"]
+
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=30.0, limits=limits) as client:
+        return list(
+            await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, thermostats, locks)))
+        )
+
+
+# ---------------------------------------------------------------------------------------- settings
+
+
+class SimulatorSettings(BaseSettings):
+    """``python -m hearth.simulator`` settings, env prefix ``HEARTH_SIMULATOR_`` (see ``FleetOptions``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HEARTH_SIMULATOR_", extra="ignore")
+
+    rate: float = Field(1.0, gt=0, description="Telemetry reports per second per device")
+    offline_fraction: float = Field(0.0, ge=0, lt=1)
+    ack_delay_s: float = Field(0.0, ge=0)
+    lost_ack_fraction: float = Field(0.0, ge=0, le=1)
+    duplicate_fraction: float = Field(0.0, ge=0, le=1)
+    reorder_fraction: float = Field(0.0, ge=0, le=1)
+    drifting_ids: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated thermostat ids whose reading drifts"
+    )
+    drifting_fraction: float = Field(0.0, ge=0, le=1)
+    jam_probability: float = Field(0.0, ge=0, le=1)
+    seed: int = 0
+    group_id: str | None = None
+    log_level: str = "info"
+    stack: StackSettings = Field(default_factory=StackSettings)
+
+    @field_validator("drifting_ids", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return (
+            [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+        )
+
+    def fleet_options(self) -> FleetOptions:
+        return FleetOptions(
+            rate=self.rate,
+            offline_fraction=self.offline_fraction,
+            ack_delay_s=self.ack_delay_s,
+            lost_ack_fraction=self.lost_ack_fraction,
+            duplicate_fraction=self.duplicate_fraction,
+            reorder_fraction=self.reorder_fraction,
+            drifting_ids=frozenset(self.drifting_ids),
+            drifting_fraction=self.drifting_fraction,
+            jam_probability=self.jam_probability,
+            seed=self.seed,
+            group_id=self.group_id,
+        )
+
+
+__all__ = [
+    "Fleet",
+    "FleetOptions",
+    "SimulatorSettings",
+    "fleet_devices",
+    "register_fleet",
+    "run_fleet",
+]

@@ -1,19 +1,23 @@
 """The device agents' loop, free of faust: decode a batch of inbox records, decide, record, evolve.
 
 For every request the pure domain decides which facts to record; they get envelopes with the device's
-next versions, are appended to the journal (acks=all) and folded into the twin. Each twin touched by a
-batch is written back once, at the end of the batch (one changelog write per device per batch, not per
-event). Dispatched commands go to the device-bound topic. Deadlines (command expiry, devices falling
-silent) are checked by ``tick`` from an index, so a silent device still expires its commands.
+next versions, are sent to the journal (acks=all) and folded into the twin. Batches are pipelined: a
+batch's facts are sent and the next batch is decided (against the twins in memory) while the broker
+acknowledges the first. Only once a batch's facts are acknowledged are its twins written to the table
+(one changelog write per device per batch) and its inbox records acked, so the changelog and the
+committed inbox offsets are never ahead of the journal. Dispatched commands go to the device-bound
+topic. Deadlines (command expiry, devices falling silent) are checked by ``tick`` from an index, so a
+silent device still expires its commands.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -30,7 +34,6 @@ from hearth_shared.events import (
     ReportState,
     StateReported,
     decode_inbound,
-    encode,
     utcnow,
 )
 
@@ -57,9 +60,30 @@ class InboxRecord:
 class Outbox(Protocol):
     """Where the actor's output goes: the journal, the device-bound topic and the dead letters."""
 
-    async def record(self, events: list[Event], commands: list[DeviceCommand]) -> None: ...
+    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> Awaitable[None]:
+        """Queue the records; the returned awaitable resolves once the broker has all of them."""
+        ...
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None: ...
+
+
+@dataclass
+class _Unsettled:
+    twins: dict[str, Twin]
+    acks: Awaitable[None]
+    on_settled: Callable[[], None] | None
+
+
+@dataclass
+class _Pipeline:
+    """Batches whose facts are sent but not yet acknowledged, settled strictly in order."""
+
+    max_in_flight: int
+    queue: asyncio.Queue[_Unsettled] = field(init=False)
+    task: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(self.max_in_flight)
 
 
 class DeviceActors:
@@ -70,13 +94,17 @@ class DeviceActors:
         *,
         offline_after_s: float,
         clock: Callable[[], datetime] = utcnow,
+        max_in_flight: int = 8,
     ) -> None:
         self.twins = twins
         self.outbox = outbox
         self.offline_after = timedelta(seconds=offline_after_s)
         self.clock = clock
+        self.fresh: dict[str, Twin] = {}  # twins decided on but not yet written to the table
         self.deadlines: dict[str, datetime] = {}
-        self.processed = 0
+        self.pipeline = _Pipeline(max_in_flight)
+        self.processed = 0  # inbox records handled, and in how many batches (for the progress log)
+        self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
 
     def use_model(self, model: AnomalyModel) -> None:
@@ -85,26 +113,42 @@ class DeviceActors:
             self.model = model
 
     def load(self, device_id: str) -> Twin | None:
+        twin = self.fresh.get(device_id)
+        if twin is not None:
+            return twin
         data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
-    async def handle_batch(self, records: list[InboxRecord]) -> None:
+    async def handle_batch(
+        self, records: list[InboxRecord], on_settled: Callable[[], None] | None = None
+    ) -> None:
+        """Decide on a batch and send its facts; ``on_settled`` runs once they are stored."""
         now = self.clock()
-        touched: dict[str, Twin | None] = {}
+        touched: dict[str, Twin] = {}
         events: list[Event] = []
+        commands: list[DeviceCommand] = []
         for record in records:
             try:
                 request = decode_inbound(record.value)
             except MalformedRecord as error:
                 await self.outbox.dead_letter(record, error)
                 continue
-            device_id = request.device_id
-            twin = touched[device_id] if device_id in touched else self.load(device_id)
-            touched[device_id] = self._apply(twin, request, now, events)
-        await self._commit(touched, events)
+            twin = touched.get(request.device_id) or self.load(request.device_id)
+            twin = self._apply(twin, request, now, events, commands)
+            if twin is not None:
+                touched[request.device_id] = twin
+        await self._send(touched, events, commands, on_settled)
         self.processed += len(records)
+        self.batches += 1
 
-    def _apply(self, twin: Twin | None, request: Inbound, now: datetime, out: list[Event]) -> Twin | None:
+    def _apply(
+        self,
+        twin: Twin | None,
+        request: Inbound,
+        now: datetime,
+        out: list[Event],
+        commands: list[DeviceCommand],
+    ) -> Twin | None:
         changes = decide(twin, request, now)
         if not changes:
             return twin
@@ -115,7 +159,8 @@ class DeviceActors:
         ):
             changes += detect_anomalies(twin, request, self.model)
         home_id = twin.home_id if twin else getattr(request, "home_id", "")
-        ids = (uuid.uuid5(request.request_id, str(i)) for i in itertools.count())
+        base = request.request_id.int
+        ids = (uuid.UUID(int=base ^ i) for i in itertools.count())  # the first fact's id is the request's
         for event in stamp(
             twin,
             changes,
@@ -127,14 +172,17 @@ class DeviceActors:
         ):
             twin = evolve(twin, event)
             out.append(event)
+            if isinstance(event, CommandDispatched):
+                commands.append(_device_command(twin, event))
         return twin
 
     async def tick(self) -> None:
         """Record the facts deadlines call for: expired commands, devices gone silent."""
         now = self.clock()
         due = [device_id for device_id, at in self.deadlines.items() if at <= now]
-        touched: dict[str, Twin | None] = {}
+        touched: dict[str, Twin] = {}
         events: list[Event] = []
+        commands: list[DeviceCommand] = []
         for device_id in due:
             twin = self.load(device_id)
             if twin is None:
@@ -154,37 +202,52 @@ class DeviceActors:
             ):
                 twin = evolve(twin, event)
                 events.append(event)
+                if isinstance(event, CommandDispatched):
+                    commands.append(_device_command(twin, event))
             touched[device_id] = twin
-        await self._commit(touched, events)
+        await self._send(touched, events, commands, None)
 
     def rescan(self) -> None:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
         self.deadlines = {}
         for key, data in list(self.twins.items()):
             self._watch(key.decode(), _decode_twin(data))
+        for device_id, twin in self.fresh.items():
+            self._watch(device_id, twin)
 
-    async def _commit(self, touched: dict[str, Twin | None], events: list[Event]) -> None:
-        if not events:
-            return
-        commands = [self._device_command(touched, e) for e in events if isinstance(e, CommandDispatched)]
-        await self.outbox.record(events, commands)
+    async def _send(
+        self,
+        touched: dict[str, Twin],
+        events: list[Event],
+        commands: list[DeviceCommand],
+        on_settled: Callable[[], None] | None,
+    ) -> None:
+        if self.pipeline.task is None:
+            self.pipeline.task = asyncio.create_task(self._settle_in_order(), name="device-actor-settle")
+        if self.pipeline.task.done():
+            self.pipeline.task.result()  # a failed send stops the worker with its error
+        acks = await self.outbox.send(events, commands) if events else _done()
+        self.fresh.update(touched)
         for device_id, twin in touched.items():
-            if twin is not None:
-                self.twins[device_id.encode()] = _encode_twin(twin)
-                self._watch(device_id, twin)
+            self._watch(device_id, twin)
+        await self.pipeline.queue.put(_Unsettled(touched, acks, on_settled))  # waits when too many in flight
 
-    @staticmethod
-    def _device_command(touched: dict[str, Twin | None], event: CommandDispatched) -> DeviceCommand:
-        twin = touched[event.device_id]
-        assert twin is not None
-        command = twin.commands[str(event.payload.command_id)]
-        return DeviceCommand(
-            command_id=command.command_id,
-            device_id=event.device_id,
-            name=command.name,
-            params=command.params,
-            expires_at=command.expires_at,
-        )
+    async def _settle_in_order(self) -> None:
+        while True:
+            batch = await self.pipeline.queue.get()
+            await batch.acks
+            for device_id, twin in batch.twins.items():
+                self.twins[device_id.encode()] = _encode_twin(twin)
+                if self.fresh.get(device_id) is twin:  # no later batch changed it meanwhile
+                    del self.fresh[device_id]
+            if batch.on_settled is not None:
+                batch.on_settled()
+            self.pipeline.queue.task_done()
+
+    async def drain(self) -> None:
+        """Wait until every batch sent so far is stored (tests, benchmarks, shutdown)."""
+        if self.pipeline.task is not None:
+            await self.pipeline.queue.join()
 
     def _watch(self, device_id: str, twin: Twin) -> None:
         candidates = [c.expires_at for c in twin.commands.values()]
@@ -196,5 +259,19 @@ class DeviceActors:
             self.deadlines.pop(device_id, None)
 
 
-def encode_device_command(command: DeviceCommand) -> bytes:
-    return encode(command)
+def _device_command(twin: Twin, event: CommandDispatched) -> DeviceCommand:
+    """What the device gets for a dispatched command (read from the twin right after the fact)."""
+    command = twin.commands[str(event.payload.command_id)]
+    return DeviceCommand(
+        command_id=command.command_id,
+        device_id=event.device_id,
+        name=command.name,
+        params=command.params,
+        expires_at=command.expires_at,
+    )
+
+
+def _done() -> Awaitable[None]:
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future

@@ -1,23 +1,25 @@
 """The device actor's composition root: ``make_app(settings, *, journal=None)`` builds the faust app.
 
-One faust agent reads the inbox in batches (``take_events``); the twins live in a faust table keyed by
-device_id whose changelog is partitioned by the same murmur2 key hash as the inbox (``use_partitioner``),
-so the table stays co-partitioned with the inbox and the journal, and can be written by the deadline
-timer too. Records stay bytes through faust and are decoded once, at the edge.
+One faust agent reads the inbox in batches (``take_events``, each record acked by hand once settled).
+The twins live in a faust table keyed by device_id whose changelog is partitioned by the same murmur2
+key hash as the inbox (``use_partitioner``), so the table stays co-partitioned with the inbox and the
+journal, and the deadline timer can write it too. Records stay bytes through faust and are decoded
+once, at the edge.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 
 import faust
 from aiokafka import AIOKafkaConsumer
 from mode import Service
 
-from hearth_device_actor.actor import DeviceActors, InboxRecord, encode_device_command
+from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model
+from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
 from hearth_shared.kafka import DeadLetters, KafkaJournal
 from hearth_shared.topics import PARTITIONS
 
@@ -31,16 +33,14 @@ class KafkaOutbox:
         self.journal = journal
         self.dead_letters = DeadLetters(journal, consumer="device-actor")
 
-    async def record(self, events: list[Event], commands: list[DeviceCommand]) -> None:
-        await self.journal.append(*events)
+    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> Awaitable[None]:
         producer = self.journal.producer
-        futures = [
-            await producer.send(
-                self.journal.topics.device_commands, encode_device_command(c), key=c.device_id.encode()
-            )
-            for c in commands
+        topic, commands_topic = self.journal.topics.journal, self.journal.topics.device_commands
+        futures = [await producer.send(topic, encode(e), key=e.device_id.encode()) for e in events]
+        futures += [
+            await producer.send(commands_topic, encode(c), key=c.device_id.encode()) for c in commands
         ]
-        await asyncio.gather(*futures)
+        return asyncio.gather(*futures)
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
         await self.dead_letters.send(
@@ -133,13 +133,20 @@ def make_app(
 
     @app.agent(inbox)
     async def device_agents(stream: faust.StreamT[bytes]) -> None:
-        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within_s):
+        # noack: an inbox record is acked (so its offset may be committed) only once its facts are in the
+        # journal and its twin in the table; until then the next batches go on (see actor.py).
+        async for batch in stream.noack().take_events(settings.batch_size, within=settings.batch_within_s):
             records = [
                 InboxRecord(e.message.topic, e.message.partition, e.message.offset, e.message.key, e.value)
                 for e in batch
             ]
+
+            def ack(events: list[faust.EventT[bytes]] = batch) -> None:
+                for event in events:
+                    event.ack()
+
             async with lock:
-                await actors.handle_batch(records)
+                await actors.handle_batch(records, on_settled=ack)
 
     ticks = 0
 
@@ -151,6 +158,14 @@ def make_app(
             if ticks % 60 == 1:  # after start-up and now and then: rebuild from recovered twins
                 actors.rescan()
             await actors.tick()
+        if ticks % 20 == 0 and actors.batches:
+            log.info(
+                "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines",
+                actors.processed,
+                actors.batches,
+                actors.processed / actors.batches,
+                len(actors.deadlines),
+            )
 
     app.actors = actors  # type: ignore[attr-defined]  # for benchmarks and tests in-process
     return app

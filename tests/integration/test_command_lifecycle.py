@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -78,6 +78,19 @@ async def final_command(query: httpx.AsyncClient, command_id: str, timeout_s: fl
         if response.status_code == 200 and response.json()["status"] in TERMINAL_STATUSES:
             return dict(response.json())
         assert asyncio.get_running_loop().time() < deadline, f"command never ended: {response.text}"
+        await asyncio.sleep(0.1)
+
+
+async def twin_when(
+    query: httpx.AsyncClient, device_id: str, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 30
+) -> dict[str, Any]:
+    """The device's twin once ``ready`` holds for it (the view is eventually consistent)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        response = await query.get(f"/v1/devices/{device_id}")
+        if response.status_code == 200 and ready(response.json()):
+            return dict(response.json())
+        assert asyncio.get_running_loop().time() < deadline, response.text
         await asyncio.sleep(0.1)
 
 
@@ -216,12 +229,7 @@ async def test_an_older_or_repeated_report_never_overwrites_a_newer_one(
     await device.report(device_id, {"ambient_c": 18.0}, seq=9)  # late
     await device.report(device_id, {"ambient_c": 21.0}, seq=10)  # duplicate
     await device.report(device_id, {"humidity_pct": 40.0}, seq=11)
-    deadline = asyncio.get_running_loop().time() + 30
-    while (twin := (await query.get(f"/v1/devices/{device_id}")).json())["reported"].get(
-        "humidity_pct"
-    ) is None:
-        assert asyncio.get_running_loop().time() < deadline, twin
-        await asyncio.sleep(0.1)
+    twin = await twin_when(query, device_id, lambda t: "humidity_pct" in t["reported"])
     assert twin["reported"]["ambient_c"] == 21.0
     types = [e["type"] for e in (await query.get(f"/v1/devices/{device_id}/events")).json()["items"]]
     assert types.count("device.state_reported") == 2

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Response, status
+from fastapi.middleware.cors import CORSMiddleware
 
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
@@ -50,6 +51,9 @@ def make_app(
     app.state.journal = journal
     app.state.registry = registry
     app.include_router(router)
+    app.add_middleware(
+        CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+    )
 
     @app.get("/healthz", summary="200 once the API can serve (its registry view has caught up)")
     async def healthz(response: Response) -> dict[str, str]:

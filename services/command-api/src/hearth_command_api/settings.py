@@ -17,3 +17,7 @@ class CommandApiSettings(BaseSettings):
     max_expires_in_s: float = 24 * 3600
     max_wait_s: float = 60.0
     stack: StackSettings = Field(default_factory=StackSettings)
+    cors_origins: list[str] = Field(
+        default=["http://127.0.0.1:8001", "http://localhost:8001"],
+        description="Origins whose pages may call this API from a browser (the query API's live page)",
+    )

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from hearth_read_models import subscriptions
 from hearth_read_models import tables as t
 from hearth_read_models.db import async_engine
 from hearth_read_models.projector import twin_key
@@ -151,6 +152,7 @@ def make_app(
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
     app.include_router(router)
+    app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
 
     @app.get("/healthz", summary="200 once the API can serve (database and cache answer)")
     async def healthz(request: Request, response: Response) -> dict[str, str]:

@@ -18,3 +18,10 @@ class ReadModelSettings(BaseSettings):
     batch_size: int = Field(5000, gt=0)
     batch_wait_ms: int = Field(50, ge=0)
     stack: StackSettings = Field(default_factory=StackSettings)
+    subscribe_heartbeat_s: float = Field(15.0, gt=0, description="Seconds between heartbeats on a websocket")
+    subscribe_queue_size: int = Field(
+        1000, gt=0, description="Changes a websocket may have waiting before it is closed as too slow (4408)"
+    )
+    subscribe_catchup_s: float = Field(
+        2.0, ge=0, description="How long a subscription re-reads history that lags a change seen live"
+    )

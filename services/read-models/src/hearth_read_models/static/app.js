@@ -1,0 +1,302 @@
+// Hearth live page: a home's device twins, live over WS /v1/subscribe (resuming with `after` when the
+// connection comes back), and controls that send commands to the command API and follow their status.
+//
+// URL parameters: token (a home token, or an admin token with home), home, api (the command API's base
+// URL; default: this host, port 8000).
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const token = params.get("token") || "";
+const homeParam = params.get("home");
+const commandApi = (params.get("api") || `${location.protocol}//${location.hostname}:8000`).replace(/\/$/, "");
+const auth = { Authorization: `Bearer ${token}` };
+
+const TERMINAL = new Set(["converged", "failed", "rejected", "expired", "superseded"]);
+const PROGRESS = ["sending", "pending", "accepted", "dispatched", "acknowledged"];
+const HVAC_MODES = ["off", "heat", "cool", "heat_cool", "auto"];
+const FATAL_CLOSES = new Set([4400, 4401, 4403]); // retrying would not help
+
+const devices = new Map(); // device_id -> {twin, ui, commands: [], alerts: []}
+const commands = new Map(); // command_id -> a command entry (also in its device's list)
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+function show(value) {
+  if (value === null || value === undefined) return "—";
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+function ago(iso) {
+  if (!iso) return "never";
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  return new Date(iso).toLocaleString();
+}
+
+function notice(text) {
+  $("notice").textContent = text;
+  $("notice").hidden = !text;
+}
+
+// ------------------------------------------------------------------------------------------ devices
+
+function deviceEntry(twin) {
+  let d = devices.get(twin.device_id);
+  if (!d) {
+    d = { twin, commands: [], alerts: [] };
+    d.ui = buildCard(d);
+    devices.set(twin.device_id, d);
+    const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
+    $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
+    $("empty").hidden = true;
+    if (!homeParam) $("home").textContent = twin.home_id;
+  }
+  return d;
+}
+
+function buildCard(d) {
+  const { device_id: id, type } = d.twin;
+  const ui = {
+    name: el("h2"),
+    badge: el("span", { class: "badge" }),
+    meta: el("p", { class: "meta" }),
+    rows: el("tbody"),
+    commands: el("ul", { class: "commands" }),
+    alerts: el("ul", { class: "alerts" }),
+  };
+  ui.card = el(
+    "article",
+    { class: "device", dataset: { deviceId: id } },
+    el("header", {}, ui.name, el("span", { class: "type" }, type), ui.badge),
+    ui.meta,
+    el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
+    controls(d),
+    ui.commands,
+    ui.alerts,
+  );
+  return ui;
+}
+
+function controls(d) {
+  const id = d.twin.device_id;
+  if (d.twin.type === "thermostat") {
+    const t = d.twin.desired.target_c ?? d.twin.reported.target_c ?? 20;
+    const target = el("input", { type: "number", name: "target_c", min: 7, max: 35, step: 0.5, value: t });
+    const mode = el("select", { name: "mode" }, ...HVAC_MODES.map((m) => el("option", { value: m }, m)));
+    mode.value = d.twin.reported.hvac_mode || "heat";
+    const submit = (handler) => (event) => {
+      event.preventDefault();
+      handler();
+    };
+    return el(
+      "div",
+      { class: "controls" },
+      el("form", { class: "set-target", onsubmit: submit(() => send(id, "set_target_temperature", { target_c: Number(target.value) })) },
+        el("label", {}, "target °C ", target), el("button", { type: "submit" }, "Set target")),
+      el("form", { class: "set-mode", onsubmit: submit(() => send(id, "set_hvac_mode", { mode: mode.value })) },
+        el("label", {}, "mode ", mode), el("button", { type: "submit" }, "Set mode")),
+    );
+  }
+  if (d.twin.type === "lock") {
+    return el(
+      "div",
+      { class: "controls" },
+      el("button", { class: "lock", onclick: () => send(id, "lock", {}) }, "Lock"),
+      el("button", { class: "unlock", onclick: () => send(id, "unlock", {}) }, "Unlock"),
+    );
+  }
+  return el("div", { class: "controls muted" }, "no controls for this type");
+}
+
+function renderTwin(d) {
+  const { twin, ui } = d;
+  const online = twin.connectivity?.online;
+  ui.name.textContent = twin.name;
+  ui.badge.textContent = online ? "online" : "offline";
+  ui.badge.className = `badge ${online ? "online" : "offline"}`;
+  ui.meta.replaceChildren(
+    `${twin.device_id} · v${twin.version} · last seen `,
+    el("span", { class: "last-seen", dataset: { at: twin.connectivity?.last_seen || "" } }, ago(twin.connectivity?.last_seen)),
+  );
+  const keys = [...new Set([...Object.keys(twin.reported), ...Object.keys(twin.desired)])].sort();
+  ui.rows.replaceChildren(
+    ...keys.map((key) =>
+      el(
+        "tr",
+        { class: key in twin.delta ? "delta" : "", dataset: { key } },
+        el("th", {}, key),
+        el("td", { class: "reported" }, show(twin.reported[key])),
+        el("td", { class: "desired" }, key in twin.desired ? show(twin.desired[key]) : ""),
+      ),
+    ),
+  );
+}
+
+function renderCommands(d) {
+  d.ui.commands.replaceChildren(
+    ...d.commands.slice(0, 5).map((c) =>
+      el(
+        "li",
+        { class: "command", dataset: { commandId: c.id || "", status: c.status } },
+        el("span", { class: "what" }, `${c.name} ${Object.values(c.params).join(" ")}`),
+        el("span", { class: `status s-${c.status}` }, c.status),
+        c.reason ? el("span", { class: "reason" }, c.reason) : null,
+      ),
+    ),
+  );
+}
+
+function renderAlerts(d) {
+  d.ui.alerts.replaceChildren(
+    ...d.alerts.slice(-3).map((a) =>
+      el("li", { class: "alert" }, `⚠ ${a.metric} ${show(a.value)} (score ${Number(a.score).toFixed(1)}) ${ago(a.occurred_at)}`),
+    ),
+  );
+}
+
+// ----------------------------------------------------------------------------------------- commands
+
+function rank(status) {
+  return TERMINAL.has(status) || status === "error" ? 99 : PROGRESS.indexOf(status);
+}
+
+function advance(c, status, reason) {
+  if (rank(status) <= rank(c.status)) return; // statuses never move back (events and polls may race)
+  c.status = status;
+  if (reason) c.reason = reason;
+  const d = devices.get(c.deviceId);
+  if (d) renderCommands(d);
+}
+
+function detailText(detail) {
+  if (Array.isArray(detail)) return detail.map((e) => e.msg || JSON.stringify(e)).join("; ");
+  return typeof detail === "string" ? detail : "";
+}
+
+async function send(deviceId, name, params) {
+  const d = devices.get(deviceId);
+  const c = { id: null, deviceId, name, params, status: "sending", reason: "" };
+  d.commands.unshift(c);
+  renderCommands(d);
+  try {
+    const response = await fetch(`${commandApi}/v1/devices/${encodeURIComponent(deviceId)}/commands`, {
+      method: "POST",
+      headers: { ...auth, "Content-Type": "application/json" },
+      body: JSON.stringify({ name, params }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      advance(c, "error", `${response.status}: ${detailText(body.detail) || response.statusText}`);
+      return;
+    }
+    c.id = body.command_id;
+    commands.set(c.id, c);
+    renderCommands(d);
+    advance(c, body.status);
+    follow(c);
+  } catch (error) {
+    advance(c, "error", `command API unreachable (${commandApi}): ${error.message}`);
+  }
+}
+
+async function follow(c) {
+  // The websocket's command events move the status; polling the query API covers a dropped connection.
+  for (let i = 0; i < 120 && rank(c.status) < 99; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const response = await fetch(`/v1/commands/${c.id}`, { headers: auth }).catch(() => null);
+    if (response?.ok) {
+      const view = await response.json();
+      advance(c, view.status, view.reason || "");
+    }
+  }
+}
+
+function onEvent(event) {
+  if (event.type.startsWith("command.") && commands.has(event.correlation_id)) {
+    const status = event.type.slice("command.".length);
+    advance(commands.get(event.correlation_id), status === "requested" ? "pending" : status, event.payload?.reason);
+  } else if (event.type === "anomaly.detected") {
+    const d = devices.get(event.device_id);
+    d.alerts.push({ ...event.payload, occurred_at: event.occurred_at });
+    renderAlerts(d);
+  }
+}
+
+async function loadAlerts(home) {
+  const response = await fetch(`/v1/alerts?home_id=${encodeURIComponent(home)}`, { headers: auth }).catch(() => null);
+  if (!response?.ok) {
+    $("alerts-status").textContent = response?.status === 404 ? "Alerts are not available here yet." : "";
+    return;
+  }
+  const body = await response.json();
+  for (const alert of body.items ?? body) {
+    const d = devices.get(alert.device_id);
+    if (d && !d.alerts.some((a) => a.event_id === alert.event_id)) {
+      d.alerts.push(alert);
+      renderAlerts(d);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------- websocket
+
+let retries = 0;
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(token)}`);
+  let alertsLoaded = false;
+  socket.onopen = () => {
+    const request = { action: "subscribe" };
+    if (homeParam) request.home_id = homeParam;
+    if (devices.size) request.after = Object.fromEntries([...devices].map(([id, d]) => [id, d.twin.version]));
+    socket.send(JSON.stringify(request));
+    retries = 0;
+    $("conn").textContent = "live";
+    $("conn").className = "conn live";
+    notice("");
+  };
+  socket.onmessage = (message) => {
+    const m = JSON.parse(message.data);
+    if (m.type === "snapshot" || m.type === "change") {
+      const d = deviceEntry(m.twin);
+      d.twin = m.twin;
+      renderTwin(d);
+      if (m.event) onEvent(m.event);
+      if (!alertsLoaded) {
+        alertsLoaded = true;
+        loadAlerts(m.twin.home_id);
+      }
+    } else if (m.type === "heartbeat") {
+      $("beat").textContent = `heartbeat ${new Date(m.at).toLocaleTimeString()}`;
+    } else if (m.type === "error") {
+      notice(`${m.reason}: ${m.message}`);
+    }
+  };
+  socket.onclose = (event) => {
+    const fatal = FATAL_CLOSES.has(event.code);
+    $("conn").textContent = fatal ? `closed (${event.code})` : "reconnecting…";
+    $("conn").className = "conn down";
+    if (event.reason) notice(event.reason);
+    if (!fatal) setTimeout(connect, Math.min(10000, 500 * 2 ** retries++));
+  };
+}
+
+if (homeParam) $("home").textContent = homeParam;
+if (token) connect();
+else notice("Open this page with ?token=<home token> (hearth token create --home <home>).");
+setInterval(() => {
+  for (const span of document.querySelectorAll(".last-seen")) span.textContent = ago(span.dataset.at);
+}, 1000);

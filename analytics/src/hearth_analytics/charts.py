@@ -1,0 +1,194 @@
+"""PNG charts of the daily report (matplotlib, Agg backend: no display needed).
+
+One chart per question a person asks of the fleet, per day: how long did we heat and cool, how warm
+was it, how were the locks used, did commands work, what looked odd, and which homes use the most.
+``overview.png`` puts all six on one page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.ticker import PercentFormatter
+
+HEAT, COOL = "#e4572e", "#2e86de"
+OUTCOME_COLOURS = {
+    "converged": "#3bb273",
+    "failed": "#e4572e",
+    "rejected": "#f3a712",
+    "expired": "#8d99ae",
+    "superseded": "#c9c9c9",
+    "open": "#ededed",
+}
+SUMS = [
+    "readings", "heating_minutes", "cooling_minutes", "locks", "unlocks", "jams", "door_opens", "anomalies",
+    "commands", "commands_converged", "commands_failed", "commands_rejected", "commands_expired",
+    "commands_superseded", "commands_open", "ambient_c_count", "humidity_pct_count",
+]  # fmt: skip
+
+
+def per_day(homes: pd.DataFrame) -> pd.DataFrame:
+    """Fleet totals per day (temperatures: means weighted by reading counts, and extremes)."""
+    frame = homes.copy()
+    frame["day"] = pd.to_datetime(frame["day"])
+    for metric in ("ambient_c", "humidity_pct"):
+        frame[f"{metric}_total"] = frame[f"{metric}_mean"].fillna(0.0) * frame[f"{metric}_count"]
+    grouped = frame.groupby("day", sort=True)
+    daily = grouped[[*SUMS, "ambient_c_total", "humidity_pct_total"]].sum()
+    for metric in ("ambient_c", "humidity_pct"):
+        count = daily[f"{metric}_count"]
+        daily[f"{metric}_mean"] = daily[f"{metric}_total"] / count.where(count > 0)
+    daily["ambient_c_min"] = grouped["ambient_c_min"].min()
+    daily["ambient_c_max"] = grouped["ambient_c_max"].max()
+    decided = daily[["commands_converged", "commands_failed", "commands_rejected", "commands_expired"]].sum(
+        axis=1
+    )
+    daily["success_rate"] = daily["commands_converged"] / decided.where(decided > 0)
+    return daily
+
+
+def _dates(ax: Axes, days: pd.DatetimeIndex) -> None:
+    """One tick per day (or per few days), the days' bars wholly inside the axes."""
+    span = (days.max() - days.min()).days + 1
+    ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, math.ceil(span / 10))))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
+    ax.set_xlim(days.min() - pd.Timedelta(hours=12), days.max() + pd.Timedelta(hours=12))
+    ax.grid(axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def draw_hvac(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    heat, cool = daily["heating_minutes"] / 60, daily["cooling_minutes"] / 60
+    ax.bar(daily.index, heat, width=0.8, color=HEAT, label="heating")
+    ax.bar(daily.index, cool, width=0.8, bottom=heat, color=COOL, label="cooling")
+    ax.set_title(
+        f"Heating and cooling (device-hours): {heat.sum():,.1f} h heating, {cool.sum():,.1f} h cooling"
+    )
+    ax.set_ylabel("hours")
+    ax.legend(frameon=False)
+    _dates(ax, daily.index)
+
+
+def draw_temperature(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    ax.fill_between(daily.index, daily["ambient_c_min"], daily["ambient_c_max"], color=HEAT, alpha=0.15,
+                    label="min to max")  # fmt: skip
+    ax.plot(daily.index, daily["ambient_c_mean"], color=HEAT, marker="o", label="mean")
+    ax.set_title("Indoor temperature across the fleet")
+    ax.set_ylabel("°C")
+    humidity = ax.twinx()
+    humidity.plot(
+        daily.index, daily["humidity_pct_mean"], color=COOL, linestyle="--", marker=".", label="humidity"
+    )
+    humidity.set_ylabel("humidity %", color=COOL)
+    humidity.spines[["top"]].set_visible(False)
+    lines = ax.get_legend_handles_labels()
+    more = humidity.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], frameon=False, loc="upper left")
+    _dates(ax, daily.index)
+
+
+def draw_locks(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    offset = pd.Timedelta(hours=5)
+    ax.bar(daily.index - offset, daily["locks"], width=0.4, color="#2d3047", label="locked")
+    ax.bar(daily.index + offset, daily["unlocks"], width=0.4, color="#93b7be", label="unlocked")
+    jammed = daily[daily["jams"] > 0]
+    if len(jammed):
+        ax.plot(jammed.index, jammed["jams"], "x", color=HEAT, markersize=9, mew=2, label="jammed")
+    ax.set_title(f"Lock use: {daily['locks'].sum():,} locks, {daily['unlocks'].sum():,} unlocks, "
+                 f"{daily['jams'].sum():,} jams")  # fmt: skip
+    ax.set_ylabel("operations")
+    ax.legend(frameon=False)
+    _dates(ax, daily.index)
+
+
+def draw_commands(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    bottom = pd.Series(0, index=daily.index)
+    for outcome, colour in OUTCOME_COLOURS.items():
+        values = daily[f"commands_{outcome}"]
+        if values.sum():
+            ax.bar(daily.index, values, width=0.8, bottom=bottom, color=colour, label=outcome)
+            bottom = bottom + values
+    rate = ax.twinx()
+    rate.plot(daily.index, daily["success_rate"], color="black", marker="o", label="success rate")
+    rate.set_ylim(0, 1.05)
+    rate.yaxis.set_major_formatter(PercentFormatter(1.0))
+    rate.spines[["top"]].set_visible(False)
+    total = daily[["commands_converged", "commands_failed", "commands_rejected", "commands_expired"]].sum()
+    overall = total["commands_converged"] / total.sum() if total.sum() else float("nan")
+    ax.set_title(f"Commands by outcome: {daily['commands'].sum():,} sent, "
+                 + ("no decided ones" if pd.isna(overall) else f"{overall:.0%} succeeded"))  # fmt: skip
+    ax.set_ylabel("commands")
+    ax.set_ylim(0, max(float(bottom.max()), 1.0) * 1.3)  # headroom for the legend, in one row on top
+    ax.legend(frameon=False, loc="upper left", fontsize="small", ncols=6)
+    _dates(ax, daily.index)
+
+
+def draw_anomalies(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    per_1k = 1000 * daily["anomalies"] / daily["readings"].where(daily["readings"] > 0)
+    ax.bar(daily.index, daily["anomalies"], width=0.8, color="#7b2cbf")
+    overall = 1000 * daily["anomalies"].sum() / max(daily["readings"].sum(), 1)
+    ax.set_title(f"Anomalies detected: {daily['anomalies'].sum():,} ({overall:.2f} per 1,000 readings)")
+    ax.set_ylabel("anomalies")
+    if per_1k.notna().any():
+        rate = ax.twinx()
+        rate.plot(daily.index, per_1k, color="black", marker=".", linestyle=":")
+        rate.set_ylabel("per 1,000 readings")
+        rate.spines[["top"]].set_visible(False)
+    _dates(ax, daily.index)
+
+
+def draw_top_homes(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame, top: int = 10) -> None:
+    totals = homes.groupby("home_id")[["heating_minutes", "cooling_minutes"]].sum() / 60
+    totals = totals.assign(total=totals.sum(axis=1)).sort_values("total").tail(top)
+    ax.barh(totals.index.astype(str), totals["heating_minutes"], color=HEAT, label="heating")
+    ax.barh(totals.index.astype(str), totals["cooling_minutes"], left=totals["heating_minutes"], color=COOL,
+            label="cooling")  # fmt: skip
+    ax.set_title(f"Homes with the most heating and cooling (top {min(top, len(totals))})")
+    ax.set_xlabel("device-hours")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(frameon=True, framealpha=0.9, loc="lower right")
+
+
+CHARTS: dict[str, Callable[[Axes, pd.DataFrame, pd.DataFrame], None]] = {
+    "hvac": draw_hvac,
+    "temperature": draw_temperature,
+    "locks": draw_locks,
+    "commands": draw_commands,
+    "anomalies": draw_anomalies,
+    "top_homes": draw_top_homes,
+}
+
+
+def draw_all(homes: pd.DataFrame, out: Path) -> list[Path]:
+    """Draw every chart (and the overview) into ``out``; returns the files written."""
+    if homes.empty:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    daily = per_day(homes)
+    written = []
+    for name, draw in CHARTS.items():
+        fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+        draw(ax, daily, homes)
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    fig, axes = plt.subplots(3, 2, figsize=(18, 14), layout="constrained")
+    for ax, draw in zip(axes.flat, CHARTS.values(), strict=True):
+        draw(ax, daily, homes)
+    first, last = daily.index.min().date(), daily.index.max().date()
+    fig.suptitle(f"Hearth: {homes['home_id'].nunique()} homes, {first} to {last}", fontsize=16)
+    path = out / "overview.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return [*written, path]

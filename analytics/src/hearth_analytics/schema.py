@@ -1,0 +1,153 @@
+"""Journal records as Spark sees them: the Kafka source, and the JSON value parsed with ``from_json``.
+
+Only the envelope and the payload fields the jobs use are in the schema; everything else in a record is
+ignored. Timestamps are read as strings and cast with ``try_cast`` (null if malformed; msgspec writes
+RFC 3339 with ``Z`` and up to 6 fraction digits), in the session time zone UTC. A value that is not a
+journal record (no ``type``) is left out. If an upcaster (``hearth_shared.events.register_upcaster``)
+ever renames a field used here, this schema must follow it: Spark reads the JSON, not the Python structs.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from hearth_analytics.settings import AnalyticsSettings
+
+STATE_REPORTED = "device.state_reported"
+DEVICE_REGISTERED = "device.registered"
+ANOMALY_DETECTED = "anomaly.detected"
+COMMAND_REQUESTED = "command.requested"
+COMMAND_OUTCOMES = {  # terminal command facts -> outcome
+    "command.converged": "converged",
+    "command.failed": "failed",
+    "command.rejected": "rejected",
+    "command.expired": "expired",
+    "command.superseded": "superseded",
+}
+
+# Numeric telemetry summarised in rollups and reports (mean, min, max, count).
+METRICS = ("ambient_c", "humidity_pct", "battery_pct")
+
+REPORTED = StructType(
+    [
+        StructField("ambient_c", DoubleType()),
+        StructField("humidity_pct", DoubleType()),
+        StructField("battery_pct", DoubleType()),
+        StructField("target_c", DoubleType()),
+        StructField("hvac_mode", StringType()),
+        StructField("hvac_action", StringType()),
+        StructField("lock_state", StringType()),
+        StructField("door", StringType()),
+    ]
+)
+
+PAYLOAD = StructType(
+    [
+        StructField("device_type", StringType()),  # device.registered
+        StructField("reported", REPORTED),  # device.state_reported
+        StructField("device_seq", LongType()),
+        StructField("device_time", StringType()),  # device.state_reported, anomaly.detected
+        StructField("command_id", StringType()),  # command.*
+        StructField("name", StringType()),
+        StructField("reason", StringType()),
+        StructField("metric", StringType()),  # anomaly.detected
+        StructField("value", DoubleType()),
+        StructField("score", DoubleType()),
+        StructField("model_version", LongType()),
+    ]
+)
+
+ENVELOPE = StructType(
+    [
+        StructField("event_id", StringType()),
+        StructField("type", StringType()),
+        StructField("schema_version", IntegerType()),
+        StructField("device_id", StringType()),
+        StructField("home_id", StringType()),
+        StructField("version", LongType()),
+        StructField("occurred_at", StringType()),
+        StructField("recorded_at", StringType()),
+        StructField("correlation_id", StringType()),
+        StructField("payload", PAYLOAD),
+    ]
+)
+
+
+def _kafka(reader, settings: AnalyticsSettings, topic: str):  # type: ignore[no-untyped-def]
+    return (
+        reader.format("kafka")
+        .option("kafka.bootstrap.servers", settings.stack.kafka_bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+
+
+def read_topic(spark: SparkSession, settings: AnalyticsSettings, topic: str) -> DataFrame:
+    """A whole topic, from the earliest to the latest offsets at the time of the call (a batch)."""
+    return _kafka(spark.read, settings, topic).option("endingOffsets", "latest").load()
+
+
+def read_journal(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
+    return read_topic(spark, settings, settings.stack.topics.journal)
+
+
+def stream_journal(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
+    """The journal as a stream, from the earliest offset on first start (then from the checkpoint)."""
+    reader = _kafka(spark.readStream, settings, settings.stack.topics.journal)
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    return reader.load()
+
+
+def _ts(column: Column) -> Column:
+    return column.try_cast("timestamp")  # ANSI mode (Spark 4's default) would fail the query on a bad one
+
+
+def parse_journal(raw: DataFrame) -> DataFrame:
+    """Kafka rows -> one row per fact: the envelope, ``payload`` (a struct) and ``event_time``.
+
+    ``event_time`` is the device's clock for readings and anomalies (``payload.device_time``), else
+    ``occurred_at``.
+    """
+    fact = F.from_json(F.col("value").cast("string"), ENVELOPE)
+    return (
+        raw.select(F.col("partition"), F.col("offset"), fact.alias("f"))
+        .where(F.col("f.type").isNotNull())
+        .select(
+            "partition",
+            "offset",
+            F.col("f.type").alias("type"),
+            F.col("f.device_id").alias("device_id"),
+            F.col("f.home_id").alias("home_id"),
+            F.col("f.version").alias("version"),
+            _ts(F.col("f.occurred_at")).alias("occurred_at"),
+            _ts(F.col("f.recorded_at")).alias("recorded_at"),
+            F.col("f.correlation_id").alias("correlation_id"),
+            F.col("f.payload").alias("payload"),
+        )
+        .withColumn("event_time", F.coalesce(_ts(F.col("payload.device_time")), F.col("occurred_at")))
+    )
+
+
+def readings(facts: DataFrame) -> DataFrame:
+    """``device.state_reported`` facts, flattened: what the device said (only the keys that changed)."""
+    return facts.where(F.col("type") == STATE_REPORTED).select(
+        "home_id",
+        "device_id",
+        "version",
+        "event_time",
+        "recorded_at",
+        *(F.col(f"payload.reported.{m}").alias(m) for m in METRICS),
+        F.col("payload.reported.hvac_action").alias("hvac_action"),
+        F.col("payload.reported.lock_state").alias("lock_state"),
+        F.col("payload.reported.door").alias("door"),
+    )

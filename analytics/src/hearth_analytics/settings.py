@@ -1,0 +1,59 @@
+"""Analytics settings, env prefix ``HEARTH_ANALYTICS_`` (the broker and topics come from ``stack``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.settings import StackSettings
+
+
+class AnalyticsSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_ANALYTICS_", extra="ignore")
+
+    # --- Spark
+    master: str | None = Field(
+        None,
+        description="Spark master URL; None: the one spark-submit was given, else local[2]",
+    )
+    shuffle_partitions: int = Field(
+        2,
+        gt=0,
+        description="spark.sql.shuffle.partitions (frozen into a streaming checkpoint at first start)",
+    )
+    driver_memory: str = "2g"
+    spark_ui: bool = False
+    kafka_jars: Literal["auto", "local", "packages"] = Field(
+        "auto",
+        description="How the Kafka connector reaches Spark: 'local' = jars resolved once with mvn, passed "
+        "as spark.jars; 'packages' = spark.jars.packages (Ivy, at start-up); 'auto': local for local[*]",
+    )
+    connector_version: str | None = Field(
+        None, description="spark-sql-kafka-0-10 version; None: PySpark's own if Maven Central has it"
+    )
+    jars_dir: Path | None = Field(None, description="Where resolved jars are cached; None: <repo>/.hearth")
+
+    # --- where things go
+    checkpoint_dir: Path = Path(".hearth/analytics/checkpoints")
+    output_dir: Path = Path(".hearth/analytics/reports")
+
+    # --- streaming rollups
+    allowed_lateness_s: int = Field(120, ge=0, description="Watermark delay: max event time seen minus this")
+    retention_s: int = Field(
+        1800, ge=0, description="How long a closed window is kept so late events can still be counted on it"
+    )
+    rollup_trigger_s: float = Field(10.0, gt=0, description="Micro-batch interval of the rollup query")
+    train_trigger_s: float = Field(60.0, gt=0, description="Micro-batch interval of the training query")
+    max_offsets_per_trigger: int | None = Field(None, gt=0)
+
+    # --- anomaly model
+    model_threshold: float = Field(4.0, gt=0, description="z-score above which a reading is an anomaly")
+    model_min_count: int = Field(30, gt=0, description="Readings a slice needs before scoring trusts it")
+
+    stack: StackSettings = Field(default_factory=StackSettings)
+
+    def checkpoint(self, query: str) -> Path:
+        return (self.checkpoint_dir / query).resolve()

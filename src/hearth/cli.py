@@ -7,17 +7,22 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hearth.stack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError, token_secret
 from hearth.stack.process import tail
 from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
+
+if TYPE_CHECKING:
+    from hearth_read_models.rebuild import ReplayProgress
 
 app = typer.Typer(
     help="Hearth: run, simulate, benchmark and operate the smart-home platform.", no_args_is_help=True
@@ -208,6 +213,107 @@ def bench_broker(
     from hearth.bench.broker import main as broker_main
 
     broker_main(bootstrap=bootstrap, messages=messages, size=size)
+
+
+@bench_app.command("rebuild")
+def bench_rebuild(
+    events: Annotated[int, typer.Option(help="Journal facts to fill and replay")] = 5_000_000,
+    devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 10_000,
+    batch_size: Annotated[int, typer.Option(help="Records per replay transaction")] = 50_000,
+) -> None:
+    """Rebuild throughput against the raw consume rate of the same journal (temporary servers)."""
+    from hearth.bench.rebuild import main as rebuild_main
+
+    rebuild_main(events=events, devices=devices, batch_size=batch_size)
+
+
+def _replay_progress(what: str) -> tuple[Progress, Callable[[ReplayProgress], None]]:
+    """A progress bar over the journal's offsets, with events/s and the lag (end offsets - positions)."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn(
+            "{task.fields[events]:,} events, {task.fields[rate]:,.0f} events/s, lag {task.fields[lag]:,}"
+        ),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    task = progress.add_task(what, total=None, events=0, rate=0.0, lag=0)
+
+    def show(p: ReplayProgress) -> None:
+        rate = p.events / p.elapsed_s if p.elapsed_s else 0.0
+        progress.update(
+            task, description=f"{what}: {p.phase}", total=p.end, completed=p.position, events=p.events,
+            rate=rate, lag=p.lag,
+        )  # fmt: skip
+
+    return progress, show
+
+
+@app.command()
+def rebuild(
+    batch_size: Annotated[int, typer.Option(help="Records per replay transaction")] = 50_000,
+    swap: Annotated[
+        bool, typer.Option(help="Swap the checked views in; --no-swap builds, checks, drops")
+    ] = True,
+) -> None:
+    """Replay the journal into fresh read models, check them and swap them in; the live projector and
+    the query API keep serving meanwhile (settings from HEARTH_* variables, as the services)."""
+    from hearth_read_models.rebuild import RebuildFailed
+    from hearth_read_models.rebuild import rebuild as run_rebuild
+    from hearth_read_models.settings import ReadModelSettings
+
+    progress, show = _replay_progress("rebuild")
+    try:
+        with progress:
+            result = asyncio.run(
+                run_rebuild(ReadModelSettings(), swap=swap, batch_size=batch_size, on_progress=show)
+            )
+    except RebuildFailed as exc:
+        console.print(f"[red bold]Rebuild failed, nothing swapped:[/] {exc}")
+        raise typer.Exit(1) from exc
+    table = Table(title=f"checks of {result.schema}")
+    for column in ("table", "rows", "replayed", "checksum"):
+        table.add_column(column)
+    for c in result.checks:
+        table.add_row(c.table, f"{c.rows:,}", f"{c.expected_rows:,}", "equal" if c.ok else "differs")
+    console.print(table)
+    console.print(
+        f"replayed {result.events:,} records in {result.replay_s:.1f} s ({result.events_per_s:,.0f}/s)"
+    )
+    if result.swapped:
+        console.print(
+            f"[green]swapped in[/] as generation {result.generation} in {result.swap_s:.2f} s; "
+            f"{result.twins_refreshed:,} twins changed (cache refreshed)"
+        )
+
+
+@app.command()
+def verify(
+    batch_size: Annotated[int, typer.Option(help="Records per replay transaction")] = 50_000,
+    show: Annotated[int, typer.Option(help="Differences listed at most")] = 50,
+) -> None:
+    """Replay the journal into a scratch schema up to the live offsets and compare every table with the
+    live views; exits 1 if any row differs (the scratch schema is dropped either way)."""
+    from hearth_read_models.rebuild import verify as run_verify
+    from hearth_read_models.settings import ReadModelSettings
+
+    progress, on_progress = _replay_progress("verify")
+    with progress:
+        result = asyncio.run(run_verify(ReadModelSettings(), batch_size=batch_size, on_progress=on_progress))
+    total = sum(result.counts.values())
+    if not total:
+        console.print(f"[green]The live views equal a replay of the journal[/] ({result.events:,} records).")
+        return
+    table = Table(title=f"{total:,} rows differ from a replay of the journal")
+    for column in ("table", "key", "difference", "columns"):
+        table.add_column(column, overflow="fold")
+    for d in result.differences[:show]:
+        table.add_row(d.table, d.key, d.kind, ", ".join(d.columns) if d.kind == "differs" else "")
+    console.print(table)
+    console.print("per table: " + ", ".join(f"{name} {n:,}" for name, n in result.counts.items() if n))
+    raise typer.Exit(1)
 
 
 def main() -> None:

@@ -1,17 +1,21 @@
 """The projection: journal facts -> view rows, as pure single-dispatch handlers over a batch.
 
-``Projection.apply(event)`` folds one fact into the batch's working set (twins, history rows, command
-rows, alerts); the projector then writes the whole working set and the consumed offsets in one
-transaction. Facts a view already has (version <= the twin's version) are skipped, so replaying a
-batch twice changes nothing.
+``Projection.apply(event)`` folds one fact into the batch's working set (history rows, command rows,
+alerts, changed twins); the projector then writes the whole working set and the consumed offsets in one
+transaction. ``twins`` and ``commands`` are the projector's caches, kept between batches: they hold the
+state before the batch for every device and command in it, and ``apply`` moves them forward. Facts a
+view already has (version <= the twin's version) are skipped, so replaying a batch changes nothing.
+
+Rollup records (the rollups topic, not the journal) are parsed by ``rollup_row``.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import singledispatchmethod
+from datetime import UTC, datetime
+from functools import singledispatch
 from typing import Any
 
 import msgspec
@@ -23,121 +27,92 @@ from hearth_shared.events import (
     CommandFailed,
     CommandRejected,
     CommandRequested,
+    DeviceRegistered,
     Event,
+    MalformedRecord,
+    encode,
     status_reached,
-    to_builtins,
 )
 
 encode_twin = msgspec.msgpack.Encoder().encode
 decode_twin = msgspec.msgpack.Decoder(Twin).decode
+_json = msgspec.json.Encoder()
+
+# Column orders of the rows ``Projection`` produces (the projector COPYs them in this order).
+# History rows: device_id, version, event_id and the fact as on the wire (JSON text); the other columns
+# of device_events are taken from it.
+ALERT_COLUMNS = (
+    "event_id", "device_id", "home_id", "version", "kind", "metric", "value", "score", "threshold",
+    "model_version", "occurred_at",
+)  # fmt: skip
+TWIN_COLUMNS = (
+    "device_id", "home_id", "device_type", "name", "version", "online", "view", "state", "updated_at",
+)  # fmt: skip
+ROLLUP_COLUMNS = ("key", "scope", "subject_id", "window", "window_start", "value")
 
 
 @dataclass(slots=True)
 class Change:
-    """One fact as a live subscriber sees it: the twin right after it."""
+    """One fact as a live subscriber sees it: the twin right after it, and the fact as on the wire."""
 
     home_id: str
     device_id: str
     version: int
     twin: dict[str, Any]
-    event: dict[str, Any]
+    event: msgspec.Raw
 
 
 @dataclass
 class Projection:
-    """The working set of one batch. ``twins`` holds the state before the batch for every device in it
-    (loaded by the projector); ``apply`` moves them forward."""
+    """The working set of one batch. With ``live``, every applied fact also yields a ``Change`` for the
+    subscribers; a rebuild has none to tell and skips that work."""
 
-    twins: dict[str, Twin | None]
-    commands: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)  # loaded + new rows
+    twins: dict[str, Twin]
+    commands: dict[uuid.UUID, dict[str, Any]]
+    live: bool = True
     changed_twins: set[str] = field(default_factory=set)
     changed_commands: set[uuid.UUID] = field(default_factory=set)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    alerts: list[dict[str, Any]] = field(default_factory=list)
+    history: list[tuple[Any, ...]] = field(default_factory=list)
+    alerts: list[tuple[Any, ...]] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     skipped: int = 0
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event, wire: bytes | None = None) -> None:
+        """Fold one fact in (``wire``: its record as read, else it is encoded again); a fact that cannot
+        be (no twin yet) raises ``MalformedRecord``, changing nothing."""
         twin = self.twins.get(event.device_id)
         if twin is not None and event.version <= twin.version:
             self.skipped += 1  # already projected (a replayed batch, or a fact recorded twice)
             return
+        if twin is None and not isinstance(event, DeviceRegistered):
+            raise MalformedRecord(
+                "unknown_device",
+                f"{event.type} v{event.version} of {event.device_id} before device.registered",
+            )
         twin = evolve(twin, event)
         self.twins[event.device_id] = twin
         self.changed_twins.add(event.device_id)
-        wire = to_builtins(event)
-        self.history.append(
-            {
-                "device_id": event.device_id,
-                "version": event.version,
-                "event_id": event.event_id,
-                "type": event.type,
-                "home_id": event.home_id,
-                "occurred_at": event.occurred_at,
-                "recorded_at": event.recorded_at,
-                "correlation_id": event.correlation_id,
-                "event": wire,
-            }
-        )
-        self.changes.append(Change(event.home_id, event.device_id, event.version, twin_view(twin), wire))
-        self.project(event)
+        wire = wire or encode(event)
+        self.history.append((event.device_id, event.version, event.event_id, wire.decode()))
+        if self.live:
+            self.changes.append(
+                Change(event.home_id, event.device_id, event.version, twin_view(twin), msgspec.Raw(wire))
+            )
+        _handler(type(event))(event, self)
 
-    @singledispatchmethod
-    def project(self, event: Event) -> None:
-        """Facts with no view of their own beyond the twin and its history."""
-        if type(event) in COMMAND_STATUS_BY_EVENT:
-            self._command_status(event, reason=None, message=None)
+    def twin_rows(self) -> list[tuple[Any, ...]]:
+        """The changed twins as ``TWIN_COLUMNS`` rows (the view as JSON text, the state as msgpack)."""
+        rows = []
+        for device_id in self.changed_twins:
+            twin = self.twins[device_id]
+            view = _json.encode(twin_view(twin)).decode()
+            rows.append(
+                (device_id, twin.home_id, twin.device_type, twin.name, twin.version, twin.online, view,
+                 encode_twin(twin), twin.updated_at)
+            )  # fmt: skip
+        return rows
 
-    @project.register
-    def _(self, event: CommandRequested) -> None:
-        p = event.payload
-        row = self.commands.get(p.command_id)
-        if row is not None:
-            return
-        self.commands[p.command_id] = {
-            "command_id": p.command_id,
-            "device_id": event.device_id,
-            "home_id": event.home_id,
-            "name": p.name,
-            "params": p.params,
-            "status": "pending",
-            "reason": None,
-            "message": None,
-            "requested_at": event.occurred_at,
-            "expires_at": p.expires_at,
-            "updated_at": event.recorded_at,
-            "history": [_step("pending", event.recorded_at, event.version)],
-        }
-        self.changed_commands.add(p.command_id)
-
-    @project.register
-    def _(self, event: CommandRejected) -> None:
-        self._command_status(event, reason=event.payload.reason, message=event.payload.message)
-
-    @project.register
-    def _(self, event: CommandFailed) -> None:
-        self._command_status(event, reason=event.payload.reason, message=event.payload.message)
-
-    @project.register
-    def _(self, event: AnomalyDetected) -> None:
-        p = event.payload
-        self.alerts.append(
-            {
-                "event_id": event.event_id,
-                "device_id": event.device_id,
-                "home_id": event.home_id,
-                "version": event.version,
-                "kind": "anomaly",
-                "metric": p.metric,
-                "value": p.value,
-                "score": p.score,
-                "threshold": p.threshold,
-                "model_version": p.model_version,
-                "occurred_at": event.occurred_at,
-            }
-        )
-
-    def _command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
+    def command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
         status = COMMAND_STATUS_BY_EVENT[type(event)]
         row = self.commands.get(event.correlation_id) if event.correlation_id else None
         if row is None or status_reached(row["status"], status):
@@ -150,6 +125,66 @@ class Projection:
         self.changed_commands.add(row["command_id"])
 
 
+@singledispatch
+def project(event: Event, p: Projection) -> None:
+    """The views of one fact beyond its twin and its history; by default, a command status fact moves
+    its command (if any)."""
+    if type(event) in COMMAND_STATUS_BY_EVENT:
+        p.command_status(event, reason=None, message=None)
+
+
+@project.register
+def _(event: CommandRequested, p: Projection) -> None:
+    c = event.payload
+    if c.command_id in p.commands:
+        return
+    p.commands[c.command_id] = {
+        "command_id": c.command_id,
+        "device_id": event.device_id,
+        "home_id": event.home_id,
+        "name": c.name,
+        "params": c.params,
+        "status": "pending",
+        "reason": None,
+        "message": None,
+        "requested_at": event.occurred_at,
+        "expires_at": c.expires_at,
+        "updated_at": event.recorded_at,
+        "history": [_step("pending", event.recorded_at, event.version)],
+    }
+    p.changed_commands.add(c.command_id)
+
+
+@project.register
+def _(event: CommandRejected, p: Projection) -> None:
+    p.command_status(event, reason=event.payload.reason, message=event.payload.message)
+
+
+@project.register
+def _(event: CommandFailed, p: Projection) -> None:
+    p.command_status(event, reason=event.payload.reason, message=event.payload.message)
+
+
+@project.register
+def _(event: AnomalyDetected, p: Projection) -> None:
+    a = event.payload
+    p.alerts.append(
+        (event.event_id, event.device_id, event.home_id, event.version, "anomaly", a.metric, a.value,
+         a.score, a.threshold, a.model_version, event.occurred_at)
+    )  # fmt: skip
+
+
+_handlers: dict[type[Event], Callable[[Any, Projection], None]] = {}
+
+
+def _handler(cls: type[Event]) -> Callable[[Any, Projection], None]:
+    """``project``'s handler for a fact type (singledispatch's own lookup is slow on the hot path)."""
+    handler = _handlers.get(cls)
+    if handler is None:
+        handler = _handlers[cls] = project.dispatch(cls)
+    return handler
+
+
 def _step(status: str, at: datetime, version: int, reason: str | None = None) -> dict[str, Any]:
     step: dict[str, Any] = {"status": status, "at": at.isoformat(), "version": version}
     if reason:
@@ -160,3 +195,22 @@ def _step(status: str, at: datetime, version: int, reason: str | None = None) ->
 def command_ids(events: list[Event]) -> set[uuid.UUID]:
     """The commands a batch touches (their rows are loaded before the batch is applied)."""
     return {e.correlation_id for e in events if e.correlation_id and type(e) in COMMAND_STATUS_BY_EVENT}
+
+
+def rollup_row(key: bytes | None, value: bytes) -> tuple[Any, ...]:
+    """A rollup record as a ``ROLLUP_COLUMNS`` row. The key names the window,
+    ``{scope}:{id}:{window_len}:{window_start_iso}``; the value (a JSON object) is kept as it came."""
+    try:
+        text = (key or b"").decode()
+        scope, subject_id, window, start = text.split(":", 3)
+        window_start = datetime.fromisoformat(start)
+    except ValueError as exc:
+        raise MalformedRecord("invalid_rollup_key", f"{key!r}: {exc}") from exc
+    try:
+        if not isinstance(msgspec.json.decode(value), dict):
+            raise MalformedRecord("invalid_rollup_value", "expected a JSON object")
+    except msgspec.DecodeError as exc:
+        raise MalformedRecord("invalid_rollup_value", str(exc)) from exc
+    if window_start.tzinfo is None:
+        window_start = window_start.replace(tzinfo=UTC)
+    return (text, scope, subject_id, window, window_start, value.decode())

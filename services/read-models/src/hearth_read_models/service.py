@@ -9,58 +9,69 @@ import signal
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
-from hearth_read_models.db import async_engine, migrate
-from hearth_read_models.projector import Projector
+from hearth_read_models.db import migrate
+from hearth_read_models.projector import Projector, tune_gc
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.kafka import DeadLetters, KafkaJournal
+from hearth_shared.settings import StackSettings
 
 log = logging.getLogger(__name__)
+
+
+def make_consumer(stack: StackSettings) -> AIOKafkaConsumer:
+    """The projector's consumer (also the floor of the rebuild bench): assigned partitions, no group,
+    positions from PostgreSQL, and the earliest record when a position is gone from the log."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=stack.kafka_bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
+    )
 
 
 async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | None = None) -> None:
     stack = settings.stack
     await asyncio.to_thread(migrate, stack.postgres_dsn, settings.schema_name)
-    engine = async_engine(stack.postgres_dsn, settings.schema_name)
     redis = Redis.from_url(stack.redis_url)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1024 * 1024,
-        fetch_max_bytes=32 * 1024 * 1024,
-    )
+    consumer = make_consumer(stack)
     journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
     await consumer.start()
     await journal.start()
     stop = stop or asyncio.Event()
+    projector = Projector(
+        dsn=stack.postgres_dsn,
+        schema=settings.schema_name,
+        consumer=consumer,
+        journal=stack.topics.journal,
+        rollups=stack.topics.rollups,
+        dead_letters=DeadLetters(journal, consumer="read-models-projector"),
+        name=settings.consumer_name,
+        redis=redis,
+        batch_size=settings.batch_size,
+        batch_wait_ms=settings.batch_wait_ms,
+    )
     try:
-        projector = Projector(
-            engine=engine,
-            redis=redis,
-            consumer=consumer,
-            topic=stack.topics.journal,
-            dead_letters=DeadLetters(journal, consumer="read-models-projector"),
-            name=settings.consumer_name,
-            batch_size=settings.batch_size,
-            batch_wait_ms=settings.batch_wait_ms,
-        )
         await projector.start()
         runner = asyncio.create_task(projector.run())
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
         for task in (runner, stopper):
             task.cancel()
+        await asyncio.gather(runner, stopper, return_exceptions=True)
         if runner in done:
             runner.result()  # a crash of the projector ends the process with its error
     finally:
+        await projector.stop()
         await consumer.stop()
         await journal.stop()
         await redis.aclose()
-        await engine.dispose()
 
 
 def main() -> None:
     settings = ReadModelSettings()
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    tune_gc()
 
     async def serve() -> None:
         stop = asyncio.Event()

@@ -5,9 +5,11 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -79,6 +81,29 @@ alerts = Table(
     Column("threshold", Float, nullable=False),
     Column("model_version", Integer, nullable=False),
     Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Index("alerts_home_time", "home_id", "occurred_at", "event_id"),
+    Index("alerts_device_time", "device_id", "occurred_at", "event_id"),
+)
+
+rollups = Table(
+    "rollups",
+    metadata,
+    # f"{scope}:{id}:{window_len}:{window_start_iso}", the record key on the rollups topic
+    Column("key", Text, primary_key=True),
+    Column("scope", String, nullable=False),  # "device" or "home"
+    Column("subject_id", String, nullable=False),  # the device_id or home_id
+    Column("window", String, nullable=False),  # the window length as the key spells it
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("value", JSONB, nullable=False),  # the record's value as it arrived
+    Index("rollups_subject_time", "scope", "subject_id", "window_start"),
+)
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("id", Integer, CheckConstraint("id = 1"), primary_key=True),
+    # +1 at every swap: a projector that sees another generation than it loaded reloads its positions
+    Column("generation", BigInteger, nullable=False),
 )
 
 consumed_offsets = Table(

@@ -287,8 +287,10 @@ async def test_restart_after_a_crash_loses_nothing_and_counts_nothing_twice(
 ) -> None:
     # Several micro-batches per run; a watermark far behind so no reading is ever late whatever the
     # batches hold (partitions are read in parallel), which keeps the expectation exact.
-    settings = settings_for(stack, tmp_path, allowed_lateness_s=6 * 3600, max_offsets_per_trigger=150,
-                            model_min_count=1)  # fmt: skip
+    settings = settings_for(
+        stack, tmp_path, allowed_lateness_s=6 * 3600, model_min_count=1,
+        rollup_max_offsets_per_trigger=150, train_max_offsets_per_trigger=150,
+    )  # fmt: skip
     h = History()
     devices = [("t1", "h1"), ("t2", "h1"), ("t3", "h2")]
     facts: list[Event] = [h.register(d, home, "thermostat") for d, home in devices]

@@ -81,7 +81,7 @@ class BatchReport:
 
 
 def _telemetry(r: DataFrame) -> DataFrame:
-    def count_if(cond: object, name: str) -> object:
+    def count_if(cond: Column, name: str) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).alias(name)
 
     return r.groupBy(F.to_date("event_time").alias("day"), "home_id", "device_id").agg(

@@ -121,12 +121,12 @@ class HomeRollups:
             for window in self._windows_of(r.device_id, r.t_us):
                 self._count(window, r)
             if r.hvac_action is not None:
-                current = hvac.get(r.device_id)
-                if current is None:
+                previous = hvac.get(r.device_id)
+                if previous is None:
                     hvac[r.device_id] = [r.hvac_action, r.t_us]
-                elif r.t_us >= current[1]:
-                    if current[0] in _ACTIVE:
-                        self._credit(r.device_id, current[0], current[1], r.t_us)
+                elif r.t_us >= previous[1]:
+                    if previous[0] in _ACTIVE:
+                        self._credit(r.device_id, previous[0], previous[1], r.t_us)
                     hvac[r.device_id] = [r.hvac_action, r.t_us]
         records = [self._record(k) for k in sorted(self._touched)]
         self._evict(watermark_us)

@@ -100,11 +100,13 @@ def read_journal(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
     return read_topic(spark, settings, settings.stack.topics.journal)
 
 
-def stream_journal(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
+def stream_journal(
+    spark: SparkSession, settings: AnalyticsSettings, max_offsets_per_trigger: int | None = None
+) -> DataFrame:
     """The journal as a stream, from the earliest offset on first start (then from the checkpoint)."""
     reader = _kafka(spark.readStream, settings, settings.stack.topics.journal)
-    if settings.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     return reader.load()
 
 

@@ -47,7 +47,15 @@ class AnalyticsSettings(BaseSettings):
     )
     rollup_trigger_s: float = Field(10.0, gt=0, description="Micro-batch interval of the rollup query")
     train_trigger_s: float = Field(60.0, gt=0, description="Micro-batch interval of the training query")
-    max_offsets_per_trigger: int | None = Field(None, gt=0)
+    rollup_max_offsets_per_trigger: int | None = Field(
+        100_000,
+        gt=0,
+        description="Journal records per rollup micro-batch at most: a replay of a long journal moves the "
+        "watermark (and evicts closed windows) every so many records instead of holding all its windows",
+    )
+    train_max_offsets_per_trigger: int | None = Field(
+        None, gt=0, description="Journal records per training micro-batch at most (each publishes a model)"
+    )
 
     # --- anomaly model
     model_threshold: float = Field(4.0, gt=0, description="z-score above which a reading is an anomaly")

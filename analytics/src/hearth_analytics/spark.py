@@ -236,7 +236,6 @@ def spark_conf(settings: AnalyticsSettings, master: str | None) -> dict[str, str
         "spark.ui.enabled": str(settings.spark_ui).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     }
     if under_spark_submit():
         return conf  # jars come from spark-submit --packages / --jars

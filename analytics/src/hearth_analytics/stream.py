@@ -34,7 +34,7 @@ import msgspec
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from hearth_analytics.rollups import METRICS, HomeRollups, Reading
@@ -86,7 +86,8 @@ def update_home(
 
 
 def telemetry(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
-    return readings(parse_journal(stream_journal(spark, settings))).where(
+    raw = stream_journal(spark, settings, settings.rollup_max_offsets_per_trigger)
+    return readings(parse_journal(raw)).where(
         F.col("home_id").isNotNull() & F.col("device_id").isNotNull() & F.col("event_time").isNotNull()
     )
 
@@ -129,9 +130,8 @@ def start_training(
     once: bool = False,
     trainer: ModelTrainer | None = None,
 ) -> StreamingQuery:
-    facts = parse_journal(stream_journal(spark, settings)).where(
-        F.col("type").isin(STATE_REPORTED, DEVICE_REGISTERED)
-    )
+    raw = stream_journal(spark, settings, settings.train_max_offsets_per_trigger)
+    facts = parse_journal(raw).where(F.col("type").isin(STATE_REPORTED, DEVICE_REGISTERED))
     writer = (
         facts.writeStream.queryName(TRAINING_QUERY)
         .foreachBatch(trainer or ModelTrainer(settings))

@@ -98,7 +98,7 @@ def registered_types(facts: DataFrame) -> DataFrame:
 
 
 def collect_stats(stats: DataFrame) -> pd.DataFrame:
-    pdf = stats.toPandas()
+    pdf: pd.DataFrame = stats.toPandas()
     if pdf.empty:
         return empty_stats()
     pdf["hour"] = pdf["hour"].astype("int64")

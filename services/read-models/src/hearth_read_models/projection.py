@@ -100,18 +100,6 @@ class Projection:
             )
         _handler(type(event))(event, self)
 
-    def twin_rows(self) -> list[tuple[Any, ...]]:
-        """The changed twins as ``TWIN_COLUMNS`` rows (the view as JSON text, the state as msgpack)."""
-        rows = []
-        for device_id in self.changed_twins:
-            twin = self.twins[device_id]
-            view = _json.encode(twin_view(twin)).decode()
-            rows.append(
-                (device_id, twin.home_id, twin.device_type, twin.name, twin.version, twin.online, view,
-                 encode_twin(twin), twin.updated_at)
-            )  # fmt: skip
-        return rows
-
     def command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
         status = COMMAND_STATUS_BY_EVENT[type(event)]
         row = self.commands.get(event.correlation_id) if event.correlation_id else None
@@ -183,6 +171,13 @@ def _handler(cls: type[Event]) -> Callable[[Any, Projection], None]:
     if handler is None:
         handler = _handlers[cls] = project.dispatch(cls)
     return handler
+
+
+def twin_row(twin: Twin) -> tuple[Any, ...]:
+    """A twin as a ``TWIN_COLUMNS`` row: the view as JSON text, the state as msgpack."""
+    view = _json.encode(twin_view(twin)).decode()
+    return (twin.device_id, twin.home_id, twin.device_type, twin.name, twin.version, twin.online, view,
+            encode_twin(twin), twin.updated_at)  # fmt: skip
 
 
 def _step(status: str, at: datetime, version: int, reason: str | None = None) -> dict[str, Any]:

@@ -8,10 +8,15 @@ batch, which sets the same twins again and publishes changes whose versions subs
 drop them).
 
 The hot path, per batch: twins and commands come from in-memory caches (only ones not seen yet are read,
-in the batch's transaction); append-only rows (history, alerts) are COPYed straight into their tables, and
-rows that replace (twins, commands, rollups) are COPYed into temporary staging tables and merged with one
-``INSERT ... SELECT ... ON CONFLICT`` each. The version guard makes the straight COPY safe: a fact at or
-below its twin's version is never written again.
+in the batch's transaction); rows are COPYed into temporary staging tables and moved with one
+``INSERT ... SELECT`` per table (``ON CONFLICT`` replaces twins, commands and rollups; history takes its
+envelope columns from the fact's JSON there); alerts are COPYed straight in. The version guard makes the
+appends safe: a fact at or below its twin's version is never written again.
+
+A replay (``live=False``, a rebuild's private schema) goes faster: it folds the next batch while the last
+one is written, reads nothing it wrote itself (its caches hold it all), and writes its twins once per run
+(or when ``MAX_DIRTY_TWINS`` of them changed) instead of every batch; nobody reads its schema before the
+run ends, and a failed replay's schema is dropped.
 
 Generations: a rebuild builds a new schema and swaps it in (rebuild.py) while this projector runs. A live
 projector takes the swap's advisory lock first in every batch transaction and then reads the schema's
@@ -47,6 +52,7 @@ from hearth_read_models.projection import (
     command_ids,
     decode_twin,
     rollup_row,
+    twin_row,
 )
 from hearth_shared.domain import Twin
 from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord, decode_event
@@ -57,6 +63,7 @@ log = logging.getLogger(__name__)
 _json = msgspec.json.Encoder()
 COMMAND_COLUMNS = tuple(c.name for c in t.commands.columns)
 MAX_CACHED_TWINS = 200_000  # beyond this the cache is emptied (and refilled from the views as needed)
+MAX_DIRTY_TWINS = 100_000  # a replay writes its twins when this many changed, and when it stops
 # History: the envelope columns are taken from the fact itself (cheaper than sending them apart).
 STAGED_HISTORY = ("device_id", "version", "event")
 INSERT_HISTORY = """
@@ -112,7 +119,7 @@ class Batch:
     projection: Projection
     rollups: dict[str, tuple[Any, ...] | None]  # by key; None: deleted (a tombstone)
     offsets: dict[TopicPartition, int]  # the next offset of each partition in the batch
-    twin_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    twin_rows: list[tuple[Any, ...]] = field(default_factory=list)  # the twins written with it
 
 
 class Projector:
@@ -158,6 +165,7 @@ class Projector:
         self.twins: dict[str, Twin] = {}
         self.commands: dict[uuid.UUID, dict[str, Any]] = {}
         self.complete = False  # the caches hold every twin and command of the schema: nothing to read
+        self.dirty: set[str] = set()  # a replay's twins changed in memory and not written yet
         self._conn: psycopg.AsyncConnection | None = None
         self._writing: asyncio.Task[None] | None = None  # a replay's batch being written
 
@@ -238,6 +246,8 @@ class Projector:
                     await self._flush()
                     self._writing = asyncio.create_task(self._commit(batch))
             await self._flush()
+            if self.dirty:  # a replay's last twins: the schema is whole again
+                await self._commit(Batch(Projection(self.twins, self.commands), {}, {}, self._dirty_rows()))
         finally:
             if self._writing is not None:  # failed or cancelled: the batch in flight is rolled back
                 self._writing.cancel()
@@ -309,6 +319,7 @@ class Projector:
         """Empty the caches: they may be ahead of what was committed."""
         self.twins.clear()
         self.commands.clear()
+        self.dirty.clear()
         self.complete = False
 
     def _committed(self, batch: Batch) -> None:
@@ -321,7 +332,7 @@ class Projector:
             for command_id in batch.projection.changed_commands:
                 if self.commands[command_id]["status"] in TERMINAL_STATUSES:
                     del self.commands[command_id]  # never changes again; read again if ever needed
-        if len(self.twins) > MAX_CACHED_TWINS:
+        if len(self.twins) > MAX_CACHED_TWINS and not self.dirty:
             self._forget()
 
     async def _prepare(self, records: Records) -> Batch:
@@ -329,32 +340,50 @@ class Projector:
         events: list[tuple[Record, Event]] = []
         rollups: dict[str, tuple[Any, ...] | None] = {}
         offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
-        for i, r in enumerate(r for rs in records.values() for r in rs):
-            if i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            try:
-                if r.topic == self.journal:
-                    self.stats.events += 1
+        for tp, rs in records.items():
+            await asyncio.sleep(0)  # a write in flight goes on
+            if tp.topic != self.journal:
+                self.stats.rollups += len(rs)
+                for r in rs:
+                    await self._rollup(r, rollups)
+                continue
+            self.stats.events += len(rs)
+            for r in rs:
+                try:
                     events.append((r, decode_event(r.value)))
-                elif r.value is None:
-                    self.stats.rollups += 1
-                    rollups[(r.key or b"").decode(errors="replace")] = None
-                else:
-                    self.stats.rollups += 1
-                    row = rollup_row(r.key, r.value)
-                    rollups[row[0]] = row
-            except MalformedRecord as error:
-                await self._dead_letter(r, error)
+                except MalformedRecord as error:
+                    await self._dead_letter(r, error)
         await self._load_missing([e for _, e in events])
         projection = Projection(self.twins, self.commands, live=self.live and self.redis is not None)
         for i, (r, event) in enumerate(events):
             if i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a write in flight goes on
             try:
                 projection.apply(event, r.value)
             except MalformedRecord as error:
                 await self._dead_letter(r, error)
-        return Batch(projection, rollups, offsets)
+        if self.live:
+            twins = [twin_row(self.twins[d]) for d in projection.changed_twins]
+        else:
+            self.dirty |= projection.changed_twins
+            twins = self._dirty_rows() if len(self.dirty) >= MAX_DIRTY_TWINS else []
+        return Batch(projection, rollups, offsets, twins)
+
+    def _dirty_rows(self) -> list[tuple[Any, ...]]:
+        rows = [twin_row(self.twins[d]) for d in self.dirty]
+        self.dirty.clear()
+        return rows
+
+    async def _rollup(self, r: Record, rollups: dict[str, tuple[Any, ...] | None]) -> None:
+        """A rollup record into ``rollups`` (by key; None: a tombstone deletes the row)."""
+        try:
+            if r.value is None:
+                rollups[(r.key or b"").decode(errors="replace")] = None
+            else:
+                row = rollup_row(r.key, r.value)
+                rollups[row[0]] = row
+        except MalformedRecord as error:
+            await self._dead_letter(r, error)
 
     async def _dead_letter(self, r: Record, error: MalformedRecord) -> None:
         self.stats.dead_letters += 1
@@ -389,7 +418,6 @@ class Projector:
 
     async def _write(self, batch: Batch) -> None:
         p = batch.projection
-        batch.twin_rows = p.twin_rows()
         await self._merge(
             "twins", TWIN_COLUMNS, batch.twin_rows, "device_id", "WHERE twins.version < EXCLUDED.version"
         )

@@ -30,7 +30,9 @@ def make_settings(master: str | None = None) -> AnalyticsSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hearth_analytics", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m hearth_analytics", description="Hearth analytics on Spark: stream, batch, train."
+    )
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in [

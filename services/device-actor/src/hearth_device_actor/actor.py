@@ -1,23 +1,25 @@
 """The device agents' loop, free of faust: decode a batch of inbox records, decide, record, evolve.
 
 For every request the pure domain decides which facts to record; they get envelopes with the device's
-next versions, are sent to the journal (acks=all) and folded into the twin. Batches are pipelined: a
-batch's facts are sent and the next batch is decided (against the twins in memory) while the broker
-acknowledges the first. Only once a batch's facts are acknowledged are its twins written to the table
-(one changelog write per device per batch) and its inbox records acked, so the changelog and the
-committed inbox offsets are never ahead of the journal. Dispatched commands go to the device-bound
-topic. Deadlines (command expiry, devices falling silent) are checked by ``tick`` from an index, so a
-silent device still expires its commands.
+next versions, are appended to the journal (acks=all) and folded into the twin. Only once the broker
+has a batch's facts are its twins written to the table (one changelog write per device per batch, not
+per event); faust commits the inbox offsets after that (it flushes the changelog first), so neither
+the changelog nor the committed offsets are ever ahead of the journal. Dispatched commands go to the
+device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick`` from an
+index, so a silent device still expires its commands.
+
+(Tried and dropped: pipelining batches, deciding the next while the broker acknowledges the last, with
+hand-acked inbox records. faust's stream hands over no new records while a batch is being handled
+anyway, and hand-acking stalled consumer-group rebalances. See docs/BENCHMARKS.md.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -60,30 +62,10 @@ class InboxRecord:
 class Outbox(Protocol):
     """Where the actor's output goes: the journal, the device-bound topic and the dead letters."""
 
-    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> Awaitable[None]:
-        """Queue the records; the returned awaitable resolves once the broker has all of them."""
-        ...
+    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
+        """Returns once the broker has all of them."""
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None: ...
-
-
-@dataclass
-class _Unsettled:
-    twins: dict[str, Twin]
-    acks: Awaitable[None]
-    on_settled: Callable[[], None] | None
-
-
-@dataclass
-class _Pipeline:
-    """Batches whose facts are sent but not yet acknowledged, settled strictly in order."""
-
-    max_in_flight: int
-    queue: asyncio.Queue[_Unsettled] = field(init=False)
-    task: asyncio.Task[None] | None = None
-
-    def __post_init__(self) -> None:
-        self.queue = asyncio.Queue(self.max_in_flight)
 
 
 class DeviceActors:
@@ -94,15 +76,12 @@ class DeviceActors:
         *,
         offline_after_s: float,
         clock: Callable[[], datetime] = utcnow,
-        max_in_flight: int = 8,
     ) -> None:
         self.twins = twins
         self.outbox = outbox
         self.offline_after = timedelta(seconds=offline_after_s)
         self.clock = clock
-        self.fresh: dict[str, Twin] = {}  # twins decided on but not yet written to the table
         self.deadlines: dict[str, datetime] = {}
-        self.pipeline = _Pipeline(max_in_flight)
         self.processed = 0  # inbox records handled, and in how many batches (for the progress log)
         self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
@@ -113,9 +92,6 @@ class DeviceActors:
             self.model = model
 
     def load(self, device_id: str) -> Twin | None:
-        twin = self.fresh.get(device_id)
-        if twin is not None:
-            return twin
         data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
@@ -137,7 +113,7 @@ class DeviceActors:
             twin = self._apply(twin, request, now, events, commands)
             if twin is not None:
                 touched[request.device_id] = twin
-        await self._send(touched, events, commands, on_settled)
+        await self._record(touched, events, commands)
         self.processed += len(records)
         self.batches += 1
 
@@ -205,49 +181,23 @@ class DeviceActors:
                 if isinstance(event, CommandDispatched):
                     commands.append(_device_command(twin, event))
             touched[device_id] = twin
-        await self._send(touched, events, commands, None)
+        await self._record(touched, events, commands)
 
     def rescan(self) -> None:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
         self.deadlines = {}
         for key, data in list(self.twins.items()):
             self._watch(key.decode(), _decode_twin(data))
-        for device_id, twin in self.fresh.items():
-            self._watch(device_id, twin)
 
-    async def _send(
-        self,
-        touched: dict[str, Twin],
-        events: list[Event],
-        commands: list[DeviceCommand],
-        on_settled: Callable[[], None] | None,
+    async def _record(
+        self, touched: dict[str, Twin], events: list[Event], commands: list[DeviceCommand]
     ) -> None:
-        if self.pipeline.task is None:
-            self.pipeline.task = asyncio.create_task(self._settle_in_order(), name="device-actor-settle")
-        if self.pipeline.task.done():
-            self.pipeline.task.result()  # a failed send stops the worker with its error
-        acks = await self.outbox.send(events, commands) if events else _done()
-        self.fresh.update(touched)
+        if not events:
+            return
+        await self.outbox.send(events, commands)
         for device_id, twin in touched.items():
+            self.twins[device_id.encode()] = _encode_twin(twin)
             self._watch(device_id, twin)
-        await self.pipeline.queue.put(_Unsettled(touched, acks, on_settled))  # waits when too many in flight
-
-    async def _settle_in_order(self) -> None:
-        while True:
-            batch = await self.pipeline.queue.get()
-            await batch.acks
-            for device_id, twin in batch.twins.items():
-                self.twins[device_id.encode()] = _encode_twin(twin)
-                if self.fresh.get(device_id) is twin:  # no later batch changed it meanwhile
-                    del self.fresh[device_id]
-            if batch.on_settled is not None:
-                batch.on_settled()
-            self.pipeline.queue.task_done()
-
-    async def drain(self) -> None:
-        """Wait until every batch sent so far is stored (tests, benchmarks, shutdown)."""
-        if self.pipeline.task is not None:
-            await self.pipeline.queue.join()
 
     def _watch(self, device_id: str, twin: Twin) -> None:
         candidates = [c.expires_at for c in twin.commands.values()]
@@ -269,9 +219,3 @@ def _device_command(twin: Twin, event: CommandDispatched) -> DeviceCommand:
         params=command.params,
         expires_at=command.expires_at,
     )
-
-
-def _done() -> Awaitable[None]:
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    future.set_result(None)
-    return future

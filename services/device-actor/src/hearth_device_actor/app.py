@@ -1,8 +1,8 @@
 """The device actor's composition root: ``make_app(settings, *, journal=None)`` builds the faust app.
 
-One faust agent reads the inbox in batches (``take_events``, each record acked by hand once settled).
+One faust agent reads the inbox in batches (``take_events``).
 The twins live in a faust table keyed by device_id whose changelog is partitioned by the same murmur2
-key hash as the inbox (``use_partitioner``), so the table stays co-partitioned with the inbox and the
+key hash as the inbox (``TwinTable``), so the table stays co-partitioned with the inbox and the
 journal, and the deadline timer can write it too. Records stay bytes through faust and are decoded
 once, at the edge.
 """
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import signal
+import sys
 
 import faust
 from aiokafka import AIOKafkaConsumer
+from aiokafka.partitioner import murmur2
 from mode import Service
 
 from hearth_device_actor.actor import DeviceActors, InboxRecord
@@ -26,6 +28,22 @@ from hearth_shared.topics import PARTITIONS
 log = logging.getLogger(__name__)
 
 
+def partition_of(key: bytes, partitions: int = PARTITIONS) -> int:
+    """The partition Kafka's default partitioner (murmur2, as every Hearth producer uses) gives a key."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class TwinTable(faust.Table):  # type: ignore[misc]
+    """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
+
+    faust would otherwise send a changelog write to the partition of the event being processed, which is
+    wrong for every key but the last in a batch, and impossible from a timer.
+    """
+
+    def partition_for_key(self, key: bytes) -> int:
+        return partition_of(key, self.partitions)
+
+
 class KafkaOutbox:
     """Appends facts to the journal, dispatches commands to devices, dead-letters bad records."""
 
@@ -33,14 +51,14 @@ class KafkaOutbox:
         self.journal = journal
         self.dead_letters = DeadLetters(journal, consumer="device-actor")
 
-    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> Awaitable[None]:
+    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
         producer = self.journal.producer
         topic, commands_topic = self.journal.topics.journal, self.journal.topics.device_commands
         futures = [await producer.send(topic, encode(e), key=e.device_id.encode()) for e in events]
         futures += [
             await producer.send(commands_topic, encode(c), key=c.device_id.encode()) for c in commands
         ]
-        return asyncio.gather(*futures)
+        await asyncio.gather(*futures)
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
         await self.dead_letters.send(
@@ -75,6 +93,7 @@ def make_app(
         producer_acks=-1,
         broker_commit_interval=0.5,
         table_cleanup_interval=3600.0,
+        table_standby_replicas=0,  # with standbys, faust 0.15.3 lost changelog writes (see the recovery test)
         stream_buffer_maxsize=max(4096, settings.batch_size * 2),
         consumer_max_fetch_size=4 * 1024 * 1024,
         broker_max_poll_records=settings.batch_size,
@@ -90,13 +109,8 @@ def make_app(
         value_serializer="raw",
         partitions=PARTITIONS,
     )
-    twins = app.Table(
-        "twins",
-        default=None,
-        partitions=PARTITIONS,
-        key_type=bytes,
-        value_type=bytes,
-        use_partitioner=True,
+    twins = app.tables.add(
+        TwinTable(app, name="twins", default=None, partitions=PARTITIONS, key_type=bytes, value_type=bytes)
     )
     actors = DeviceActors(twins, KafkaOutbox(journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()
@@ -133,20 +147,23 @@ def make_app(
 
     @app.agent(inbox)
     async def device_agents(stream: faust.StreamT[bytes]) -> None:
-        # noack: an inbox record is acked (so its offset may be committed) only once its facts are in the
-        # journal and its twin in the table; until then the next batches go on (see actor.py).
-        async for batch in stream.noack().take_events(settings.batch_size, within=settings.batch_within_s):
+        # take_events acks a batch's records when the next batch is asked for: after handle_batch has
+        # put their facts in the journal and their twins in the table.
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within_s):
             records = [
                 InboxRecord(e.message.topic, e.message.partition, e.message.offset, e.message.key, e.value)
                 for e in batch
             ]
-
-            def ack(events: list[faust.EventT[bytes]] = batch) -> None:
-                for event in events:
-                    event.ack()
-
             async with lock:
-                await actors.handle_batch(records, on_settled=ack)
+                await actors.handle_batch(records)
+
+    @app.task
+    async def dump_tasks_on_sigusr1() -> None:  # `kill -USR1 <pid>`: what every task is waiting on
+        def dump() -> None:
+            for task in asyncio.all_tasks():
+                task.print_stack(limit=6, file=sys.stderr)
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
 
     ticks = 0
 

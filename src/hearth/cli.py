@@ -49,6 +49,7 @@ def up(
     command_api_port: int = 8000,
     query_api_port: int = 8001,
     simulate: Annotated[bool, typer.Option(help="Run the fleet simulator with a demo home")] = True,
+    analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
     demo_thermostats: int = 3,
     demo_locks: int = 2,
 ) -> None:
@@ -186,6 +187,20 @@ def simulate(
         await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), stop)
 
     asyncio.run(main())
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def analytics(ctx: typer.Context) -> None:
+    """Spark jobs: `stream` (rollups and training), `batch` (daily report), `train` (full retrain).
+
+    Arguments go to `python -m hearth_analytics` (try `hearth analytics --help`).
+    """
+    from hearth_analytics.__main__ import main as analytics_main
+
+    raise typer.Exit(analytics_main(ctx.args or ["--help"]))
 
 
 @token_app.command("create")

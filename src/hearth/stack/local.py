@@ -90,14 +90,17 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
+            "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
+            "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
+            "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
         }
 
     @staticmethod
-    def names(*, simulate: bool) -> list[str]:
+    def names(*, simulate: bool, analytics: bool = False) -> list[str]:
         names = ["device-actor", "projector", "query-api", "command-api"]
-        return [*names, "simulator"] if simulate else names
+        return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
         """The process for one service (not started) and how long it may take to become healthy."""
@@ -109,6 +112,7 @@ class Services:
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
             "simulator": (["hearth.simulator"], log_says(log, "ready"), "", 60.0),
+            "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300.0),
         }[name]
         process = ManagedProcess(
             name=name,
@@ -127,6 +131,7 @@ class LocalStack:
     ports: StackPorts = field(default_factory=StackPorts)
     topic_prefix: str = "hearth"
     simulate: bool = True
+    analytics: bool = True
     report: Callable[[str], None] = print
     parts: list[ManagedProcess] = field(default_factory=list)
 
@@ -177,7 +182,7 @@ class LocalStack:
                 command_api_port=self.ports.command_api,
                 query_api_port=self.ports.query_api,
             )
-            for name in services.names(simulate=self.simulate):
+            for name in services.names(simulate=self.simulate, analytics=self.analytics):
                 part, timeout_s = services.part(name)
                 self._start(part, timeout_s=timeout_s)
         except BaseException:

@@ -265,7 +265,7 @@ def run_rebuild_bench(
     rate = result.events_per_s
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
-        "title": "rebuild (journal replayed into fresh read models)",
+        "title": "the journal replayed into fresh read models",
         "devices": devices,
         "events": events,
         "batch_size": batch_size,

@@ -33,9 +33,9 @@ bench_app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
-Home = Annotated[Path, typer.Option(help="Where the local stack keeps data, logs and its secret")]
+Home = Annotated[Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")]
 DEMO_HOME = "demo"
 
 

@@ -1,0 +1,63 @@
+"""A model version published on the models topic reaches the device agents and changes the scoring:
+the anomaly fact names the version that scored it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from hearth_shared.events import AnomalyModel, Baseline, encode, utcnow
+from hearth_shared.kafka import make_producer
+from tests.conftest import Platform
+from tests.device_link import DeviceLink
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_published_model_changes_the_scoring(platform: Platform) -> None:
+    home, device_id = f"home-{uuid.uuid4().hex[:8]}", f"thermo-{uuid.uuid4().hex[:8]}"
+    async with (
+        platform.client(platform.command_api, home) as api,
+        platform.client(platform.query_api, home) as query,
+        DeviceLink(platform.settings) as device,
+    ):
+        registered = await api.post(
+            "/v1/devices", json={"device_id": device_id, "home_id": home, "type": "thermostat", "name": "x"}
+        )
+        assert registered.status_code == 201
+        await device.report(device_id, {"ambient_c": 24.0})  # |24 - 21| / 3 = 1: normal for the default model
+
+        version = 1000 + int(uuid.uuid4().int % 1000)  # above any version another test published
+        model = AnomalyModel(
+            version=version,
+            trained_at=utcnow(),
+            trained_on=500,
+            threshold=3.0,
+            min_count=10,
+            by_device={device_id: {"ambient_c": {"*": Baseline(500, 21.0, 0.5)}}},
+        )
+        producer = make_producer(platform.settings.kafka_bootstrap_servers, "test-model")
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                platform.settings.topics.models, encode(model), key=b"telemetry-anomaly"
+            )
+        finally:
+            await producer.stop()
+        # Report 24.5 until the agents score with the new model: |24.5 - 21| / 0.5 = 7 > 3 (the default
+        # model, which scored the first report, finds 24.5 normal too).
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            await device.report(device_id, {"ambient_c": 24.5})
+            await asyncio.sleep(0.5)
+            events = (await query.get(f"/v1/devices/{device_id}/events")).json().get("items", [])
+            anomalies = [e for e in events if e["type"] == "anomaly.detected"]
+            if anomalies or asyncio.get_running_loop().time() > deadline:
+                break
+    assert anomalies, events
+    assert {a["payload"]["model_version"] for a in anomalies} == {version}
+    payload = anomalies[0]["payload"]
+    assert (payload["metric"], payload["value"], payload["model_version"]) == ("ambient_c", 24.5, version)
+    assert payload["score"] == pytest.approx(7.0)

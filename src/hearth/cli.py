@@ -35,7 +35,9 @@ app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
-Home = Annotated[Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")]
+Home = Annotated[
+    Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
+]
 DEMO_HOME = "demo"
 
 
@@ -228,6 +230,20 @@ def bench_broker(
     from hearth.bench.broker import main as broker_main
 
     broker_main(bootstrap=bootstrap, messages=messages, size=size)
+
+
+@bench_app.command("actor")
+def bench_actor(
+    bootstrap: Annotated[
+        str | None, typer.Option(help="A running broker; a temporary one when absent")
+    ] = None,
+    devices: int = 1000,
+    events: Annotated[int, typer.Option(help="Telemetry reports queued for the worker")] = 200_000,
+) -> None:
+    """Device-agent throughput of one worker against the raw consume rate (and faust's own ceiling)."""
+    from hearth.bench.actor import main as actor_main
+
+    actor_main(bootstrap=bootstrap, devices=devices, events=events)
 
 
 @bench_app.command("rebuild")

@@ -130,17 +130,14 @@ async def _consume(bootstrap: str, topic: str, messages: int, progress: Progress
         await consumer.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="an existing broker; default: start a temporary one")
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--partitions", type=int, default=6)
-    args = parser.parse_args()
+def main(
+    bootstrap: str | None = None, messages: int = 200_000, size: int = 200, partitions: int = 6
+) -> dict[str, Any]:
+    """Run the bench (on a temporary broker unless ``bootstrap`` is given) and write its results."""
     console = Console()
-    sizes = {"messages": args.messages, "size": args.size, "partitions": args.partitions}
-    if args.bootstrap:
-        result = run_broker_bench(args.bootstrap, **sizes)
+    sizes = {"messages": messages, "size": size, "partitions": partitions}
+    if bootstrap:
+        result = run_broker_bench(bootstrap, **sizes)
     else:
         with tempfile.TemporaryDirectory(prefix="hearth-bench-") as tmp:
             broker = KafkaBroker(
@@ -161,7 +158,18 @@ def main() -> None:
     for row in result["rows"]:
         console.print(f"{row['path']:32} {row['msg/s']:>10,.0f} msg/s {row['MB/s']:>7.1f} MB/s")
     console.print(f"written to {path} and docs/BENCHMARKS.md")
+    return result
+
+
+def _cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", help="an existing broker; default: start a temporary one")
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=6)
+    args = parser.parse_args()
+    main(args.bootstrap, args.messages, args.size, args.partitions)
 
 
 if __name__ == "__main__":
-    main()
+    _cli()

@@ -112,7 +112,7 @@ class Services:
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
-            "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300.0),
+            "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
         }[name]
         process = ManagedProcess(
             name=name,

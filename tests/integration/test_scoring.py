@@ -28,6 +28,12 @@ async def test_a_published_model_changes_the_scoring(platform: Platform) -> None
         )
         assert registered.status_code == 201
         await device.report(device_id, {"ambient_c": 24.0})  # |24 - 21| / 3 = 1: normal for the default model
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await query.get(f"/v1/devices/{device_id}")).json().get("reported", {}).get(
+            "ambient_c"
+        ) != 24.0:
+            assert asyncio.get_running_loop().time() < deadline, "the first report was never projected"
+            await asyncio.sleep(0.1)  # scored (with the default model) before the new model is published
 
         version = 1000 + int(uuid.uuid4().int % 1000)  # above any version another test published
         model = AnomalyModel(

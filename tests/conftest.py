@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -25,6 +26,9 @@ from hearth.stack.redis import RedisServer
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SECRET = secrets.token_urlsafe(24)
 
@@ -151,3 +155,18 @@ def platform(
 async def admin_api(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
     async with platform.client(platform.command_api) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one SparkSession of the test session (local[2], the analytics job's own builder and Kafka jars).
+
+    Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration and e2e) shares
+    it; each test points its queries at its own topics and its own checkpoint directory."""
+    from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.spark import build_session
+
+    settings = AnalyticsSettings(master="local[2]", shuffle_partitions=2, driver_memory="2g", spark_ui=False)
+    session = build_session(settings, "hearth-tests")
+    yield session
+    session.stop()

@@ -80,6 +80,7 @@ class FleetOptions:
     reorder_fraction: float = 0.0  # reports held back and sent after the next one
     drifting_ids: frozenset[str] = frozenset()  # thermostats whose reading drifts
     drifting_fraction: float = 0.0  # ... or this share of all thermostats
+    drift_c_per_h: float | None = None  # how fast a drifting reading drifts (signed); None: ±1-3 °C/h, drawn
     jam_probability: float = 0.0  # per lock move
     seed: int = 0
     group_id: str | None = None  # the consumer group on the device-commands topic; None: "<prefix>-simulator"
@@ -274,7 +275,7 @@ class Fleet:
             target_c=rng.choice((19.5, 20.0, 20.5, 21.0, 21.5, 22.0)),
             outside_mean_c=rng.uniform(0.0, 25.0),
             outside_swing_c=rng.uniform(3.0, 7.0),
-            drift_c_per_h=rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3.0) if drifting else 0.0,
+            drift_c_per_h=_drift_c_per_h(options, rng) if drifting else 0.0,
         )
 
     # ------------------------------------------------------------------------------------ the wiring
@@ -397,6 +398,12 @@ class Fleet:
         while True:
             await asyncio.sleep(STATS_EVERY_S)
             log.info("simulator: %d devices, %s", len(self.players), dict(sorted(self.stats.items())))
+
+
+def _drift_c_per_h(options: FleetOptions, rng: random.Random) -> float:
+    if options.drift_c_per_h is not None:
+        return options.drift_c_per_h
+    return rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3.0)
 
 
 def _datetime(t: float) -> datetime:

@@ -258,6 +258,78 @@ def bench_rebuild(
     rebuild_main(events=events, devices=devices, batch_size=batch_size)
 
 
+@bench_app.command("roundtrip")
+def bench_roundtrip(
+    devices: Annotated[int, typer.Option(help="Simulated thermostats the commands go to")] = 500,
+    rate: Annotated[
+        list[float] | None, typer.Option(help="Commands per second (repeat for more; default 50 and 200)")
+    ] = None,
+    duration: Annotated[float, typer.Option(help="Seconds of commands per rate")] = 30.0,
+    floor_duration: Annotated[
+        float, typer.Option(help="Seconds of GET /healthz per rate (the floor)")
+    ] = 10.0,
+    telemetry_rate: Annotated[float, typer.Option(help="Telemetry reports/s per thermostat")] = 0.1,
+) -> None:
+    """POST-to-converged command latency through the whole stack, against GET /healthz (temporary servers)."""
+    from hearth.bench.roundtrip import main as roundtrip_main
+
+    roundtrip_main(
+        devices=devices,
+        rates=rate,
+        duration_s=duration,
+        floor_s=floor_duration,
+        telemetry_rate=telemetry_rate,
+    )
+
+
+@bench_app.command("memory")
+def bench_memory(
+    size: Annotated[list[int] | None, typer.Option(help="Twins in the table (repeat for more sizes)")] = None,
+    built: Annotated[int, typer.Option(help="Twins made by the actor's code; the rest are copies")] = 100_000,
+    worker_devices: Annotated[
+        int, typer.Option(help="Devices registered and reported to a real worker (0: none)")
+    ] = 100_000,
+) -> None:
+    """Memory per twin: the twins table in one process (100k and 1M twins) and a real worker."""
+    from hearth.bench.memory import main as memory_main
+
+    memory_main(sizes=size, built=built, worker_devices=worker_devices)
+
+
+@bench_app.command("push")
+def bench_push(
+    clients: Annotated[int, typer.Option(help="Websocket subscribers of the home")] = 1000,
+    devices: Annotated[int, typer.Option(help="Thermostats of the home")] = 10,
+    rate: Annotated[float, typer.Option(help="State reports per second")] = 5.0,
+    duration: Annotated[float, typer.Option(help="Seconds of reports")] = 20.0,
+    compression: Annotated[bool, typer.Option(help="Offer permessage-deflate, as browsers do")] = True,
+) -> None:
+    """Report-to-websocket latency at each subscriber, against Redis PUBLISH to as many (temp. servers)."""
+    from hearth.bench.push import main as push_main
+
+    push_main(clients=clients, devices=devices, rate=rate, duration_s=duration, compression=compression)
+
+
+@bench_app.command("reads")
+def bench_reads(
+    devices: Annotated[int, typer.Option(help="Simulated thermostats whose twins are read")] = 1000,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 8,
+    duration: Annotated[float, typer.Option(help="Seconds of reads")] = 20.0,
+    floor_duration: Annotated[float, typer.Option(help="Seconds of GET /healthz (the floor)")] = 10.0,
+    telemetry_rate: Annotated[float, typer.Option(help="Telemetry reports/s per thermostat")] = 0.1,
+) -> None:
+    """Twin reads per second and their latency, against GET /healthz of the same API (temporary servers)."""
+    from hearth.bench.reads import main as reads_main
+
+    reads_main(
+        devices=devices,
+        concurrency=concurrency,
+        duration_s=duration,
+        floor_s=floor_duration,
+        telemetry_rate=telemetry_rate,
+    )
+
+
 def _replay_progress(what: str) -> tuple[Progress, Callable[[ReplayProgress], None]]:
     """A progress bar over the journal's offsets, with events/s and the lag (end offsets - positions)."""
     progress = Progress(

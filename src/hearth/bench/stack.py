@@ -1,0 +1,291 @@
+"""What the stack benches share: temporary servers and the services as processes, thermostats registered
+through the command API, and the latency helpers (open-loop pacing, percentiles).
+
+``bench_stack`` starts a temporary Kafka broker (and PostgreSQL and Redis unless told not to), creates
+the topics, starts the named services as real processes (``hearth.stack.local.Services``) on free ports,
+and stops everything again, in reverse order, when the block ends. A part that fails to start, or a
+bench that fails, prints the tails of the service logs first (the temporary directory goes with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from aiokafka import AIOKafkaConsumer
+from rich.console import Console
+
+from hearth.simulator.fleet import register_fleet
+from hearth.stack.kafka import KafkaBroker
+from hearth.stack.local import Services
+from hearth.stack.postgres import PostgresServer
+from hearth.stack.process import ManagedProcess, free_port, tail
+from hearth.stack.redis import RedisServer
+from hearth_shared.auth import create_token
+from hearth_shared.kafka import ensure_topics, topic_partitions
+from hearth_shared.settings import StackSettings
+
+console = Console(stderr=True)
+
+
+@dataclass
+class BenchStack:
+    settings: StackSettings
+    services: Services
+    parts: dict[str, ManagedProcess]  # every process started (servers and services), by name
+
+    @property
+    def command_api(self) -> str:
+        return f"http://127.0.0.1:{self.services.command_api_port}"
+
+    @property
+    def query_api(self) -> str:
+        return f"http://127.0.0.1:{self.services.query_api_port}"
+
+    def token(self, home_id: str | None = None) -> str:
+        """A token for one home, or an admin token."""
+        return create_token(self.settings.token_secret, home_id=home_id, admin=home_id is None)
+
+    def pid(self, name: str) -> int:
+        proc = self.parts[name].proc
+        assert proc is not None
+        return proc.pid
+
+    def check_running(self) -> None:
+        for name, part in self.parts.items():
+            if not part.running:
+                raise RuntimeError(f"{name} stopped during the bench:\n{tail(part.log_path)}")
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) used so far by each part, its child processes included, by this
+        process (``bench client``) and by the whole machine (``machine``, every process)."""
+        used = {}
+        for name in self.parts:
+            with contextlib.suppress(psutil.Error, AssertionError):
+                process = psutil.Process(self.pid(name))
+                used[name] = sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+        used["bench client"] = sum(psutil.Process().cpu_times()[:2])
+        machine = psutil.cpu_times()
+        used["machine"] = machine.user + machine.nice + machine.system + machine.irq + machine.softirq
+        return used
+
+    async def register_thermostats(self, home_id: str, count: int) -> list[str]:
+        """Register ``count`` thermostats of one home through the command API (as `hearth up` does)."""
+        return await register_fleet(self.command_api, self.token(), home_id, count, 0)
+
+    async def wait_listed(self, home_id: str, count: int, *, online: bool, timeout_s: float = 120.0) -> None:
+        """Wait until the query API lists ``count`` devices of the home (only online ones if ``online``):
+        registered and projected, and with ``online`` reporting through the simulator too."""
+        params: dict[str, Any] = {"home_id": home_id, "limit": 1000}
+        if online:
+            params["online"] = "true"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        async with httpx.AsyncClient(base_url=self.query_api, headers=headers, timeout=30.0) as client:
+            while True:
+                listed, after = 0, None
+                while True:
+                    page = (await client.get("/v1/devices", params={**params, "after": after or ""})).json()
+                    listed += len(page["items"])
+                    after = page["next_after"]
+                    if not after:
+                        break
+                if listed >= count:
+                    return
+                if loop.time() > deadline:
+                    what = "online" if online else "projected"
+                    raise RuntimeError(f"{listed} of {count} devices of {home_id} {what} after {timeout_s} s")
+                self.check_running()
+                await asyncio.sleep(0.5)
+
+
+@contextlib.contextmanager
+def bench_stack(
+    name: str,
+    *,
+    services: Sequence[str],
+    databases: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[BenchStack]:
+    """Temporary servers plus the ``services`` (names as in ``Services.part``), for one bench run."""
+    with tempfile.TemporaryDirectory(prefix=f"hearth-bench-{name}-") as tmp:
+        work = Path(tmp)
+        parts: dict[str, ManagedProcess] = {}
+
+        def start(part: ManagedProcess, timeout_s: float) -> None:
+            console.print(f"[dim]starting {part.name} ...[/]")
+            parts[part.name] = part
+            part.start()
+            part.wait_healthy(timeout_s)
+
+        try:
+            broker = KafkaBroker(
+                data_dir=work / "kafka", log_dir=work, port=free_port(), controller_port=free_port()
+            )
+            start(broker.process(), 90)
+            settings = StackSettings(
+                kafka_bootstrap_servers=broker.bootstrap,
+                topic_prefix=f"bench{secrets.token_hex(3)}",
+                token_secret=secrets.token_urlsafe(24),
+            )
+            if databases:
+                pg = PostgresServer(data_dir=work / "pg", port=free_port(), log_dir=work)
+                pg.init()
+                start(pg.process(), 60)
+                pg.ensure_database()
+                redis = RedisServer(data_dir=work / "redis", port=free_port(), log_dir=work)
+                start(redis.process(), 30)
+                settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
+            asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
+            runner = Services(
+                settings,
+                logs=work / "logs",
+                data=work / "data",
+                command_api_port=free_port(),
+                query_api_port=free_port(),
+                extra_env=dict(env or {}),
+            )
+            for service in services:
+                start(*runner.part(service))
+            yield BenchStack(settings, runner, parts)
+        except BaseException:
+            for part in parts.values():
+                console.print(f"[red]--- {part.name} ({part.log_path.name})[/]\n{tail(part.log_path, 15)}")
+            raise
+        finally:
+            for part in reversed(parts.values()):
+                part.stop()
+
+
+async def read_topic(settings: StackSettings, topic: str) -> AsyncIterator[bytes]:
+    """Every record value of ``topic``, from its first offset up to its end offsets as they are now."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        tps = await topic_partitions(consumer, topic)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        left = [tp for tp in tps if end[tp] > 0]
+        while left:
+            batch = await consumer.getmany(*left, timeout_ms=1000, max_records=20_000)
+            for tp, records in batch.items():
+                for record in records:
+                    yield record.value
+                if records and records[-1].offset + 1 >= end[tp]:
+                    left.remove(tp)
+    finally:
+        await consumer.stop()
+
+
+# ------------------------------------------------------------------------------------------ latencies
+
+
+class Clients:
+    """``pools`` httpx AsyncClients in this process, each with ``per_pool`` connections and never more
+    requests in flight than that (the others wait their turn here), taken round robin.
+
+    Why not one client with one big pool: httpx's pool (httpcore 1.0) walks its connections, and its
+    queued requests, on every request and answer. Against a stub server holding each POST 300 ms, on
+    this project's 2-core machine (2026-11-22), 200 requests/s open loop got through one pool of 256
+    connections at 46/s with the client at 99 % CPU; through 8 pools of 32, at 194/s, 44 % CPU, p50
+    304 ms. Connections are dropped after 4 s idle, before uvicorn's 5 s keep-alive ends them: at 5 s
+    a request now and then went out on a connection the server was closing (``ReadError``).
+    """
+
+    def __init__(self, base_url: str, *, pools: int, per_pool: int, headers: Mapping[str, str]) -> None:
+        limits = httpx.Limits(
+            max_connections=per_pool, max_keepalive_connections=per_pool, keepalive_expiry=4.0
+        )
+        self.clients = [
+            httpx.AsyncClient(base_url=base_url, headers=dict(headers), limits=limits, timeout=60.0)
+            for _ in range(pools)
+        ]
+        self.gates = [asyncio.Semaphore(per_pool) for _ in range(pools)]
+
+    async def request(self, i: int, method: str, url: str, **options: Any) -> httpx.Response:
+        """Request ``i`` goes through pool ``i % pools``."""
+        return (await self.timed(i, method, url, **options))[1]
+
+    async def timed(self, i: int, method: str, url: str, **options: Any) -> tuple[float, httpx.Response]:
+        """``request``, and when (loop time) the request was let through to its pool."""
+        k = i % len(self.clients)
+        async with self.gates[k]:
+            let_through = asyncio.get_running_loop().time()
+            return let_through, await self.clients[k].request(method, url, **options)
+
+    async def __aenter__(self) -> Clients:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.gather(*(client.aclose() for client in self.clients))
+
+
+async def paced(rate: float, duration_s: float, send: Callable[[int, float], Awaitable[None]]) -> float:
+    """Start ``send(i, due)`` ``rate`` times a second for ``duration_s`` (open loop: a slow answer never
+    delays the next start) and wait for all of them. ``due`` is when the send was meant to start (the
+    loop's clock); measuring from it keeps a stalled client's delays in the figures. Returns how late
+    the latest start was, in seconds."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    tasks = []
+    late = 0.0
+    for i in range(round(rate * duration_s)):
+        due = start + i / rate
+        if (wait := due - loop.time()) > 0:
+            await asyncio.sleep(wait)
+        late = max(late, loop.time() - due)
+        tasks.append(asyncio.create_task(send(i, due)))
+    await asyncio.gather(*tasks)
+    return late
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending sequence (q in 0..100)."""
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Each part's CPU use between two ``cpu_seconds`` samples, in % of one core, busiest first; ``others``
+    is what the rest of the machine used (other people's work)."""
+    share = {name: (after[name] - before.get(name, 0.0)) / seconds * 100 for name in after}
+    ours = sum(v for name, v in share.items() if name != "machine")
+    share["others"] = max(0.0, share["machine"] - ours)  # (CPU times are counted in ticks: ~1 % off)
+    return {name: round(share[name]) for name in sorted(share, key=share.__getitem__, reverse=True)}
+
+
+def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """count, p50, p90, p99, max and mean of latencies given in seconds, in milliseconds."""
+    ordered = sorted(seconds)
+    if not ordered:
+        return {"count": 0}
+    figures = {f"p{q}": percentile(ordered, q) for q in (50, 90, 99)}
+    figures |= {"max": ordered[-1], "mean": sum(ordered) / len(ordered)}
+    return {"count": len(ordered)} | {k: round(v * 1000, 2) for k, v in figures.items()}
+
+
+def latency_row(
+    path: str, figures: dict[str, float], floor: dict[str, float] | None = None, *, ratios: bool = True
+) -> dict[str, Any]:
+    """A table row: the latency figures, and p50/p99 as ratios to the floor's (1.0 for the floor itself;
+    none with ``ratios=False``, e.g. for the stages of a path)."""
+    row: dict[str, Any] = {"path": path, "count": figures["count"]}
+    row |= {f"{k} ms": figures.get(k, "") for k in ("p50", "p90", "p99", "max")}
+    base = floor or figures
+    if ratios and figures["count"]:
+        row |= {f"{k} ratio": round(figures[k] / base[k], 2) for k in ("p50", "p99")}
+    return row

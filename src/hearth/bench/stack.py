@@ -1,5 +1,6 @@
-"""What the stack benches share: temporary servers and the services as processes, thermostats registered
-through the command API, and the latency helpers (open-loop pacing, percentiles).
+"""What the stack benches share: temporary servers and the services as processes (``bench_stack``),
+thermostats registered through the command API, each part's CPU use, reading a topic back, and the
+client side: httpx in several pools (``Clients``), open-loop pacing, percentiles and table rows.
 
 ``bench_stack`` starts a temporary Kafka broker (and PostgreSQL and Redis unless told not to), creates
 the topics, starts the named services as real processes (``hearth.stack.local.Services``) on free ports,

@@ -84,9 +84,10 @@ class Device:
         )
         return self.send(request, T0)
 
-    def command(self, now: datetime, target: float, expires_in_s: float = 300) -> uuid.UUID:
-        command_id = uuid.uuid4()
-        self.send(
+    def submit(
+        self, now: datetime, target: float, *, command_id: uuid.UUID, expires_in_s: float = 300
+    ) -> list[type[Event]]:
+        return self.send(
             SubmitCommand(
                 request_id=uuid.uuid4(),
                 device_id="t1",
@@ -99,6 +100,10 @@ class Device:
             ),
             now,
         )
+
+    def command(self, now: datetime, target: float, expires_in_s: float = 300) -> uuid.UUID:
+        command_id = uuid.uuid4()
+        self.submit(now, target, command_id=command_id, expires_in_s=expires_in_s)
         return command_id
 
     def report(self, now: datetime, seq: int | None = None, **state: Any) -> list[type[Event]]:
@@ -257,37 +262,16 @@ def test_negative_ack_fails_the_command_with_its_reason() -> None:
 def test_duplicate_command_is_decided_once() -> None:
     device = online_device()
     command_id = device.command(at(1), 22.0)
-    duplicate = SubmitCommand(
-        request_id=uuid.uuid4(),
-        device_id="t1",
-        sent_at=at(1),
-        home_id="h1",
-        command_id=command_id,
-        name="set_target_temperature",
-        params={"target_c": 22.0},
-        expires_at=at(300),
-    )
-    assert device.send(duplicate, at(2)) == []
+    assert device.submit(at(2), 22.0, command_id=command_id) == []
 
 
 def test_a_command_redelivered_after_it_ended_is_not_decided_again() -> None:
     device = online_device()
     command_id = device.command(at(1), 22.0)
-    redelivered = device.journal[-1]  # any fact will do to find the request again: rebuild it
     device.ack(at(2), command_id)
     device.report(at(3), target_c=22.0)
     assert device.status(command_id) == "gone (terminal)"
-    again = SubmitCommand(
-        request_id=redelivered.causation_id or uuid.uuid4(),
-        device_id="t1",
-        sent_at=at(1),
-        home_id="h1",
-        command_id=command_id,
-        name="set_target_temperature",
-        params={"target_c": 22.0},
-        expires_at=at(300),
-    )
-    assert device.send(again, at(4)) == []
+    assert device.submit(at(4), 22.0, command_id=command_id) == []
 
 
 def test_expired_on_arrival_is_requested_then_expired() -> None:

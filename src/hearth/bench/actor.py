@@ -32,6 +32,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from hearth.bench.stack import raw_consume_rate
 from hearth.stack.local import Services
 from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
 from hearth_shared.kafka import ensure_topics, make_producer, topic_partitions
@@ -96,30 +97,6 @@ async def fill_inbox(settings: StackSettings, devices: int, events: int, seed: i
             progress.update(task, completed=devices + events)
     finally:
         await producer.stop()
-
-
-async def raw_consume_rate(settings: StackSettings, topic: str, expected: int) -> float:
-    """The floor: records/s of a plain aiokafka read of ``topic`` from its start."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1024 * 1024,
-    )
-    await consumer.start()
-    try:
-        tps = await topic_partitions(consumer, topic)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        seen, first = 0, 0.0
-        while seen < expected:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
-            got = sum(len(records) for records in batch.values())
-            if got and not first:
-                first = time.perf_counter()
-            seen += got
-        return seen / (time.perf_counter() - first)
-    finally:
-        await consumer.stop()
 
 
 async def follow_journal(settings: StackSettings, expected_reports: int, pid: int) -> dict[str, Any]:

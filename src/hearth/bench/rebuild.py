@@ -32,6 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from hearth.bench.stack import raw_consume_rate
 from hearth_read_models.rebuild import ReplayProgress, rebuild
 from hearth_read_models.service import make_consumer
 from hearth_read_models.settings import ReadModelSettings
@@ -58,7 +59,7 @@ from hearth_shared.events import (
     ThermostatTargetSet,
     encode,
 )
-from hearth_shared.kafka import ensure_topics, make_producer, topic_partitions
+from hearth_shared.kafka import ensure_topics, make_producer
 from hearth_shared.settings import StackSettings
 
 console = Console(stderr=True)
@@ -209,24 +210,6 @@ async def fill_journal(
         await producer.stop()
 
 
-async def raw_consume_rate(settings: StackSettings, expected: int, batch_size: int) -> float:
-    """The floor: records/s of a plain read of the journal with the projector's consumer settings."""
-    consumer = make_consumer(settings)
-    await consumer.start()
-    try:
-        tps = await topic_partitions(consumer, settings.topics.journal)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        seen, first = 0, 0.0
-        while seen < expected:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=batch_size)
-            first = first or time.perf_counter()
-            seen += sum(len(records) for records in batch.values())
-        return seen / (time.perf_counter() - first)
-    finally:
-        await consumer.stop()
-
-
 def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
@@ -252,7 +235,11 @@ def run_rebuild_bench(
         asyncio.run(fill_journal(stack, facts, events, lambda n: progress.update(task, completed=n)))
         fill_s = time.perf_counter() - began
     console.print(f"filled {events:,} facts in {fill_s:.0f} s ({events / fill_s:,.0f}/s)")
-    floor = asyncio.run(raw_consume_rate(stack, events, batch_size))
+    floor = asyncio.run(
+        raw_consume_rate(
+            stack, stack.topics.journal, events, max_records=batch_size, consumer=make_consumer(stack)
+        )
+    )
     console.print(f"floor: raw consume of the journal {floor:,.0f} records/s")
     with _progress() as progress:
         task = progress.add_task("rebuild", total=events, rate="")

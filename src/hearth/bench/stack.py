@@ -1,6 +1,7 @@
 """What the stack benches share: temporary servers and the services as processes (``bench_stack``),
-thermostats registered through the command API, each part's CPU use, reading a topic back, and the
-client side: httpx in several pools (``Clients``), open-loop pacing, percentiles and table rows.
+thermostats registered through the command API, each part's CPU use, reading a topic back, the raw
+consume rate of a topic (``raw_consume_rate``, the floor of the throughput benches), and the client side:
+httpx in several pools (``Clients``), open-loop pacing, percentiles and table rows.
 
 ``bench_stack`` starts a temporary Kafka broker (and PostgreSQL and Redis unless told not to), creates
 the topics, starts the named services as real processes (``hearth.stack.local.Services``) on free ports,
@@ -15,6 +16,7 @@ import contextlib
 import math
 import secrets
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +191,39 @@ async def read_topic(settings: StackSettings, topic: str) -> AsyncIterator[bytes
                     yield record.value
                 if records and records[-1].offset + 1 >= end[tp]:
                     left.remove(tp)
+    finally:
+        await consumer.stop()
+
+
+async def raw_consume_rate(
+    settings: StackSettings,
+    topic: str,
+    expected: int,
+    *,
+    max_records: int = 10_000,
+    consumer: AIOKafkaConsumer | None = None,
+) -> float:
+    """The floor of the benches: records/s of a plain aiokafka read of ``topic`` from its first offset
+    until ``expected`` records arrived, timed from the first record (``consumer``: one with a service's
+    own settings, not started; default: aiokafka's defaults with 4 MB partition fetches)."""
+    consumer = consumer or AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        tps = await topic_partitions(consumer, topic)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        seen, first = 0, 0.0
+        while seen < expected:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=max_records)
+            got = sum(len(records) for records in batch.values())
+            if got and not first:
+                first = time.perf_counter()
+            seen += got
+        return seen / (time.perf_counter() - first)
     finally:
         await consumer.stop()
 

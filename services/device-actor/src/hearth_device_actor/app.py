@@ -1,10 +1,11 @@
 """The device actor's composition root: ``make_app(settings, *, journal=None)`` builds the faust app.
 
-One faust agent reads the inbox in batches (``take_events``).
 The twins live in a faust table keyed by device_id whose changelog is partitioned by the same murmur2
 key hash as the inbox (``TwinTable``), so the table stays co-partitioned with the inbox and the
-journal, and the deadline timer can write it too. Records stay bytes through faust and are decoded
-once, at the edge.
+journal, and the deadline timer can write it too. faust assigns the table's partitions among the
+workers and recovers them; once it has, the ``InboxFeed`` reads the inbox partitions with the same
+numbers, in batches, with its own consumer (see inbox.py for why not through a faust agent). Records
+stay bytes until the actors decode them, once, at the edge.
 """
 
 from __future__ import annotations
@@ -13,35 +14,40 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer
-from aiokafka.partitioner import murmur2
 from mode import Service
 
 from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
-from hearth_shared.kafka import DeadLetters, KafkaJournal
+from hearth_shared.kafka import DeadLetters, KafkaJournal, partition_of, send_batched
 from hearth_shared.topics import PARTITIONS
 
 log = logging.getLogger(__name__)
 
 
-def partition_of(key: bytes, partitions: int = PARTITIONS) -> int:
-    """The partition Kafka's default partitioner (murmur2, as every Hearth producer uses) gives a key."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
-
-
 class TwinTable(faust.Table):  # type: ignore[misc]
     """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
 
-    faust would otherwise send a changelog write to the partition of the event being processed, which is
-    wrong for every key but the last in a batch, and impossible from a timer.
+    faust would otherwise send a changelog write to the partition of the event being processed, which
+    does not exist here (no faust stream), and impossible from a timer. ``on_recovered`` is told which
+    partitions the table holds whenever a rebalance's recovery is over.
     """
+
+    on_recovered: Callable[[set[int]], Awaitable[None]] | None = None
 
     def partition_for_key(self, key: bytes) -> int:
         return partition_of(key, self.partitions)
+
+    async def on_recovery_completed(self, active_tps: set[Any], standby_tps: set[Any]) -> None:
+        await super().on_recovery_completed(active_tps, standby_tps)
+        if self.on_recovered is not None:
+            await self.on_recovered({tp.partition for tp in active_tps})
 
 
 class KafkaOutbox:
@@ -52,12 +58,14 @@ class KafkaOutbox:
         self.dead_letters = DeadLetters(journal, consumer="device-actor")
 
     async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
-        producer = self.journal.producer
-        topic, commands_topic = self.journal.topics.journal, self.journal.topics.device_commands
-        futures = [await producer.send(topic, encode(e), key=e.device_id.encode()) for e in events]
-        futures += [
-            await producer.send(commands_topic, encode(c), key=c.device_id.encode()) for c in commands
-        ]
+        producer, topics = self.journal.producer, self.journal.topics
+        futures = await send_batched(
+            producer, topics.journal, ((e.device_id.encode(), encode(e)) for e in events)
+        )
+        if commands:
+            futures += await send_batched(
+                producer, topics.device_commands, ((c.device_id.encode(), encode(c)) for c in commands)
+            )
         await asyncio.gather(*futures)
 
     async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
@@ -94,26 +102,29 @@ def make_app(
         broker_commit_interval=0.5,
         table_cleanup_interval=3600.0,
         table_standby_replicas=0,  # with standbys, faust 0.15.3 lost changelog writes (see the recovery test)
-        stream_buffer_maxsize=max(4096, settings.batch_size * 2),
-        consumer_max_fetch_size=4 * 1024 * 1024,
-        broker_max_poll_records=settings.batch_size,
         broker_request_timeout=max(30.0, settings.session_timeout_s * 4),
         logging_config=None,
     )
 
-    inbox = app.topic(
-        topics.inbox,
-        key_type=bytes,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-        partitions=PARTITIONS,
-    )
     twins = app.tables.add(
         TwinTable(app, name="twins", default=None, partitions=PARTITIONS, key_type=bytes, value_type=bytes)
     )
     actors = DeviceActors(twins, KafkaOutbox(journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()
+    feed = InboxFeed(
+        lambda: AIOKafkaConsumer(
+            bootstrap_servers=stack.kafka_bootstrap_servers,
+            group_id=f"{app.conf.id}-inbox",  # for its commits only: the partitions come from faust
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        ),
+        topics.inbox,
+        actors.handle_batch,
+        lambda: app.producer.flush(),
+        lock,
+        batch_size=settings.batch_size,
+    )
 
     @app.service
     class JournalProducer(Service):  # started with the worker, stopped with it
@@ -145,17 +156,30 @@ def make_app(
                 except MalformedRecord as error:
                     log.warning("ignoring an unreadable model record at offset %d: %s", record.offset, error)
 
-    @app.agent(inbox)
-    async def device_agents(stream: faust.StreamT[bytes]) -> None:
-        # take_events acks a batch's records when the next batch is asked for: after handle_batch has
-        # put their facts in the journal and their twins in the table.
-        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within_s):
-            records = [
-                InboxRecord(e.message.topic, e.message.partition, e.message.offset, e.message.key, e.value)
-                for e in batch
-            ]
-            async with lock:
-                await actors.handle_batch(records)
+    @app.service
+    class Inbox(Service):  # the hot path: the inbox in batches, for the partitions the table holds
+        async def on_start(self) -> None:
+            await feed.start()
+
+        async def on_stop(self) -> None:
+            await feed.stop()
+
+        @Service.task
+        async def _read(self) -> None:
+            await feed.run()
+
+    async def on_recovered(partitions: set[int]) -> None:
+        await feed.assign(partitions)
+        async with lock:
+            actors.rescan()  # the deadlines of the twins this worker holds now
+
+    twins.on_recovered = on_recovered
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        await feed.revoke()
+        async with lock:
+            actors.deadlines.clear()
 
     @app.task
     async def dump_tasks_on_sigusr1() -> None:  # `kill -USR1 <pid>`: what every task is waiting on
@@ -172,8 +196,6 @@ def make_app(
         nonlocal ticks
         ticks += 1
         async with lock:
-            if ticks % 60 == 1:  # after start-up and now and then: rebuild from recovered twins
-                actors.rescan()
             await actors.tick()
         if ticks % 20 == 0 and actors.batches:
             log.info(

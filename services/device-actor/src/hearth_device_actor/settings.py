@@ -14,7 +14,6 @@ class DeviceActorSettings(BaseSettings):
     app_id: str = "hearth-device-actor"
     data_dir: str = ".hearth/device-actor"
     batch_size: int = Field(5000, gt=0, description="Inbox records handled per batch at most")
-    batch_within_s: float = Field(0.02, gt=0, description="How long a batch may wait to fill")
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0

@@ -475,3 +475,21 @@ Status = Literal[
     "expired",
     "superseded",
 ]
+
+
+class _FactType(msgspec.Struct):
+    type: str = ""
+
+
+_fact_type_decoder = msgspec.json.Decoder(_FactType)
+
+
+def fact_type(data: bytes | str) -> str:
+    """The wire type of an encoded fact, reading nothing else: for consumers that skip most facts.
+
+    Returns "" when there is none or the record is not JSON (``decode_event`` says why, if it matters).
+    """
+    try:
+        return _fact_type_decoder.decode(data).type
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return ""

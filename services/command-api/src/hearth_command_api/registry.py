@@ -24,7 +24,9 @@ from hearth_shared.events import (
     Event,
     MalformedRecord,
     decode_event,
+    fact_type,
     status_reached,
+    wire_name,
 )
 from hearth_shared.kafka import topic_partitions
 
@@ -53,6 +55,9 @@ class CommandEntry:
 
 class RegistryView:
     """Devices and command statuses, applied fact by fact. Pure in-memory; fed by ``JournalFeed``."""
+
+    # The facts that change the view; the rest (telemetry, mostly) is skipped without being decoded.
+    FACT_TYPES = frozenset(wire_name(t) for t in (DeviceRegistered, *COMMAND_STATUS_BY_EVENT))
 
     def __init__(self) -> None:
         self.devices: dict[str, DeviceEntry] = {}
@@ -140,8 +145,9 @@ class JournalFeed:
             batches = await self.consumer.getmany(timeout_ms=200, max_records=5000)
             for tp, records in batches.items():
                 for record in records:
-                    with contextlib.suppress(MalformedRecord):
-                        self.view.apply(decode_event(record.value))
+                    if fact_type(record.value) in self.view.FACT_TYPES:
+                        with contextlib.suppress(MalformedRecord):
+                            self.view.apply(decode_event(record.value))
                 if (
                     not self.caught_up.is_set()
                     and tp in self._end

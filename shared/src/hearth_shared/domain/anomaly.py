@@ -26,6 +26,7 @@ from hearth_shared.events import (
 
 SCORED_METRICS = ("ambient_c", "humidity_pct")
 MIN_STD = 0.25  # a flat history must not turn every tiny wobble into an anomaly
+_NO_SLICES: dict[str, dict[str, Baseline]] = {}
 
 # Until the analytics job publishes a model: wide, type-level baselines for indoor climate.
 DEFAULT_MODEL = AnomalyModel(
@@ -69,11 +70,11 @@ def score_reading(
     found: list[Score] = []
     for metric in SCORED_METRICS:
         value = reading.get(metric)
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if value is None or value is True or value is False or not isinstance(value, (int, float)):
             continue
         baseline = _baseline(
-            model.by_device.get(device_id, {}).get(metric), hour, model.min_count
-        ) or _baseline(model.by_type.get(device_type, {}).get(metric), hour, model.min_count)
+            model.by_device.get(device_id, _NO_SLICES).get(metric), hour, model.min_count
+        ) or _baseline(model.by_type.get(device_type, _NO_SLICES).get(metric), hour, model.min_count)
         if baseline is None:
             continue
         z = abs(value - baseline.mean) / max(baseline.std, MIN_STD)

@@ -210,6 +210,15 @@ async def fill_journal(
         await producer.stop()
 
 
+async def _floor(stack: StackSettings, events: int, batch_size: int) -> float:
+    """The raw consume rate of the journal with the rebuild's own consumer settings (made in the loop:
+    aiokafka wants a running one)."""
+    consumer = make_consumer(stack)
+    return await raw_consume_rate(
+        stack, stack.topics.journal, events, max_records=batch_size, consumer=consumer
+    )
+
+
 def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
@@ -235,11 +244,7 @@ def run_rebuild_bench(
         asyncio.run(fill_journal(stack, facts, events, lambda n: progress.update(task, completed=n)))
         fill_s = time.perf_counter() - began
     console.print(f"filled {events:,} facts in {fill_s:.0f} s ({events / fill_s:,.0f}/s)")
-    floor = asyncio.run(
-        raw_consume_rate(
-            stack, stack.topics.journal, events, max_records=batch_size, consumer=make_consumer(stack)
-        )
-    )
+    floor = asyncio.run(_floor(stack, events, batch_size))
     console.print(f"floor: raw consume of the journal {floor:,.0f} records/s")
     with _progress() as progress:
         task = progress.add_task("rebuild", total=events, rate="")

@@ -23,6 +23,7 @@ import msgspec
 from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
+    EVENT_TYPES,
     AnomalyDetected,
     CommandFailed,
     CommandRejected,
@@ -32,6 +33,7 @@ from hearth_shared.events import (
     MalformedRecord,
     encode,
     status_reached,
+    wire_name,
 )
 
 encode_twin = msgspec.msgpack.Encoder().encode
@@ -39,8 +41,14 @@ decode_twin = msgspec.msgpack.Decoder(Twin).decode
 _json = msgspec.json.Encoder()
 
 # Column orders of the rows ``Projection`` produces (the projector COPYs them in this order).
-# History rows: device_id, version, event_id and the fact as on the wire (JSON text); the other columns
-# of device_events are taken from it.
+# History rows are COPYed in PostgreSQL's binary format straight into device_events: the envelope as
+# decoded, and the fact as on the wire as jsonb, whose binary form is a version byte (1) and the JSON text.
+HISTORY_COLUMNS = (
+    "device_id", "version", "event_id", "type", "home_id", "occurred_at", "recorded_at", "correlation_id",
+    "event",
+)  # fmt: skip
+HISTORY_TYPES = ("text", "int8", "uuid", "text", "text", "timestamptz", "timestamptz", "uuid", "bytea")
+JSONB_V1 = b"\x01"
 ALERT_COLUMNS = (
     "event_id", "device_id", "home_id", "version", "kind", "metric", "value", "score", "threshold",
     "model_version", "occurred_at",
@@ -93,7 +101,10 @@ class Projection:
         self.twins[event.device_id] = twin
         self.changed_twins.add(event.device_id)
         wire = wire or encode(event)
-        self.history.append((event.device_id, event.version, event.event_id, wire.decode()))
+        self.history.append(
+            (event.device_id, event.version, event.event_id, _WIRE_NAMES[type(event)], event.home_id,
+             event.occurred_at, event.recorded_at, event.correlation_id, JSONB_V1 + wire)
+        )  # fmt: skip
         if self.live:
             self.changes.append(
                 Change(event.home_id, event.device_id, event.version, twin_view(twin), msgspec.Raw(wire))
@@ -163,6 +174,7 @@ def _(event: AnomalyDetected, p: Projection) -> None:
 
 
 _handlers: dict[type[Event], Callable[[Any, Projection], None]] = {}
+_WIRE_NAMES = {cls: wire_name(cls) for cls in EVENT_TYPES}
 
 
 def _handler(cls: type[Event]) -> Callable[[Any, Projection], None]:

@@ -8,10 +8,10 @@ batch, which sets the same twins again and publishes changes whose versions subs
 drop them).
 
 The hot path, per batch: twins and commands come from in-memory caches (only ones not seen yet are read,
-in the batch's transaction); rows are COPYed into temporary staging tables and moved with one
-``INSERT ... SELECT`` per table (``ON CONFLICT`` replaces twins, commands and rollups; history takes its
-envelope columns from the fact's JSON there); alerts are COPYed straight in. The version guard makes the
-appends safe: a fact at or below its twin's version is never written again.
+in the batch's transaction); twins, commands and rollups are COPYed into temporary staging tables and
+moved with one ``INSERT ... ON CONFLICT`` per table; history (in PostgreSQL's binary COPY format: the
+envelope as decoded, the fact's JSON as it came) and alerts are COPYed straight in. The version guard
+makes the appends safe: a fact at or below its twin's version is never written again.
 
 A replay (``live=False``, a rebuild's private schema) goes faster: it folds the next batch while the last
 one is written, reads nothing it wrote itself (its caches hold it all), and writes its twins once per run
@@ -46,6 +46,8 @@ from hearth_read_models import tables as t
 from hearth_read_models.db import connect, swap_lock
 from hearth_read_models.projection import (
     ALERT_COLUMNS,
+    HISTORY_COLUMNS,
+    HISTORY_TYPES,
     ROLLUP_COLUMNS,
     TWIN_COLUMNS,
     Projection,
@@ -64,16 +66,6 @@ _json = msgspec.json.Encoder()
 COMMAND_COLUMNS = tuple(c.name for c in t.commands.columns)
 MAX_CACHED_TWINS = 200_000  # beyond this the cache is emptied (and refilled from the views as needed)
 MAX_DIRTY_TWINS = 100_000  # a replay writes its twins when this many changed, and when it stops
-# History: the envelope columns are taken from the fact itself (cheaper than sending them apart).
-STAGED_HISTORY = ("device_id", "version", "event")
-INSERT_HISTORY = """
-INSERT INTO device_events
-    (device_id, version, event_id, type, home_id, occurred_at, recorded_at, correlation_id, event)
-SELECT device_id, version, (event->>'event_id')::uuid, event->>'type', event->>'home_id',
-    (event->>'occurred_at')::timestamptz, (event->>'recorded_at')::timestamptz,
-    (event->>'correlation_id')::uuid, event
-FROM stage_events
-"""
 YIELD_EVERY = 2000  # records folded between two turns of the event loop (a write in flight goes on)
 
 Record: TypeAlias = ConsumerRecord[bytes, bytes]
@@ -203,10 +195,6 @@ class Projector:
                     sql.Identifier(f"stage_{table}"), sql.Identifier(table)
                 )
             )
-        await self.conn.execute(
-            "CREATE TEMP TABLE stage_events (device_id text, version bigint, event jsonb)"
-            " ON COMMIT DELETE ROWS"
-        )
         async with self.conn.transaction():
             self.generation = await self._generation()
             cur = await self.conn.execute(
@@ -421,9 +409,7 @@ class Projector:
         await self._merge(
             "twins", TWIN_COLUMNS, batch.twin_rows, "device_id", "WHERE twins.version < EXCLUDED.version"
         )
-        if p.history:
-            await self._copy("stage_events", STAGED_HISTORY, ((d, v, e) for d, v, _, e in p.history))
-            await self.conn.execute(INSERT_HISTORY)
+        await self._copy("device_events", HISTORY_COLUMNS, p.history, HISTORY_TYPES)
         await self._copy("alerts", ALERT_COLUMNS, p.alerts)
         rows = [_command_row(self.commands[c]) for c in p.changed_commands]
         await self._merge("commands", COMMAND_COLUMNS, rows, "command_id")
@@ -433,9 +419,25 @@ class Projector:
         await self._merge("rollups", ROLLUP_COLUMNS, [r for r in batch.rollups.values() if r], "key")
         await self._write_offsets(batch.offsets)
 
-    async def _copy(self, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]) -> None:
-        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), _columns(columns))
+    async def _copy(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+        binary_types: Sequence[str] | None = None,
+    ) -> None:
+        """COPY ``rows`` in; in the binary format when their ``binary_types`` are given (no text to
+        format here nor to parse there)."""
+        if not rows:
+            return
+        statement = sql.SQL("COPY {} ({}) FROM STDIN{}").format(
+            sql.Identifier(table),
+            _columns(columns),
+            sql.SQL(" (FORMAT BINARY)" if binary_types else ""),
+        )
         async with self.conn.cursor() as cur, cur.copy(statement) as copy:
+            if binary_types:
+                copy.set_types(list(binary_types))
             for row in rows:
                 await copy.write_row(row)
 

@@ -81,7 +81,7 @@ class Tally:
         for row in batch.twin_rows:
             self.twins[row[0]] = (row[4], row[7])  # TWIN_COLUMNS: version, state
         self.events[0] += len(p.history)
-        self.events[1] += sum((event_id.int & MASK60) + version for _, version, event_id, _ in p.history)
+        self.events[1] += sum((row[2].int & MASK60) + row[1] for row in p.history)  # event_id, version
         self.alerts[0] += len(p.alerts)
         self.alerts[1] += sum(a[0].int & MASK60 for a in p.alerts)
         for command_id in p.changed_commands:

@@ -3,9 +3,8 @@
 * A worker killed with SIGKILL under load and started again: every twin comes back from the changelog
   (each device's facts go on from where they were, with no gap), no report is lost, and any fact
   recorded twice carries the same id (so consumers drop the copy).
-* Two workers share the partitions; one is killed and the other takes over, then it rejoins. This one
-  still fails now and then (a device's first report is lost when its partition moves mid-batch), so it
-  is marked ``takeover`` and left out of the default run: ``pytest -m takeover`` runs it.
+* Two workers share the partitions; one is killed and the other takes over, then it rejoins (each
+  reads the inbox partitions whose twins faust gave it, from the offsets the last owner committed).
 """
 
 from __future__ import annotations
@@ -151,7 +150,6 @@ async def test_a_killed_worker_restarts_losing_and_doubling_nothing(
     check_nothing_lost_or_doubled(events, last)
 
 
-@pytest.mark.takeover
 async def test_a_second_worker_takes_over_losing_and_doubling_nothing(
     stack: StackSettings, tmp_path: Path
 ) -> None:

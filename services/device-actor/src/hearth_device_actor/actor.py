@@ -81,7 +81,9 @@ class DeviceActors:
         self.outbox = outbox
         self.offline_after = timedelta(seconds=offline_after_s)
         self.clock = clock
-        self.deadlines: dict[str, datetime] = {}
+        # device_id (the table's own key object) -> its next deadline, POSIX seconds: one per live twin,
+        # so kept small (a million twins cost about 100 MB here, not 200).
+        self.deadlines: dict[bytes, float] = {}
         self.processed = 0  # inbox records handled, and in how many batches (for the progress log)
         self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
@@ -155,15 +157,17 @@ class DeviceActors:
     async def tick(self) -> None:
         """Record the facts deadlines call for: expired commands, devices gone silent."""
         now = self.clock()
-        due = [device_id for device_id, at in self.deadlines.items() if at <= now]
+        at_most = now.timestamp()
+        due = [key for key, at in self.deadlines.items() if at <= at_most]
         touched: dict[str, Twin] = {}
         events: list[Event] = []
         commands: list[DeviceCommand] = []
-        for device_id in due:
-            twin = self.load(device_id)
-            if twin is None:
-                self.deadlines.pop(device_id, None)
+        for key in due:
+            data = self.twins.get(key)
+            if data is None:
+                self.deadlines.pop(key, None)
                 continue
+            twin, device_id = _decode_twin(data), key.decode()
             changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
             first = twin.version + 1
             ids = (uuid.uuid5(TICK_IDS, f"{device_id}:{version}") for version in itertools.count(first))
@@ -187,7 +191,7 @@ class DeviceActors:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
         self.deadlines = {}
         for key, data in list(self.twins.items()):
-            self._watch(key.decode(), _decode_twin(data))
+            self._watch(key, _decode_twin(data))
 
     async def _record(
         self, touched: dict[str, Twin], events: list[Event], commands: list[DeviceCommand]
@@ -196,17 +200,18 @@ class DeviceActors:
             return
         await self.outbox.send(events, commands)
         for device_id, twin in touched.items():
-            self.twins[device_id.encode()] = _encode_twin(twin)
-            self._watch(device_id, twin)
+            key = device_id.encode()  # the first time, the table and the index share this object
+            self.twins[key] = _encode_twin(twin)
+            self._watch(key, twin)
 
-    def _watch(self, device_id: str, twin: Twin) -> None:
+    def _watch(self, key: bytes, twin: Twin) -> None:
         candidates = [c.expires_at for c in twin.commands.values()]
         if twin.online and twin.last_seen is not None:
             candidates.append(twin.last_seen + self.offline_after)
         if candidates:
-            self.deadlines[device_id] = min(candidates)
+            self.deadlines[key] = min(candidates).timestamp()
         else:
-            self.deadlines.pop(device_id, None)
+            self.deadlines.pop(key, None)
 
 
 def _device_command(twin: Twin, event: CommandDispatched) -> DeviceCommand:

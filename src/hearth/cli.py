@@ -258,6 +258,70 @@ def bench_rebuild(
     rebuild_main(events=events, devices=devices, batch_size=batch_size)
 
 
+@bench_app.command("batch")
+def bench_batch(
+    events: Annotated[int, typer.Option(help="Telemetry facts the journal holds (at least)")] = 5_000_000,
+    devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 10_000,
+) -> None:
+    """Batch replay rate of the Spark daily report against the raw consume rate (temporary broker)."""
+    from hearth.bench.batch_replay import main as batch_main
+
+    batch_main(events=events, devices=devices)
+
+
+@bench_app.command("stream")
+def bench_stream(
+    rate: Annotated[
+        list[float] | None,
+        typer.Option(help="Telemetry facts/s per step (repeat; default 500 1000 2000 4000 8000 16000)"),
+    ] = None,
+    step: Annotated[float, typer.Option(help="Seconds per step")] = 90.0,
+    warmup: Annotated[float, typer.Option(help="Seconds at the first rate before the steps")] = 60.0,
+    devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 1000,
+    rollup_trigger: Annotated[
+        float | None, typer.Option(help="Rollup trigger, s (default: the job's)")
+    ] = None,
+    train_trigger: Annotated[
+        float | None, typer.Option(help="Training trigger, s (default: the job's)")
+    ] = None,
+) -> None:
+    """Highest telemetry rate the streaming job keeps up with, and its micro-batch latency (temp. broker)."""
+    from hearth.bench.streaming import main as stream_main
+
+    stream_main(
+        devices=devices,
+        rates=rate,
+        step_s=step,
+        warmup_s=warmup,
+        rollup_trigger_s=rollup_trigger,
+        train_trigger_s=train_trigger,
+    )
+
+
+@bench_app.command("loop")
+def bench_loop(
+    thermostats: Annotated[int, typer.Option(help="Simulated thermostats of the home")] = 10,
+    drifting: Annotated[int, typer.Option(help="Thermostats made to drift, one after the other")] = 5,
+    rate: Annotated[float, typer.Option(help="Telemetry reports/s per thermostat")] = 2.0,
+    drift: Annotated[float, typer.Option(help="Drift of a drifting sensor, degC per hour")] = 720.0,
+    train_trigger: Annotated[float, typer.Option(help="Training trigger of the streaming job, s")] = 5.0,
+    min_count: Annotated[
+        int, typer.Option(help="Readings a baseline slice needs (the model's min_count)")
+    ] = 30,
+) -> None:
+    """Drifting reading -> anomaly fact, with streaming training, actor and simulator (temporary servers)."""
+    from hearth.bench.loop import main as loop_main
+
+    loop_main(
+        thermostats=thermostats,
+        drifting=drifting,
+        rate=rate,
+        drift_c_per_h=drift,
+        train_trigger_s=train_trigger,
+        min_count=min_count,
+    )
+
+
 @bench_app.command("roundtrip")
 def bench_roundtrip(
     devices: Annotated[int, typer.Option(help="Simulated thermostats the commands go to")] = 500,

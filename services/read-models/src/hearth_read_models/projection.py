@@ -42,13 +42,12 @@ _json = msgspec.json.Encoder()
 
 # Column orders of the rows ``Projection`` produces (the projector COPYs them in this order).
 # History rows are COPYed in PostgreSQL's binary format straight into device_events: the envelope as
-# decoded, and the fact as on the wire as jsonb, whose binary form is a version byte (1) and the JSON text.
+# decoded, and the fact as on the wire (json's binary form is its text).
 HISTORY_COLUMNS = (
     "device_id", "version", "event_id", "type", "home_id", "occurred_at", "recorded_at", "correlation_id",
     "event",
 )  # fmt: skip
 HISTORY_TYPES = ("text", "int8", "uuid", "text", "text", "timestamptz", "timestamptz", "uuid", "bytea")
-JSONB_V1 = b"\x01"
 ALERT_COLUMNS = (
     "event_id", "device_id", "home_id", "version", "kind", "metric", "value", "score", "threshold",
     "model_version", "occurred_at",
@@ -88,28 +87,26 @@ class Projection:
     def apply(self, event: Event, wire: bytes | None = None) -> None:
         """Fold one fact in (``wire``: its record as read, else it is encoded again); a fact that cannot
         be (no twin yet) raises ``MalformedRecord``, changing nothing."""
-        twin = self.twins.get(event.device_id)
-        if twin is not None and event.version <= twin.version:
+        device_id, version, cls = event.device_id, event.version, type(event)
+        twin = self.twins.get(device_id)
+        if twin is None:
+            if not isinstance(event, DeviceRegistered):
+                raise MalformedRecord(
+                    "unknown_device", f"{event.type} v{version} of {device_id} before device.registered"
+                )
+        elif version <= twin.version:
             self.skipped += 1  # already projected (a replayed batch, or a fact recorded twice)
             return
-        if twin is None and not isinstance(event, DeviceRegistered):
-            raise MalformedRecord(
-                "unknown_device",
-                f"{event.type} v{event.version} of {event.device_id} before device.registered",
-            )
-        twin = evolve(twin, event)
-        self.twins[event.device_id] = twin
-        self.changed_twins.add(event.device_id)
+        twin = self.twins[device_id] = evolve(twin, event)
+        self.changed_twins.add(device_id)
         wire = wire or encode(event)
         self.history.append(
-            (event.device_id, event.version, event.event_id, _WIRE_NAMES[type(event)], event.home_id,
-             event.occurred_at, event.recorded_at, event.correlation_id, JSONB_V1 + wire)
+            (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
+             event.recorded_at, event.correlation_id, wire)
         )  # fmt: skip
         if self.live:
-            self.changes.append(
-                Change(event.home_id, event.device_id, event.version, twin_view(twin), msgspec.Raw(wire))
-            )
-        _handler(type(event))(event, self)
+            self.changes.append(Change(event.home_id, device_id, version, twin_view(twin), msgspec.Raw(wire)))
+        _handler(cls)(event, self)
 
     def command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
         status = COMMAND_STATUS_BY_EVENT[type(event)]

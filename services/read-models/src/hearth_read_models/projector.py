@@ -118,7 +118,9 @@ class Projector:
     """Projects ``journal`` (and ``rollups``) into ``schema``. ``live``: take the swap lock and check the
     generation in every batch, and publish to ``redis`` when given; a rebuild runs with ``live=False``
     (no lock, no subscribers, ``synchronous_commit=off`` until its swap, which commits durably) and
-    without ``dead_letters`` (records it cannot project are counted and skipped)."""
+    without ``dead_letters`` (records it cannot project are counted and skipped). ``share`` (k, n): project
+    only the journal partitions p with p % n == k (a rebuild's replay is split so over processes; a
+    device's facts are all in one partition, so each share's twins, commands and alerts are its own)."""
 
     def __init__(
         self,
@@ -136,6 +138,7 @@ class Projector:
         batch_size: int = 5000,
         batch_wait_ms: int = 50,
         on_commit: Callable[[Batch], None] | None = None,
+        share: tuple[int, int] = (0, 1),
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -150,6 +153,7 @@ class Projector:
         self.batch_size = batch_size
         self.batch_wait_ms = batch_wait_ms
         self.on_commit = on_commit
+        self.share = share  # (k, n): of the journal, only the partitions p with p % n == k
         self.stats = ProjectorStats()
         self.tps: list[TopicPartition] = []
         self.positions: dict[TopicPartition, int] = {}  # next offset projected into PostgreSQL
@@ -168,7 +172,13 @@ class Projector:
         return self._conn
 
     async def start(self) -> None:
-        self.tps = [tp for topic in self.topics for tp in await topic_partitions(self.consumer, topic)]
+        k, n = self.share
+        self.tps = [
+            tp
+            for topic in self.topics
+            for tp in await topic_partitions(self.consumer, topic)
+            if topic != self.journal or tp.partition % n == k
+        ]
         self.consumer.assign(self.tps)
         await self._load()
         log.info("projector %s starts at %s", self.name, self.describe())
@@ -256,8 +266,8 @@ class Projector:
             if not fetched:
                 break
             for tp, rs in fetched.items():
-                if stop_at is not None:
-                    rs = [r for r in rs if r.offset < stop_at.get(tp, 0)]
+                if stop_at is not None and rs and rs[-1].offset >= (end := stop_at.get(tp, 0)):
+                    rs = [r for r in rs if r.offset < end]
                 if rs:
                     records.setdefault(tp, []).extend(rs)
                     count += len(rs)

@@ -23,18 +23,20 @@ import contextlib
 import gc
 import hashlib
 import logging
+import multiprocessing
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import psycopg
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from psycopg import sql
 from redis.asyncio import Redis
-from sqlalchemy import Table
+from sqlalchemy import JSON, Column, Table
 
 from hearth_read_models import tables as t
 from hearth_read_models.db import check_schema, connect, migrate, swap_lock
@@ -56,7 +58,11 @@ CHECKSUMS = {
     "rollups": DIGEST.format("key"),
 }
 COMPARED = (t.twins, t.device_events, t.commands, t.alerts, t.rollups)
+# Processes sharing the bulk of a replay by journal partition: the fold is pure Python (one core per
+# process), and PostgreSQL and the broker take their share of the cores too.
+REPLAY_PROCESSES = 2
 FOLLOW_ROUNDS = 20  # catch-up rounds before the swap takes the lock for the rest
+INDEX_BUILD_MEMORY = "1GB"  # the history's key is sorted in memory
 MASK60 = (1 << 60) - 1
 
 
@@ -91,6 +97,14 @@ class Tally:
                 self.rollups.discard(key)
             else:
                 self.rollups.add(key)
+
+    def merge(self, other: Tally) -> None:
+        """Add what another process's share of the replay wrote (its devices and commands are its own)."""
+        self.twins |= other.twins
+        self.commands |= other.commands
+        self.rollups |= other.rollups
+        self.events = [a + b for a, b in zip(self.events, other.events, strict=True)]
+        self.alerts = [a + b for a, b in zip(self.alerts, other.alerts, strict=True)]
 
     def expected(self) -> dict[str, tuple[int, int]]:
         twins = (digest(f"{d}:{v}:{hashlib.md5(s).hexdigest()}") for d, (v, s) in self.twins.items())
@@ -173,7 +187,11 @@ def stamp() -> str:
 
 class Replay:
     """A fresh schema, migrated, and a projector (``live=False``) filling it from the journal's start.
-    The schema is dropped on exit unless ``keep`` was set (a swap took it)."""
+    The schema is dropped on exit unless ``keep`` was set (a swap took it).
+
+    ``replay`` shares the bulk of the journal out by partition over ``processes`` processes (this one and
+    spawned children, each with its own consumer, connection and transactions, offsets with rows); then
+    this process's projector takes every partition again for the rest (catching up, the swap)."""
 
     def __init__(
         self,
@@ -182,19 +200,34 @@ class Replay:
         *,
         batch_size: int,
         on_progress: ProgressCallback | None,
+        processes: int = 1,
     ) -> None:
         self.settings = settings
         self.schema = check_schema(schema)
         self.batch_size = batch_size
         self.on_progress = on_progress
+        self.processes = max(1, processes)
         self.tally = Tally()
         self.keep = False
         self.phase = "replay"
         self.started = time.perf_counter()
         self.consumer = make_consumer(settings.stack)
         self.projector: Projector | None = None
+        self.tps: list[TopicPartition] = []  # every partition of the journal and the rollups
+        self.shares: list[_Share] = []  # children started and not finished
+        self.shared_events = 0  # records the finished children projected
 
     async def __aenter__(self) -> Replay:
+        # the children first: they take seconds to start (a fresh interpreter importing the projector)
+        self.shares = [_Share(self, (k, self.processes)) for k in range(1, self.processes)]
+        try:
+            return await self._start()
+        except BaseException:
+            for share in self.shares:
+                share.stop()
+            raise
+
+    async def _start(self) -> Replay:
         stack = self.settings.stack
         # A bounded job that makes few reference cycles: without the cyclic collector it runs a sixth
         # faster; the collector is back (and runs) when it ends.
@@ -204,24 +237,16 @@ class Replay:
         async with await connect(stack.postgres_dsn, self.schema) as conn:  # built once, at the end
             await conn.execute("ALTER TABLE device_events DROP CONSTRAINT device_events_pkey")
         await self.consumer.start()
-        self.projector = Projector(
-            dsn=stack.postgres_dsn,
-            schema=self.schema,
-            consumer=self.consumer,
-            journal=stack.topics.journal,
-            rollups=stack.topics.rollups,
-            dead_letters=None,  # the live projector sent them already
-            name=self.settings.consumer_name,
-            live=False,
-            batch_size=self.batch_size,
-            batch_wait_ms=200,
-            on_commit=self.tally.add,
-        )
+        self.projector = _projector(self.settings, self.schema, self.consumer, self.batch_size, True)
+        self.projector.on_commit = self.tally.add
         await self.projector.start()
+        self.tps = list(self.projector.tps)
         self.started = time.perf_counter()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for share in self.shares:
+            share.stop()
         if self.projector is not None:
             await self.projector.stop()
         await self.consumer.stop()
@@ -236,6 +261,7 @@ class Replay:
         """Build the history's primary key, left out while the bulk of the journal was replayed (one
         sorted build is cheaper than an index kept up row by row; a fact twice would fail it)."""
         async with await connect(self.settings.stack.postgres_dsn, self.schema) as conn:
+            await conn.execute(f"SET maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")  # a sort in memory
             await conn.execute(
                 "ALTER TABLE device_events ADD CONSTRAINT device_events_pkey PRIMARY KEY (device_id, version)"
             )
@@ -243,20 +269,45 @@ class Replay:
     @property
     def events(self) -> int:
         assert self.projector is not None
-        return self.projector.stats.events + self.projector.stats.rollups
+        stats = self.projector.stats
+        return stats.events + stats.rollups + self.shared_events + sum(s.events for s in self.shares)
 
     async def end_offsets(self) -> dict[TopicPartition, int]:
-        assert self.projector is not None
-        ends: dict[TopicPartition, int] = await self.consumer.end_offsets(self.projector.tps)
+        ends: dict[TopicPartition, int] = await self.consumer.end_offsets(self.tps)
         return ends
+
+    async def replay(self, stop_at: dict[TopicPartition, int]) -> None:
+        """The bulk: up to ``stop_at`` exactly, the journal's partitions shared over the processes."""
+        assert self.projector is not None
+        if not self.shares:
+            return await self.run_to(stop_at, "replay")
+        self.projector.share = (0, self.processes)
+        await self.projector.start()  # its share only
+        async with self._reporting("replay"):
+            for share in self.shares:
+                share.go(stop_at)
+            await self.projector.run(stop_at=stop_at)
+            for share in list(self.shares):
+                tally, events = await share.result()
+                self.tally.merge(tally)
+                self.shared_events += events
+                self.shares.remove(share)
+                share.stop()  # it has ended: reaped
+        self.projector.share = (0, 1)
+        await self.projector.start()  # every partition, from the offsets the shares committed
 
     async def run_to(self, stop_at: dict[TopicPartition, int], phase: str) -> None:
         """Project up to ``stop_at`` exactly, reporting progress meanwhile."""
         assert self.projector is not None
+        async with self._reporting(phase):
+            await self.projector.run(stop_at=stop_at)
+
+    @contextlib.asynccontextmanager
+    async def _reporting(self, phase: str) -> AsyncIterator[None]:
         self.phase = phase
         reporter = asyncio.create_task(self._report()) if self.on_progress else None
         try:
-            await self.projector.run(stop_at=stop_at)
+            yield
         finally:
             if reporter is not None:
                 reporter.cancel()
@@ -277,7 +328,7 @@ class Replay:
             ReplayProgress(
                 self.phase,
                 self.events,
-                sum(positions),
+                sum(positions) + sum(s.position for s in self.shares),
                 sum(ends.values()),
                 time.perf_counter() - self.started,
             )
@@ -307,6 +358,132 @@ class Replay:
                 rows, checksum = (await cur.fetchone()) or (0, 0)
                 checks.append(TableCheck(table, rows, expected[table][0], int(checksum), expected[table][1]))
         return checks
+
+
+def _projector(
+    settings: ReadModelSettings,
+    schema: str,
+    consumer: AIOKafkaConsumer,
+    batch_size: int,
+    rollups: bool,
+    share: tuple[int, int] = (0, 1),
+) -> Projector:
+    stack = settings.stack
+    return Projector(
+        dsn=stack.postgres_dsn,
+        schema=schema,
+        consumer=consumer,
+        journal=stack.topics.journal,
+        rollups=stack.topics.rollups if rollups else None,
+        dead_letters=None,  # the live projector sent them already
+        name=settings.consumer_name,
+        live=False,
+        batch_size=batch_size,
+        batch_wait_ms=200,
+        share=share,
+    )
+
+
+class _Share:
+    """A spawned child process that replays one share of the journal's partitions (no rollups) into the
+    replay's schema once ``go`` tells it where to stop (a share with no partition ends at once); it sends
+    back its ``Tally`` and record count, or its error as text."""
+
+    def __init__(self, replay: Replay, share: tuple[int, int]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.progress = context.Array("q", 2, lock=False)  # records projected, sum of committed offsets
+        self.receiver, sender = context.Pipe(duplex=False)
+        orders, self.sender = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=_replay_share,
+            args=(replay.settings, replay.schema, replay.batch_size, share, self.progress, orders, sender),
+            name=f"hearth-replay-{share[0]}-of-{share[1]}",
+            daemon=True,
+        )
+        self.process.start()
+        sender.close()
+        orders.close()
+
+    def go(self, stop_at: dict[TopicPartition, int]) -> None:
+        self.sender.send(stop_at)
+
+    @property
+    def events(self) -> int:
+        return int(self.progress[0])
+
+    @property
+    def position(self) -> int:
+        return int(self.progress[1])
+
+    async def result(self) -> tuple[Tally, int]:
+        outcome = await asyncio.to_thread(self._receive)
+        if isinstance(outcome, str):
+            raise RebuildFailed(f"{self.process.name} failed:\n{outcome}")
+        tally, events = outcome
+        return tally, events
+
+    def _receive(self) -> Any:
+        try:
+            return self.receiver.recv()
+        except EOFError:
+            self.process.join()
+            return f"it ended with exit code {self.process.exitcode} and no result"
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join()
+        self.receiver.close()
+        self.sender.close()
+
+
+def _replay_share(
+    settings: ReadModelSettings,
+    schema: str,
+    batch_size: int,
+    share: tuple[int, int],
+    progress: Any,
+    orders: Any,
+    sender: Any,
+) -> None:
+    """A child's part of a replay (see ``_Share``)."""
+    gc.disable()
+    try:
+        stop_at = orders.recv()
+        sender.send(asyncio.run(_project_share(settings, schema, batch_size, stop_at, share, progress)))
+    except EOFError:
+        pass  # the replay ended before it had work for this share
+    except BaseException:
+        sender.send(traceback.format_exc())
+    finally:
+        sender.close()
+
+
+async def _project_share(
+    settings: ReadModelSettings,
+    schema: str,
+    batch_size: int,
+    stop_at: dict[TopicPartition, int],
+    share: tuple[int, int],
+    progress: Any,
+) -> tuple[Tally, int]:
+    tally = Tally()
+    consumer = make_consumer(settings.stack)
+    projector = _projector(settings, schema, consumer, batch_size, False, share)
+
+    def committed(batch: Batch) -> None:
+        tally.add(batch)
+        progress[0], progress[1] = projector.stats.events, sum(projector.positions.values())
+
+    projector.on_commit = committed
+    await consumer.start()
+    try:
+        await projector.start()
+        await projector.run(stop_at=stop_at)
+    finally:
+        await projector.stop()
+        await consumer.stop()
+    return tally, projector.stats.events
 
 
 async def stored_offsets(
@@ -347,6 +524,7 @@ async def rebuild(
     swap: bool = True,
     batch_size: int = 50_000,
     on_progress: ProgressCallback | None = None,
+    processes: int = REPLAY_PROCESSES,
 ) -> RebuildResult:
     """Replay the journal into a fresh schema, check it, and (with ``swap``) swap it in."""
     stack, live = settings.stack, check_schema(settings.schema_name)
@@ -354,9 +532,13 @@ async def rebuild(
         migrate, stack.postgres_dsn, live
     )  # a first rebuild may come before any projector
     async with Replay(
-        settings, f"{live}_rebuild_{stamp()}", batch_size=batch_size, on_progress=on_progress
+        settings,
+        f"{live}_rebuild_{stamp()}",
+        batch_size=batch_size,
+        on_progress=on_progress,
+        processes=processes,
     ) as r:
-        await r.run_to(await r.end_offsets(), "replay")
+        await r.replay(await r.end_offsets())
         async with await connect(stack.postgres_dsn, live) as conn:
             await r.follow(conn, live)
         await r.index()
@@ -427,15 +609,23 @@ async def _refresh_cache(redis_url: str, changed: list[tuple[Any, ...]]) -> int:
 
 
 async def verify(
-    settings: ReadModelSettings, *, batch_size: int = 50_000, on_progress: ProgressCallback | None = None
+    settings: ReadModelSettings,
+    *,
+    batch_size: int = 50_000,
+    on_progress: ProgressCallback | None = None,
+    processes: int = REPLAY_PROCESSES,
 ) -> VerifyResult:
     """Replay into a scratch schema up to the live offsets and compare every table with the live one."""
     stack, live = settings.stack, check_schema(settings.schema_name)
     async with Replay(
-        settings, f"{live}_verify_{stamp()}", batch_size=batch_size, on_progress=on_progress
+        settings,
+        f"{live}_verify_{stamp()}",
+        batch_size=batch_size,
+        on_progress=on_progress,
+        processes=processes,
     ) as r:
         async with await connect(stack.postgres_dsn, live) as conn:
-            await r.run_to(await stored_offsets(conn, live, settings.consumer_name), "replay")
+            await r.replay(await stored_offsets(conn, live, settings.consumer_name))
             await r.follow(conn, live)
         await r.index()
         async with swap_locked(settings) as conn:
@@ -456,13 +646,21 @@ async def _compare(
     conn: psycopg.AsyncConnection, table: Table, live: str, scratch: str, limit: int = 200
 ) -> tuple[list[Difference], int]:
     keys = [c.name for c in table.primary_key.columns]
-    others = [c.name for c in table.columns if c.name not in keys]
+    others = [c for c in table.columns if c.name not in keys]
     col = sql.Identifier
+
+    def value(alias: str, column: Column[Any]) -> sql.Composable:
+        """A column of one side; json has no equality, so JSON columns are compared as jsonb."""
+        cast = "::jsonb" if isinstance(column.type, JSON) else ""
+        return sql.SQL("{}.{}{}").format(sql.Identifier(alias), col(column.name), sql.SQL(cast))
+
     key_text = sql.SQL("concat_ws('/', {})").format(
         sql.SQL(", ").join(sql.SQL("coalesce(l.{0}, s.{0})::text").format(col(k)) for k in keys)
     )
     which = sql.SQL(", ").join(
-        sql.SQL("CASE WHEN l.{0} IS DISTINCT FROM s.{0} THEN {1} END").format(col(c), sql.Literal(c))
+        sql.SQL("CASE WHEN {} IS DISTINCT FROM {} THEN {} END").format(
+            value("l", c), value("s", c), sql.Literal(c.name)
+        )
         for c in others
     )
     query = sql.SQL(
@@ -479,8 +677,8 @@ async def _compare(
         scratch=col(scratch),
         t=col(table.name),
         on=sql.SQL(" AND ").join(sql.SQL("l.{0} = s.{0}").format(col(k)) for k in keys),
-        lc=sql.SQL(", ").join(sql.SQL("l.{}").format(col(c)) for c in others),
-        sc=sql.SQL(", ").join(sql.SQL("s.{}").format(col(c)) for c in others),
+        lc=sql.SQL(", ").join(value("l", c) for c in others),
+        sc=sql.SQL(", ").join(value("s", c) for c in others),
         limit=sql.Literal(limit),
     )
     rows = await (await conn.execute(query)).fetchall()

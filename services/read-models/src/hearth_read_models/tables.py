@@ -18,7 +18,7 @@ from sqlalchemy import (
     Text,
     Uuid,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSON, JSONB
 
 metadata = MetaData()
 
@@ -47,7 +47,7 @@ device_events = Table(
     Column("occurred_at", DateTime(timezone=True), nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False),
     Column("correlation_id", Uuid),
-    Column("event", JSONB, nullable=False),  # the whole record as on the wire
+    Column("event", JSON, nullable=False),  # the whole record as on the wire (its text, as it came)
 )
 
 commands = Table(

@@ -252,6 +252,16 @@ async def test_heartbeats(platform: Platform, tuned: str, home: str) -> None:
     assert all(datetime.fromisoformat(b["at"]).tzinfo for b in beats)
 
 
+async def test_permessage_deflate_offered_by_the_client_is_declined(platform: Platform, home: str) -> None:
+    """Each websocket would compress every change again for itself alone: the fan-out sends it as is."""
+    request = {"home_id": home}
+    async with subscription(platform, platform.query_api, home, request, compression="deflate") as ws:
+        offered = ws.request.headers["Sec-WebSocket-Extensions"] if ws.request else ""
+        accepted = ws.response.headers.get("Sec-WebSocket-Extensions") if ws.response else "no response"
+    assert "permessage-deflate" in offered
+    assert accepted is None and ws.protocol.extensions == []
+
+
 @pytest.mark.parametrize("token", [None, "hth_bogus.token.x"])
 async def test_no_or_bad_token_is_closed_with_4401(platform: Platform, token: str | None) -> None:
     async with websockets.connect(ws_url(platform.query_api, token)) as ws:

@@ -20,7 +20,14 @@ def main() -> None:
         from hearth_read_models.settings import ReadModelSettings
 
         settings = ReadModelSettings()
-        uvicorn.run(make_app(settings), host=settings.host, port=settings.port, access_log=False)
+        uvicorn.run(
+            make_app(settings),
+            host=settings.host,
+            port=settings.port,
+            access_log=False,
+            ws="websockets-sansio",  # (what "auto" picks with websockets installed; the leanest send path)
+            ws_per_message_deflate=settings.ws_per_message_deflate,
+        )
     elif what == "migrate":
         from hearth_read_models.db import migrate
         from hearth_read_models.settings import ReadModelSettings

@@ -1,6 +1,7 @@
 """The live page in a real browser: Debian's Chromium (``make browser``) driven by Playwright, against the
 platform's query API (which serves the page) and a command API that lets that page call it (CORS). The
-test plays the thermostat over the broker, so the command the page sends converges."""
+test plays the thermostat over the broker, so the command the page sends converges. A rebuild swapped in
+while the page is open replaces its device list, and live changes keep coming."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
+import psycopg
 import pytest
-from playwright.async_api import ConsoleMessage, async_playwright, expect
+from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+from redis.asyncio import Redis
 
 from hearth.stack.local import Services
 from hearth.stack.process import free_port
+from hearth_read_models.db import libpq_dsn
+from hearth_read_models.rebuild import rebuild
+from hearth_read_models.settings import ReadModelSettings
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 
@@ -134,6 +140,76 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
 
             await page.screenshot(path=tmp_path / "live-page.png", full_page=True)
             print(f"screenshot: {tmp_path / 'live-page.png'}")
+        finally:
+            await browser.close()
+    assert problems == []
+
+
+async def _set_target(page: Page, device_id: str, target_c: str) -> None:
+    """Set the thermostat's target on the page and wait until the device reports it."""
+    card = page.locator(f'article[data-device-id="{device_id}"]')
+    await card.locator('input[name="target_c"]').fill(target_c)
+    await card.get_by_role("button", name="Set target").click()
+    await expect(card.locator(".command").first).to_have_attribute("data-status", "converged", timeout=30_000)
+    await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text(target_c)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
+async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_coming(
+    platform: Platform, command_api: str, thermostat: tuple[str, str]
+) -> None:
+    """Views gone wrong (a twin renamed, a twin that no fact made) are on the page; ``hearth rebuild``
+    replays the journal and swaps in views without them; the page, told by the swap's snapshot, drops
+    the twin that is gone and shows the rebuilt one, and still follows the live changes."""
+    home, device_id = thermostat
+    lock_id, ghost_id = f"lock-{uuid.uuid4().hex[:8]}", f"ghost-{uuid.uuid4().hex[:8]}"
+    async with platform.client(command_api, home) as api:
+        body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
+        assert (await api.post("/v1/devices", json=body)).status_code == 201
+    async with platform.client(platform.query_api, home) as query_api:
+        for _ in range(300):
+            if (await query_api.get(f"/v1/devices/{lock_id}")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+    settings = ReadModelSettings(stack=platform.settings)  # the platform's live views
+    twins = f"{settings.schema_name}.twins"
+    with psycopg.connect(libpq_dsn(platform.settings.postgres_dsn)) as conn:  # (commits on leaving)
+        [(evil,)] = conn.execute(
+            f"UPDATE {twins} SET name = 'Evil', view = jsonb_set(view, '{{name}}', '\"Evil\"')"
+            " WHERE device_id = %s RETURNING view",
+            (lock_id,),
+        ).fetchall()
+        conn.execute(
+            f"INSERT INTO {twins} SELECT %(ghost)s::text, home_id, device_type, 'Ghost', version, online,"
+            " view || jsonb_build_object('device_id', %(ghost)s::text, 'name', 'Ghost'), state, updated_at"
+            f" FROM {twins} WHERE device_id = %(lock)s",
+            {"ghost": ghost_id, "lock": lock_id},
+        )
+    async with Redis.from_url(platform.settings.redis_url) as redis:
+        await redis.set(f"twin:{lock_id}", json.dumps(evil))
+    query = urlencode({"token": platform.token(home), "api": command_api})
+    problems: list[str] = []
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1000, "height": 640})
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            await page.goto(f"{platform.query_api}/?{query}")
+            card = lambda device: page.locator(f'article[data-device-id="{device}"]')  # noqa: E731
+            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+            await expect(card(ghost_id).locator("h2")).to_have_text("Ghost", timeout=30_000)
+            await expect(card(lock_id).locator("h2")).to_have_text("Evil")
+            await _set_target(page, device_id, "21.5")  # live changes before the swap
+
+            result = await rebuild(settings)
+            assert result.swapped and result.twins_refreshed >= 2  # the lock's view; the ghost's deleted
+
+            await expect(card(lock_id).locator("h2")).to_have_text("Front door", timeout=15_000)
+            await expect(card(ghost_id)).to_have_count(0, timeout=15_000)
+            await expect(page.locator("article.device")).to_have_count(2)
+            await expect(page.locator("#conn")).to_have_text("live")
+            await _set_target(page, device_id, "23")  # and after it, on the same connection
         finally:
             await browser.close()
     assert problems == []

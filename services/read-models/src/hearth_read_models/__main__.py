@@ -25,7 +25,7 @@ def main() -> None:
             host=settings.host,
             port=settings.port,
             access_log=False,
-            ws="websockets-sansio",  # (what "auto" picks with websockets installed; the leanest send path)
+            ws="websockets-sansio",  # ("auto" picks it too; framing a change: ~2 us of ~40 per client)
             ws_per_message_deflate=settings.ws_per_message_deflate,
         )
     elif what == "migrate":

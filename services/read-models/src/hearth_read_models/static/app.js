@@ -1,5 +1,7 @@
 // Hearth live page: a home's device twins, live over WS /v1/subscribe (resuming with `after` when the
 // connection comes back), and controls that send commands to the command API and follow their status.
+// A `snapshot` for a device this connection has already heard of means a rebuild swapped in new views:
+// the page then replaces its device list with theirs (GET /v1/devices), while changes keep coming.
 //
 // URL parameters: token (a home token, or an admin token with home), home, api (the command API's base
 // URL; default: this host, port 8000).
@@ -64,6 +66,60 @@ function deviceEntry(twin) {
     if (!homeParam) $("home").textContent = twin.home_id;
   }
   return d;
+}
+
+function removeDevice(id) {
+  devices.get(id).ui.card.remove();
+  devices.delete(id);
+  $("empty").hidden = devices.size > 0;
+}
+
+async function listDevices(home) {
+  const twins = [];
+  let after = "";
+  do {
+    const query = new URLSearchParams({ home_id: home, limit: "1000", after });
+    const response = await fetch(`/v1/devices?${query}`, { headers: auth });
+    if (!response.ok) throw new Error(`GET /v1/devices answered ${response.status}`);
+    const page = await response.json();
+    twins.push(...page.items);
+    after = page.next_after || "";
+  } while (after);
+  return twins;
+}
+
+// After a swap: the rebuilt views' device list replaces the page's. Devices the websocket has spoken of
+// since the swap's snapshot (`touched`) keep what it said: it is as new as the list, or newer.
+const touched = new Set();
+let replacing = false;
+let replaceAgain = false;
+
+async function replaceDevices(home) {
+  if (replacing) {
+    replaceAgain = true; // a swap's snapshots come one per changed twin: one more pass covers them all
+    return;
+  }
+  replacing = true;
+  try {
+    do {
+      replaceAgain = false;
+      const twins = await listDevices(home);
+      for (const twin of twins) {
+        const d = deviceEntry(twin);
+        if (!touched.has(twin.device_id) && twin.version >= d.twin.version) {
+          d.twin = twin;
+          renderTwin(d);
+        }
+      }
+      const listed = new Set(twins.map((twin) => twin.device_id));
+      for (const id of [...devices.keys()]) if (!listed.has(id) && !touched.has(id)) removeDevice(id);
+    } while (replaceAgain);
+    touched.clear();
+  } catch (error) {
+    notice(`The views were rebuilt but the new device list could not be read: ${error.message}`);
+  } finally {
+    replacing = false;
+  }
 }
 
 function buildCard(d) {
@@ -258,6 +314,7 @@ function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(token)}`);
   let alertsLoaded = false;
+  const heard = new Set(); // devices this connection has sent a snapshot or a change of
   socket.onopen = () => {
     const request = { action: "subscribe" };
     if (homeParam) request.home_id = homeParam;
@@ -271,10 +328,18 @@ function connect() {
   socket.onmessage = (message) => {
     const m = JSON.parse(message.data);
     if (m.type === "snapshot" || m.type === "change") {
+      const swapped = m.type === "snapshot" && heard.has(m.device_id);
+      heard.add(m.device_id);
+      touched.add(m.device_id);
       const d = deviceEntry(m.twin);
       d.twin = m.twin;
       renderTwin(d);
       if (m.event) onEvent(m.event);
+      if (swapped) {
+        if (!replacing) touched.clear(); // what came before this swap is in the rebuilt views
+        touched.add(m.device_id);
+        replaceDevices(homeParam || m.twin.home_id);
+      }
       if (!alertsLoaded) {
         alertsLoaded = true;
         loadAlerts(m.twin.home_id);

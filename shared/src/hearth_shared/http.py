@@ -33,7 +33,7 @@ def authenticate(secret: str, token: str | None) -> Principal:
         ) from exc
 
 
-def current_principal(request: Request) -> Principal:
+async def current_principal(request: Request) -> Principal:  # async: no thread-pool hop per request
     secret: str = request.app.state.token_secret
     return authenticate(secret, token_from(request.headers.get("authorization")))
 

@@ -4,7 +4,7 @@ The whole stack runs on temporary servers (Kafka, PostgreSQL, Redis; the device 
 API, command API and the fleet simulator as processes). The simulator plays ``devices`` thermostats of
 one home, registered through the command API; once all of them are online, for each rate in turn,
 commands (``set_target_temperature``, a new target each time, round robin over the devices) go to the
-command API at that rate for ``duration_s`` from this process (asyncio and httpx), open loop, each with
+command API at that rate for ``duration_s`` from this process (asyncio, ``LeanHttp``), open loop, each with
 ``?wait=converged&timeout_s=10``. A command's latency runs from when it was due to be sent to the
 answer: command API -> inbox -> device actor -> journal and device-bound topic -> simulator -> ack and
 report on the inbox -> device actor -> journal -> the command API's registry view.
@@ -28,11 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from hearth.bench.stack import (
+    LEAN_ERRORS,
     BenchStack,
-    Clients,
+    LeanHttp,
     bench_stack,
     console,
     cpu_share,
@@ -52,10 +51,10 @@ from hearth_shared.events import (
 HOME = "bench-home"
 WAIT_TIMEOUT_S = 10.0
 WARMUP_S = 2.0
-# The client: 8 httpx pools of 32 connections (see ``Clients``), so at most 256 requests in flight; one
-# due meanwhile waits its turn in the client, and that wait counts. 256 carry 200 commands/s as long as a
-# round trip takes under 1.28 s.
-POOLS, PER_POOL = 8, 32
+# The client: 256 keep-alive connections (``LeanHttp``: httpx itself was the bottleneck), so at most 256
+# requests in flight; one due meanwhile waits its turn in the client, and that wait counts. 256 carry
+# 200 commands/s as long as a round trip takes under 1.28 s.
+CONNECTIONS = 256
 PROBE_RATE = 5.0  # GET /healthz per second while the commands run: is the command API answering at all?
 # (stage, from, to): the times a command's path passes, in order (see ``_stages``).
 STAGES = (
@@ -99,15 +98,15 @@ async def _measure(
     loop = asyncio.get_running_loop()
     wall = time.time() - loop.time()  # loop time -> wall-clock time
     async with (
-        Clients(stack.command_api, pools=POOLS, per_pool=PER_POOL, headers=headers) as client,
-        Clients(stack.command_api, pools=1, per_pool=4, headers=headers) as prober,
+        LeanHttp(stack.command_api, connections=CONNECTIONS, headers=headers) as client,
+        LeanHttp(stack.command_api, connections=4, headers=headers) as prober,
     ):
 
-        def healthz(tally: Tally, via: Clients) -> Callable[[int, float], Awaitable[None]]:
+        def healthz(tally: Tally, via: LeanHttp) -> Callable[[int, float], Awaitable[None]]:
             async def health(i: int, due: float) -> None:
                 try:
                     response = await via.request(i, "GET", "/healthz")
-                except httpx.HTTPError as error:
+                except LEAN_ERRORS as error:
                     tally.outcomes[f"error {type(error).__name__}"] += 1
                     return
                 tally.outcomes[f"HTTP {response.status_code}"] += 1
@@ -128,7 +127,7 @@ async def _measure(
                         params={"wait": "converged", "timeout_s": WAIT_TIMEOUT_S},
                         json={"name": "set_target_temperature", "params": {"target_c": target}},
                     )
-                except httpx.HTTPError as error:
+                except LEAN_ERRORS as error:
                     tally.outcomes[f"error {type(error).__name__}"] += 1
                     return
                 answered = loop.time()
@@ -272,10 +271,11 @@ def run_roundtrip_bench(
             f"to the same server, same client, same rate), {WARMUP_S:g} s of commands not counted, then "
             f"{duration_s:g} s of `set_target_temperature` commands, round robin over {devices:,} "
             f"simulated thermostats of one home, each POSTed with "
-            f"`?wait=converged&timeout_s={WAIT_TIMEOUT_S:g}` from one client process (asyncio, {POOLS} "
-            f"httpx pools of {PER_POOL} connections: one big pool is itself the bottleneck, see "
-            "`hearth.bench.stack.Clients`), open loop; latency from the moment a command was due to the "
-            f"answer. At most {POOLS * PER_POOL} requests are in flight; a command due meanwhile waits "
+            f"`?wait=converged&timeout_s={WAIT_TIMEOUT_S:g}` from one client process (asyncio, "
+            f"{CONNECTIONS} keep-alive connections of a minimal HTTP/1.1 client: an httpx client was "
+            "itself the bottleneck at 200/s, see `hearth.bench.stack.LeanHttp`), open loop; latency from "
+            f"the moment a command was due to the answer. At most {CONNECTIONS} requests are in flight; "
+            "a command due meanwhile waits "
             "in the client, and that wait counts. The percentiles are of the converged commands. The "
             "stages cut each of them by the times the client and the stack wrote down (the client's "
             "when it let the request through to a connection, the API's `sent_at` on the inbox "

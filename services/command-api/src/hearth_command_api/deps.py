@@ -1,4 +1,8 @@
-"""FastAPI dependencies of the command API, as ``Annotated`` aliases."""
+"""FastAPI dependencies of the command API, as ``Annotated`` aliases.
+
+All ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per
+dependency per request for what is an attribute lookup.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +16,17 @@ from hearth_shared.http import CurrentPrincipal
 from hearth_shared.kafka import KafkaJournal
 
 
-def _journal(request: Request) -> KafkaJournal:
+async def _journal(request: Request) -> KafkaJournal:
     journal: KafkaJournal = request.app.state.journal
     return journal
 
 
-def _registry(request: Request) -> RegistryView:
+async def _registry(request: Request) -> RegistryView:
     registry: RegistryView = request.app.state.registry
     return registry
 
 
-def _settings(request: Request) -> CommandApiSettings:
+async def _settings(request: Request) -> CommandApiSettings:
     settings: CommandApiSettings = request.app.state.settings
     return settings
 

@@ -46,8 +46,20 @@ class TwinTable(faust.Table):  # type: ignore[misc]
 
     async def on_recovery_completed(self, active_tps: set[Any], standby_tps: set[Any]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
+        held = {tp.partition for tp in active_tps}
+        self._forget_twins_not_in(held)
         if self.on_recovered is not None:
-            await self.on_recovered({tp.partition for tp in active_tps})
+            await self.on_recovered(held)
+
+    def _forget_twins_not_in(self, held: set[int]) -> None:
+        """Drop the twins of partitions this worker no longer holds, from memory only (no tombstones).
+
+        faust's memory store forgets a lost partition's keys only if it read them from the changelog;
+        the twins this worker wrote itself would stay, stale, and the deadline timer would act on them.
+        """
+        data: dict[bytes, bytes] = self.data.data  # the memory store's dict
+        for key in [k for k in data if partition_of(k, self.partitions) not in held]:
+            del data[key]
 
 
 class KafkaOutbox:

@@ -44,8 +44,8 @@ class InboxFeed:
         self.lock = lock
         self.batch_size = batch_size
         self.commit_interval_s = commit_interval_s
-        self.owned: frozenset[int] = frozenset()
         self.handled: dict[TopicPartition, int] = {}  # next offset to commit, per partition
+        self.generation = 0  # one more at every assignment or revocation: older fetches are dropped
         self._started = asyncio.Event()
         self._assigned = asyncio.Event()
         self._last_commit = time.monotonic()
@@ -83,7 +83,7 @@ class InboxFeed:
                     await self.consumer.seek_to_beginning(tp)
                 else:
                     self.consumer.seek(tp, committed)
-            self.owned = frozenset(partitions)
+            self.generation += 1
             log.info("reading inbox partitions %s", sorted(partitions) or "none")
             if partitions:
                 self._assigned.set()
@@ -93,7 +93,7 @@ class InboxFeed:
         if not self._started.is_set():
             return
         async with self.lock:
-            self.owned = frozenset()
+            self.generation += 1
             self._assigned.clear()
             await self._commit()
             self.consumer.assign([])
@@ -102,20 +102,18 @@ class InboxFeed:
         """Read and handle batches for as long as the worker runs."""
         while True:
             await self._assigned.wait()
+            generation = self.generation
             fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
             async with self.lock:
-                owned = self.owned  # a rebalance may have taken partitions since the fetch
-                records = [
-                    InboxRecord(m.topic, m.partition, m.offset, m.key, m.value)
-                    for tp, messages in fetched.items()
-                    if tp.partition in owned
-                    for m in messages
-                ]
-                if records:
+                if fetched and generation == self.generation:  # else a rebalance came in between
+                    records = [
+                        InboxRecord(m.topic, m.partition, m.offset, m.key, m.value)
+                        for messages in fetched.values()
+                        for m in messages
+                    ]
                     await self.handle(records)
                     for tp, messages in fetched.items():
-                        if tp.partition in owned:
-                            self.handled[tp] = messages[-1].offset + 1
+                        self.handled[tp] = messages[-1].offset + 1
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
 

@@ -275,7 +275,7 @@ def bench_stream(
         list[float] | None,
         typer.Option(help="Telemetry facts/s per step (repeat; default 500 1000 2000 4000 8000 16000)"),
     ] = None,
-    step: Annotated[float, typer.Option(help="Seconds per step")] = 90.0,
+    step: Annotated[float, typer.Option(help="Seconds per step (two training triggers)")] = 120.0,
     warmup: Annotated[float, typer.Option(help="Seconds at the first rate before the steps")] = 60.0,
     devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 1000,
     rollup_trigger: Annotated[

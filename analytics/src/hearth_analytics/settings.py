@@ -48,7 +48,7 @@ class AnalyticsSettings(BaseSettings):
     rollup_trigger_s: float = Field(10.0, gt=0, description="Micro-batch interval of the rollup query")
     train_trigger_s: float = Field(60.0, gt=0, description="Micro-batch interval of the training query")
     rollup_max_offsets_per_trigger: int | None = Field(
-        100_000,
+        300_000,  # 100,000 capped the query at 10,000 records/s with its batches done in 3.6 s (bench stream)
         gt=0,
         description="Journal records per rollup micro-batch at most: a replay of a long journal moves the "
         "watermark (and evicts closed windows) every so many records instead of holding all its windows",

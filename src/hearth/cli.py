@@ -352,7 +352,7 @@ def bench_memory(
     built: Annotated[int, typer.Option(help="Twins made by the actor's code; the rest are copies")] = 100_000,
     worker_devices: Annotated[
         int, typer.Option(help="Devices registered and reported to a real worker (0: none)")
-    ] = 100_000,
+    ] = 1_000_000,
 ) -> None:
     """Memory per twin: the twins table in one process (100k and 1M twins) and a real worker."""
     from hearth.bench.memory import main as memory_main

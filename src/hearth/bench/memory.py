@@ -212,38 +212,41 @@ async def _send_lives(bootstrap: str, topic: str, devices: range) -> None:
 
 
 def measure_worker(devices: int) -> dict[str, Any]:
-    """A real worker's RSS once ready, after half the devices, and after all of them. The growth over
+    """A real worker's RSS once ready and after a tenth, half and all of the devices. The growth over
     the second half is the marginal cost of a twin, without what the worker keeps once it has worked at
     all (buffers, a heap grown by the first batches)."""
     from hearth.bench.actor import follow_journal
 
     env = {"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "86400"}  # nobody goes offline while it fills
+    marks = sorted({devices // 10, devices // 2, devices} - {0})
     with bench_stack("memory", services=("device-actor",), databases=False, env=env) as stack:
         worker = psutil.Process(stack.pid("device-actor"))
         settings = stack.settings
         time.sleep(REST_S)
-        rss = [worker.memory_info().rss]
-        console.print(f"worker ready, RSS {rss[0] / 2**20:.0f} MB; {devices:,} registrations and reports")
+        ready = worker.memory_info().rss
+        rss: dict[int, int] = {}
+        console.print(f"worker ready, RSS {ready / 2**20:.0f} MB; {devices:,} registrations and reports")
         began = time.perf_counter()
         peak = 0.0
-        for half in (range(devices // 2), range(devices // 2, devices)):
-            asyncio.run(_send_lives(settings.kafka_bootstrap_servers, settings.topics.inbox, half))
-            seen = asyncio.run(follow_journal(settings, half.stop, worker.pid))
+        for start, stop in zip([0, *marks], marks, strict=False):
+            asyncio.run(
+                _send_lives(settings.kafka_bootstrap_servers, settings.topics.inbox, range(start, stop))
+            )
+            seen = asyncio.run(follow_journal(settings, stop, worker.pid))
             peak = max(peak, seen["peak_rss_mb"])
             time.sleep(REST_S)
-            rss.append(worker.memory_info().rss)
-            console.print(f"{half.stop:,} twins: RSS {rss[-1] / 2**20:.0f} MB")
+            rss[stop] = worker.memory_info().rss
+            console.print(f"{stop:,} twins: RSS {rss[stop] / 2**20:.0f} MB")
         took = time.perf_counter() - began
         stack.check_running()
-    ready, half_way, after = rss
+    half = devices // 2
     return {
         "devices": devices,
         "rss_ready_mb": round(ready / 2**20, 1),
-        "rss_half_mb": round(half_way / 2**20, 1),
-        "rss_after_mb": round(after / 2**20, 1),
+        "rss_mb": {n: round(r / 2**20, 1) for n, r in rss.items()},
         "peak_rss_mb": round(peak, 1),
-        "rss_growth_per_twin_b": round((after - ready) / devices),
-        "marginal_rss_per_twin_b": round((after - half_way) / (devices - devices // 2)),
+        "rss_growth_per_twin_b": {n: round((r - ready) / n) for n, r in rss.items()},
+        "marginal_rss_per_twin_b": round((rss[devices] - rss[half]) / (devices - half)),
         "encoded_mean_b": round(encoded_size(commands=0)),
         "seconds": round(took, 1),
     }
@@ -276,10 +279,15 @@ def run_memory_bench(sizes: list[int], *, built: int, worker_devices: int) -> di
     ]
     if worker:
         n, half = worker["devices"], worker["devices"] // 2
-        for what, growth in (
-            (f"device-actor worker, ready -> {n:,} twins", worker["rss_growth_per_twin_b"]),
+        growth_rows = [
+            (f"device-actor worker, ready -> {m:,} twins", growth)
+            for m, growth in worker["rss_growth_per_twin_b"].items()
+            if m != half
+        ]
+        for what, growth in [
+            *growth_rows,
             (f"device-actor worker, {half:,} -> {n:,} twins", worker["marginal_rss_per_twin_b"]),
-        ):
+        ]:
             rows.append(
                 {
                     "what": what,
@@ -318,13 +326,13 @@ def run_memory_bench(sizes: list[int], *, built: int, worker_devices: int) -> di
             )
             + (
                 "Worker rows: one real `python -m hearth_device_actor` process on a temporary broker, "
-                "given a registration and a report with all thermostat keys per device, in two halves; "
-                f"its RSS {worker['rss_ready_mb']:.0f} MB once ready and idle, "
-                f"{worker['rss_half_mb']:.0f} MB after the first half and {worker['rss_after_mb']:.0f} MB "
-                f"after all {worker['devices']:,} (each {REST_S:g} s after it recorded the last report; "
-                f"peak {worker['peak_rss_mb']:.0f} MB, {worker['seconds']:.0f} s in all). The second row "
+                "given a registration and a report with all thermostat keys per device, in steps; "
+                f"its RSS {worker['rss_ready_mb']:.0f} MB once ready and idle, then "
+                + ", ".join(f"{mb:.0f} MB with {n:,} twins" for n, mb in worker["rss_mb"].items())
+                + f" (each {REST_S:g} s after it recorded the last report; "
+                f"peak {worker['peak_rss_mb']:.0f} MB, {worker['seconds']:.0f} s in all). The last row "
                 "is the growth over the second half: what one more twin costs once the worker has worked "
-                "(its buffers and the heap its first batches grew are in the first row). Its twins have "
+                "(its buffers and the heap its first batches grew are in the others). Its twins have "
                 "nothing in `finished` or `desired` (the encoded size of that shape is given). "
                 if worker
                 else ""
@@ -335,7 +343,7 @@ def run_memory_bench(sizes: list[int], *, built: int, worker_devices: int) -> di
 
 
 def main(
-    *, sizes: list[int] | None = None, built: int = 100_000, worker_devices: int = 100_000
+    *, sizes: list[int] | None = None, built: int = 100_000, worker_devices: int = 1_000_000
 ) -> dict[str, Any]:
     from hearth.bench.results import write_result
 

@@ -43,10 +43,11 @@ TUNED_QUEUE = 20
 
 @pytest.fixture(scope="module")
 def tuned(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A second query API process on the same PostgreSQL and Redis: 0.5 s heartbeats, a queue of 20."""
+    """A second query API, one process, on the same PostgreSQL and Redis: 0.5 s heartbeats, a queue of 20."""
     logs: Path = tmp_path_factory.mktemp("tuned-query-api")
     port = free_port()
     env = {
+        "HEARTH_READ_MODELS_API_WORKERS": "1",
         "HEARTH_READ_MODELS_SUBSCRIBE_HEARTBEAT_S": "0.5",
         "HEARTH_READ_MODELS_SUBSCRIBE_QUEUE_SIZE": str(TUNED_QUEUE),
         "HEARTH_READ_MODELS_SUBSCRIBE_CATCHUP_S": "20",

@@ -21,7 +21,10 @@ def main() -> None:
 
         settings = ReadModelSettings()
         uvicorn.run(
-            make_app(settings),
+            # one process: the app itself; several: each worker builds it (from the same environment)
+            make_app(settings) if settings.api_workers == 1 else "hearth_read_models.api:make_app",
+            factory=settings.api_workers > 1,
+            workers=settings.api_workers,
             host=settings.host,
             port=settings.port,
             access_log=False,

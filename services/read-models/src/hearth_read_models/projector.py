@@ -137,6 +137,7 @@ class Projector:
         live: bool = True,
         batch_size: int = 5000,
         batch_wait_ms: int = 50,
+        batch_linger_ms: int = 0,
         on_commit: Callable[[Batch], None] | None = None,
         share: tuple[int, int] = (0, 1),
     ) -> None:
@@ -152,6 +153,7 @@ class Projector:
         self.live = live
         self.batch_size = batch_size
         self.batch_wait_ms = batch_wait_ms
+        self.batch_linger_ms = batch_linger_ms
         self.on_commit = on_commit
         self.share = share  # (k, n): of the journal, only the partitions p with p % n == k
         self.stats = ProjectorStats()
@@ -257,21 +259,27 @@ class Projector:
                     self.consumer.seek(tp, self.positions[tp])
 
     async def _fetch(self, stop_at: dict[TopicPartition, int] | None) -> Records:
-        """Up to ``batch_size`` records: waits ``batch_wait_ms`` for the first ones, then adds what the
-        consumer has fetched already (a backlog fills the batch, a live trickle is not held back)."""
+        """Up to ``batch_size`` records: waits ``batch_wait_ms`` for the first ones, then adds what comes
+        within ``batch_linger_ms`` of them (a backlog fills the batch at once; a live trickle is held
+        that long, so a busy journal costs a transaction per linger, not one per few facts)."""
+        loop = asyncio.get_running_loop()
         records: Records = {}
-        count, timeout_ms = 0, self.batch_wait_ms
+        count, timeout_ms, until = 0, self.batch_wait_ms, 0.0
         while count < self.batch_size:
             fetched = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=self.batch_size - count)
-            if not fetched:
-                break
             for tp, rs in fetched.items():
                 if stop_at is not None and rs and rs[-1].offset >= (end := stop_at.get(tp, 0)):
                     rs = [r for r in rs if r.offset < end]
                 if rs:
                     records.setdefault(tp, []).extend(rs)
                     count += len(rs)
-            timeout_ms = 0
+            if not count:
+                break
+            until = until or loop.time() + self.batch_linger_ms / 1000
+            left = until - loop.time()
+            if not fetched and left <= 0:  # nothing more at hand, and the linger is over
+                break
+            timeout_ms = max(0, round(left * 1000))
         return records
 
     async def _flush(self) -> None:

@@ -50,6 +50,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
         redis=redis,
         batch_size=settings.batch_size,
         batch_wait_ms=settings.batch_wait_ms,
+        batch_linger_ms=settings.batch_linger_ms,
     )
     try:
         await projector.start()

@@ -13,10 +13,19 @@ class ReadModelSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8001
+    api_workers: int = Field(
+        2,
+        ge=1,
+        description="Query-API processes sharing the port (one per core): each fans changes out to its own "
+        "websockets from its own Redis subscription",
+    )
     schema_name: str = Field("read_models", description="PostgreSQL schema that holds the live views")
     consumer_name: str = "projector"
     batch_size: int = Field(5000, gt=0)
     batch_wait_ms: int = Field(50, ge=0)
+    batch_linger_ms: int = Field(
+        20, ge=0, description="How long a live batch gathers facts after its first (fewer transactions)"
+    )
     stack: StackSettings = Field(default_factory=StackSettings)
     subscribe_heartbeat_s: float = Field(15.0, gt=0, description="Seconds between heartbeats on a websocket")
     subscribe_queue_size: int = Field(

@@ -25,12 +25,12 @@ from hearth_shared.auth import Principal
 from hearth_shared.http import CurrentPrincipal, not_found
 
 
-def _engine(request: Request) -> AsyncEngine:
+async def _engine(request: Request) -> AsyncEngine:  # async: no thread-pool hop per request
     engine: AsyncEngine = request.app.state.engine
     return engine
 
 
-def _redis(request: Request) -> Redis:
+async def _redis(request: Request) -> Redis:
     redis: Redis = request.app.state.redis
     return redis
 

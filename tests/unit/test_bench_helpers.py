@@ -10,6 +10,7 @@ import pytest
 from hearth.bench.batch_replay import CountingFacts
 from hearth.bench.loop import Reading, Seen, first_drifting_reading
 from hearth.bench.rebuild import JournalFacts
+from hearth.bench.results import ratio_rows
 from hearth.bench.streaming import rollup_cap_note
 from hearth_shared.events import AnomalyModel, Baseline, StateReported
 
@@ -57,3 +58,12 @@ def test_the_rollup_intake_limit_is_named_only_when_it_binds() -> None:
     assert "100,000 records per micro-batch" in rollup_cap_note([row], 100_000, 10.0)
     assert rollup_cap_note([{**row, "input rows/s": 6_000}], 100_000, 10.0) == ""
     assert rollup_cap_note([{**row, "keeps up": "yes"}], 100_000, 10.0) == ""
+
+
+def test_ratio_rows_give_each_rate_and_its_ratio_to_the_floor() -> None:
+    rows = ratio_rows("events/s", ("floor", 200_000.0), ("worker", 35_035.4), ("idle agent", 9_267.0))
+    assert rows == [
+        {"path": "floor", "events/s": 200_000, "ratio": 1.0},
+        {"path": "worker", "events/s": 35_035, "ratio": 0.175},
+        {"path": "idle agent", "events/s": 9_267, "ratio": 0.046},
+    ]

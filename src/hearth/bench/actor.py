@@ -32,6 +32,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from hearth.bench.results import ratio_rows
 from hearth.bench.stack import raw_consume_rate
 from hearth.stack.local import Services
 from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
@@ -191,19 +192,12 @@ def run_actor_bench(
         "faust_noop_agent_per_s": round(ceiling),
         "ratio_to_faust_noop": round(rate / ceiling, 3),
         "peak_worker_rss_mb": round(seen["peak_rss_mb"], 1),
-        "rows": [
-            {"path": "raw aiokafka consume of the inbox (floor)", "events/s": round(floor), "ratio": 1.0},
-            {
-                "path": "faust agent doing nothing (take_events)",
-                "events/s": round(ceiling),
-                "ratio": round(ceiling / floor, 3),
-            },
-            {
-                "path": "device-actor worker: reports -> journal facts",
-                "events/s": round(rate),
-                "ratio": round(rate / floor, 3),
-            },
-        ],
+        "rows": ratio_rows(
+            "events/s",
+            ("raw aiokafka consume of the inbox (floor)", floor),
+            ("faust agent doing nothing (take_events)", ceiling),
+            ("device-actor worker: reports -> journal facts", rate),
+        ),
         "notes": (
             f"{events:,} telemetry reports over {devices:,} thermostats, queued before the worker starts; "
             "the worker reads the inbox in batches with its own consumer (InboxFeed; faust keeps the "

@@ -37,6 +37,7 @@ from rich.progress import (
 )
 
 from hearth.bench.rebuild import JournalFacts, fill_journal
+from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_shared.events import Event, StateReported
 from hearth_shared.settings import StackSettings
@@ -194,19 +195,12 @@ def run_batch_bench(stack: BenchStack, work: Path, *, devices: int, events: int)
         "report_telemetry_rows_per_s": round(telemetry / report_s),
         "ratio_to_floor": round(report_rate / floor, 3),
         "device_days": report.device_days,
-        "rows": [
-            {"path": "raw aiokafka consume of the journal (floor)", "rows/s": round(floor), "ratio": 1.0},
-            {
-                "path": "Spark: Kafka source read + JSON parse, counted",
-                "rows/s": round(read_rate),
-                "ratio": round(read_rate / floor, 3),
-            },
-            {
-                "path": "Spark: batch report (hearth analytics batch)",
-                "rows/s": round(report_rate),
-                "ratio": round(report_rate / floor, 3),
-            },
-        ],
+        "rows": ratio_rows(
+            "rows/s",
+            ("raw aiokafka consume of the journal (floor)", floor),
+            ("Spark: Kafka source read + JSON parse, counted", read_rate),
+            ("Spark: batch report (hearth analytics batch)", report_rate),
+        ),
         "notes": (
             f"{facts:,} journal facts of {devices:,} devices, {telemetry:,} of them telemetry "
             '(device.state_reported), read by Spark with format("kafka") from the earliest to the latest '

@@ -34,6 +34,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_read_models.rebuild import REPLAY_PROCESSES, ReplayProgress, rebuild
 from hearth_read_models.service import make_consumer
@@ -317,14 +318,11 @@ def run_rebuild_bench(
         "peak_rss_mb": round(peak_rss_mb),
         "replay_processes": REPLAY_PROCESSES,
         "cpu_pct_of_one_core": share,
-        "rows": [
-            {"path": "raw consume of the journal (floor)", "events/s": round(floor), "ratio": 1.0},
-            {
-                "path": "rebuild: replay into a fresh schema",
-                "events/s": round(rate),
-                "ratio": round(rate / floor, 3),
-            },
-        ],
+        "rows": ratio_rows(
+            "events/s",
+            ("raw consume of the journal (floor)", floor),
+            ("rebuild: replay into a fresh schema", rate),
+        ),
         "notes": (
             f"{events:,} journal facts of {devices:,} devices (telemetry, with commands run to convergence, "
             f"anomalies and connectivity changes among them), batches of {batch_size:,}. The rebuild shares "

@@ -66,6 +66,12 @@ def write_result(name: str, result: dict[str, Any], root: Path = REPO) -> Path:
     return path
 
 
+def ratio_rows(unit: str, floor: tuple[str, float], *paths: tuple[str, float]) -> list[dict[str, Any]]:
+    """Table rows: the floor's rate, then each path's, each with its ratio to the floor."""
+    base = floor[1]
+    return [{"path": p, unit: round(rate), "ratio": round(rate / base, 3)} for p, rate in (floor, *paths)]
+
+
 def render_section(record: dict[str, Any]) -> str:
     m = record["machine"]
     lines = [

@@ -3,14 +3,10 @@
 For every request the pure domain decides which facts to record; they get envelopes with the device's
 next versions, are appended to the journal (acks=all) and folded into the twin. Only once the broker
 has a batch's facts are its twins written to the table (one changelog write per device per batch, not
-per event); faust commits the inbox offsets after that (it flushes the changelog first), so neither
-the changelog nor the committed offsets are ever ahead of the journal. Dispatched commands go to the
-device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick`` from an
-index, so a silent device still expires its commands.
-
-(Tried and dropped: pipelining batches, deciding the next while the broker acknowledges the last, with
-hand-acked inbox records. faust's stream hands over no new records while a batch is being handled
-anyway, and hand-acking stalled consumer-group rebalances. See docs/BENCHMARKS.md.)
+per event); the inbox offsets are committed after that, once the changelog is flushed (inbox.py), so
+neither the changelog nor a committed offset is ever ahead of the journal. Dispatched commands go to
+the device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick``
+from an index, so a silent device still expires its commands.
 """
 
 from __future__ import annotations
@@ -97,10 +93,8 @@ class DeviceActors:
         data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
-    async def handle_batch(
-        self, records: list[InboxRecord], on_settled: Callable[[], None] | None = None
-    ) -> None:
-        """Decide on a batch and send its facts; ``on_settled`` runs once they are stored."""
+    async def handle_batch(self, records: list[InboxRecord]) -> None:
+        """Decide on a batch, send its facts and, once the broker has them, write its twins."""
         now = self.clock()
         touched: dict[str, Twin] = {}
         events: list[Event] = []

@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 class TwinTable(faust.Table):  # type: ignore[misc]
     """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
 
-    faust would otherwise send a changelog write to the partition of the event being processed, which
-    does not exist here (no faust stream), and impossible from a timer. ``on_recovered`` is told which
-    partitions the table holds whenever a rebalance's recovery is over.
+    faust would otherwise take the partition of the event being processed, and here there is none: the
+    twins are written outside any faust stream, by the inbox feed and the deadline timer. ``on_recovered``
+    is told which partitions the table holds whenever a rebalance's recovery is over.
     """
 
     on_recovered: Callable[[set[int]], Awaitable[None]] | None = None

@@ -23,34 +23,15 @@ from typing import Any
 import psutil
 from aiokafka import AIOKafkaConsumer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from hearth.bench.results import ratio_rows
-from hearth.bench.stack import raw_consume_rate
+from hearth.bench.stack import counting_progress, raw_consume_rate
 from hearth.stack.local import Services
 from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
 from hearth_shared.kafka import ensure_topics, make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
 
 console = Console(stderr=True)
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 async def fill_inbox(settings: StackSettings, devices: int, events: int, seed: int = 7) -> None:
@@ -63,7 +44,7 @@ async def fill_inbox(settings: StackSettings, devices: int, events: int, seed: i
     seqs = dict.fromkeys(ids, 0)
     now = utcnow()
     try:
-        with _progress() as progress:
+        with counting_progress() as progress:
             task = progress.add_task("filling the inbox", total=devices + events)
             for device_id in ids:
                 request = RegisterDevice(
@@ -112,7 +93,7 @@ async def follow_journal(settings: StackSettings, expected_reports: int, pid: in
         await consumer.seek_to_beginning(*tps)
         reports, facts, first, last = 0, 0, 0.0, 0.0
         marker = b'"type":"device.state_reported"'
-        with _progress() as progress:
+        with counting_progress() as progress:
             task = progress.add_task("worker recording facts", total=expected_reports)
             while reports < expected_reports:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=20_000)

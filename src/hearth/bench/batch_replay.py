@@ -29,16 +29,14 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
-    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
 )
 
 from hearth.bench.rebuild import JournalFacts, fill_journal
 from hearth.bench.results import ratio_rows
-from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
+from hearth.bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
 from hearth_shared.events import Event, StateReported
 from hearth_shared.settings import StackSettings
 
@@ -72,7 +70,7 @@ def fill_with_telemetry(
     """Append facts until the journal holds ``telemetry`` readings: (facts, readings, seconds)."""
     facts = CountingFacts(iter(JournalFacts(devices)))
     began = time.perf_counter()
-    with _progress() as progress:
+    with counting_progress() as progress:
         task = progress.add_task("filling the journal (telemetry facts)", total=telemetry)
         while facts.telemetry < telemetry:
             more = math.ceil((telemetry - facts.telemetry) / TELEMETRY_SHARE) + 100
@@ -82,17 +80,6 @@ def fill_with_telemetry(
                 )
             )
     return facts.total, facts.telemetry, time.perf_counter() - began
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 def timed_spark_job(spark: Any, what: str, job: Callable[[], T]) -> tuple[T, float]:

@@ -107,14 +107,14 @@ def run_reads_bench(
             async with LeanHttp(stack.query_api, connections=concurrency, headers=headers) as client:
                 console.print(f"floor: GET /healthz, {concurrency} at a time for {floor_s:g} s")
                 before = stack.cpu_seconds()
-                floor = await closed_loop(concurrency, floor_s, lambda: client.request(0, "GET", "/healthz"))
+                floor = await closed_loop(concurrency, floor_s, lambda: client.request("GET", "/healthz"))
                 floor.cpu = cpu_share(before, stack.cpu_seconds(), floor.seconds)
                 console.print(f"reads: GET /v1/devices/{{id}}, {concurrency} at a time for {duration_s:g} s")
                 before = stack.cpu_seconds()
                 reads = await closed_loop(
                     concurrency,
                     duration_s,
-                    lambda: client.request(0, "GET", f"/v1/devices/{rng.choice(device_ids)}"),
+                    lambda: client.request("GET", f"/v1/devices/{rng.choice(device_ids)}"),
                 )
                 reads.cpu = cpu_share(before, stack.cpu_seconds(), reads.seconds)
             stack.check_running()

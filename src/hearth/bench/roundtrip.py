@@ -105,7 +105,7 @@ async def _measure(
         def healthz(tally: Tally, via: LeanHttp) -> Callable[[int, float], Awaitable[None]]:
             async def health(i: int, due: float) -> None:
                 try:
-                    response = await via.request(i, "GET", "/healthz")
+                    response = await via.request("GET", "/healthz")
                 except LEAN_ERRORS as error:
                     tally.outcomes[f"error {type(error).__name__}"] += 1
                     return
@@ -121,7 +121,6 @@ async def _measure(
                 target = 18.0 + ((i // len(device_ids) + i) % 9) * 0.5  # never the device's last target
                 try:
                     sent, response = await client.timed(
-                        i,
                         "POST",
                         f"/v1/devices/{device_id}/commands",
                         params={"wait": "converged", "timeout_s": WAIT_TIMEOUT_S},

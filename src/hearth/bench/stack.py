@@ -1,7 +1,7 @@
 """What the stack benches share: temporary servers and the services as processes (``bench_stack``),
 thermostats registered through the command API, each part's CPU use, reading a topic back, the raw
-consume rate of a topic (``raw_consume_rate``, the floor of the throughput benches), and the client side:
-httpx in several pools (``Clients``), open-loop pacing, percentiles and table rows.
+consume rate of a topic (``raw_consume_rate``, the floor of the throughput benches), a counting progress
+bar, and the client side: a lean HTTP/1.1 client (``LeanHttp``), open-loop pacing, percentiles and rows.
 
 ``bench_stack`` starts a temporary Kafka broker (and PostgreSQL and Redis unless told not to), creates
 the topics, starts the named services as real processes (``hearth.stack.local.Services``) on free ports,
@@ -28,6 +28,14 @@ import httpx
 import psutil
 from aiokafka import AIOKafkaConsumer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from hearth.simulator.fleet import register_fleet
 from hearth.stack.kafka import KafkaBroker
@@ -230,47 +238,19 @@ async def raw_consume_rate(
         await consumer.stop()
 
 
+def counting_progress() -> Progress:
+    """The benches' progress bar for counted work: done/total, percent, time so far."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
 # ------------------------------------------------------------------------------------------ latencies
-
-
-class Clients:
-    """``pools`` httpx AsyncClients in this process, each with ``per_pool`` connections and never more
-    requests in flight than that (the others wait their turn here), taken round robin.
-
-    Why not one client with one big pool: httpx's pool (httpcore 1.0) walks its connections, and its
-    queued requests, on every request and answer. Against a stub server holding each POST 300 ms, on
-    this project's 2-core machine (2026-11-22), 200 requests/s open loop got through one pool of 256
-    connections at 46/s with the client at 99 % CPU; through 8 pools of 32, at 194/s, 44 % CPU, p50
-    304 ms. Connections are dropped after 4 s idle, before uvicorn's 5 s keep-alive ends them: at 5 s
-    a request now and then went out on a connection the server was closing (``ReadError``).
-    """
-
-    def __init__(self, base_url: str, *, pools: int, per_pool: int, headers: Mapping[str, str]) -> None:
-        limits = httpx.Limits(
-            max_connections=per_pool, max_keepalive_connections=per_pool, keepalive_expiry=4.0
-        )
-        self.clients = [
-            httpx.AsyncClient(base_url=base_url, headers=dict(headers), limits=limits, timeout=60.0)
-            for _ in range(pools)
-        ]
-        self.gates = [asyncio.Semaphore(per_pool) for _ in range(pools)]
-
-    async def request(self, i: int, method: str, url: str, **options: Any) -> httpx.Response:
-        """Request ``i`` goes through pool ``i % pools``."""
-        return (await self.timed(i, method, url, **options))[1]
-
-    async def timed(self, i: int, method: str, url: str, **options: Any) -> tuple[float, httpx.Response]:
-        """``request``, and when (loop time) the request was let through to its pool."""
-        k = i % len(self.clients)
-        async with self.gates[k]:
-            let_through = asyncio.get_running_loop().time()
-            return let_through, await self.clients[k].request(method, url, **options)
-
-    async def __aenter__(self) -> Clients:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.gather(*(client.aclose() for client in self.clients))
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,13 +290,13 @@ class LeanHttp:
             self.free.put_nowait(None)  # opened on first use
         self.open: set[asyncio.StreamWriter] = set()
 
-    async def request(self, i: int, method: str, path: str, **options: Any) -> LeanResponse:
-        return (await self.timed(i, method, path, **options))[1]
+    async def request(self, method: str, path: str, **options: Any) -> LeanResponse:
+        return (await self.timed(method, path, **options))[1]
 
     async def timed(
-        self, i: int, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
     ) -> tuple[float, LeanResponse]:
-        """The request, and when (loop time) it got a connection. ``i`` is ignored (``Clients``' API)."""
+        """The request, and when (loop time) it got a connection."""
         loop = asyncio.get_running_loop()
         conn = await self.free.get()
         let_through = loop.time()

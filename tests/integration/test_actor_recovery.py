@@ -1,8 +1,8 @@
 """Recovery and scale of the device actor on the real broker.
 
 * A worker killed with SIGKILL under load and started again: every twin comes back from the changelog
-  (each device's facts go on from where they were, with no gap), no report is lost, and any fact
-  recorded twice carries the same id (so consumers drop the copy).
+  (each device's facts go on from where they were, with no gap), no report is lost, and no fact is
+  recorded twice (the successor catches its twins up with the journal first: catch_up.py).
 * Two workers share the partitions; one is killed and the other takes over, then it rejoins (each
   reads the inbox partitions whose twins faust gave it, from the offsets the last owner committed).
 """
@@ -164,9 +164,8 @@ def check_nothing_lost_or_doubled(events: list[Event], last: dict[str, dict]) ->
     assert len(by_device) == DEVICES
     for device_id, versions in by_device.items():
         assert sorted(versions) == list(range(1, max(versions) + 1)), f"{device_id}: a gap in its versions"
-        for copies in versions.values():
-            assert len({e.event_id for e in copies}) == 1, f"{device_id}: one version, two different facts"
-            assert len({e.type for e in copies}) == 1
+        doubled = sorted(v for v, copies in versions.items() if len(copies) > 1)
+        assert not doubled, f"{device_id}: versions {doubled[:10]} recorded more than once"
         facts = [copies[0] for _, copies in sorted(versions.items())]
         reports = [e for e in facts if isinstance(e, StateReported)]
         assert [r.payload.device_seq for r in reports] == list(range(1, REPORTS + 1)), f"{device_id}: lost"

@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaConsumer
 from mode import Service
 
 from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
@@ -136,6 +137,16 @@ def make_app(
         lambda: app.producer.flush(),
         lock,
         batch_size=settings.batch_size,
+        journal_topic=topics.journal,
+        catch_up=JournalCatchUp(
+            lambda: AIOKafkaConsumer(
+                bootstrap_servers=stack.kafka_bootstrap_servers,
+                enable_auto_commit=False,
+                max_partition_fetch_bytes=4 * 1024 * 1024,
+            ),
+            topics.journal,
+            actors.catch_up,
+        ).run,
     )
 
     @app.service

@@ -8,6 +8,10 @@ changelog partitions (``assign``, called once the table has recovered them), han
 in batches, and commits the offsets it handled to its own consumer group, after the batch's facts are
 in the journal and the twins' changelog writes are flushed. So neither the changelog nor a committed
 offset is ever ahead of the journal, and a partition's next owner starts where the last one stopped.
+
+Each commit records the journal's end offset in its metadata, and a worker that is assigned a partition
+first folds the journal from there into its twins (catch_up.py): what a killed worker appended but did
+not commit is then known, and reading its requests again appends nothing twice.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from hearth_device_actor.actor import InboxRecord
+from hearth_device_actor.catch_up import journal_offset_from, journal_offset_metadata
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,8 @@ class InboxFeed:
         flush_changelog: Callable[[], Awaitable[None]],
         lock: asyncio.Lock,  # held while a batch is handled; the deadline timer takes it too
         *,
+        journal_topic: str,
+        catch_up: Callable[[dict[int, int]], Awaitable[int]],  # journal partition -> offset to read from
         batch_size: int,
         commit_interval_s: float = 0.5,
     ) -> None:
@@ -42,6 +49,8 @@ class InboxFeed:
         self.handle = handle
         self.flush_changelog = flush_changelog
         self.lock = lock
+        self.journal_topic = journal_topic
+        self.catch_up = catch_up
         self.batch_size = batch_size
         self.commit_interval_s = commit_interval_s
         self.handled: dict[TopicPartition, int] = {}  # next offset to commit, per partition
@@ -77,12 +86,19 @@ class InboxFeed:
         async with self.lock:
             tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
             self.consumer.assign(tps)
+            # The offset and its metadata; aiokafka's public committed() drops the metadata.
+            committed = await self.consumer._coordinator.fetch_committed_offsets(tps)
+            since = {
+                tp.partition: journal_offset
+                for tp, meta in committed.items()
+                if (journal_offset := journal_offset_from(meta.metadata or "")) is not None
+            }
+            await self.catch_up(since)
             for tp in tps:
-                committed = await self.consumer.committed(tp)
-                if committed is None:
-                    await self.consumer.seek_to_beginning(tp)
+                if tp in committed:
+                    self.consumer.seek(tp, committed[tp].offset)
                 else:
-                    self.consumer.seek(tp, committed)
+                    await self.consumer.seek_to_beginning(tp)
             self.generation += 1
             log.info("reading inbox partitions %s", sorted(partitions) or "none")
             if partitions:
@@ -122,5 +138,13 @@ class InboxFeed:
         if not self.handled:
             return
         offsets, self.handled = self.handled, {}
+        # Every fact before these journal offsets has its twin in the changelog once it is flushed.
+        journal = [TopicPartition(self.journal_topic, tp.partition) for tp in offsets]
+        ends = await self.consumer.end_offsets(journal)
         await self.flush_changelog()  # the twins these offsets produced are in the changelog first
-        await self.consumer.commit(offsets)
+        await self.consumer.commit(
+            {
+                tp: (offset, journal_offset_metadata(ends[TopicPartition(self.journal_topic, tp.partition)]))
+                for tp, offset in offsets.items()
+            }
+        )

@@ -1,0 +1,35 @@
+"""Reading a test's journal topic whole, for tests that count facts (each fact once, versions 1..N)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer
+
+from hearth_shared.events import Event, decode_event
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.settings import StackSettings
+
+
+async def read_journal(settings: StackSettings, timeout_s: float = 30.0) -> list[Event]:
+    """Every fact in the journal now, in offset order per partition (up to the end offsets at the call)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    events: list[Event] = []
+    try:
+        tps = await topic_partitions(consumer, settings.topics.journal)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        left = {tp for tp in tps if ends[tp] > 0}
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while left:
+            assert asyncio.get_running_loop().time() < deadline, "the journal was not read to its end in time"
+            for tp, records in (await consumer.getmany(*left, timeout_ms=500)).items():
+                events += [decode_event(r.value) for r in records if r.offset < ends[tp]]
+            for tp in list(left):
+                if await consumer.position(tp) >= ends[tp]:
+                    left.discard(tp)
+    finally:
+        await consumer.stop()
+    return events

@@ -1,8 +1,8 @@
 """History keeps each fact as ``json`` (the text as it came, checked to be JSON) instead of ``jsonb``.
 
 Nothing queries inside a stored fact (its envelope has columns of its own), and parsing every fact into
-jsonb was most of PostgreSQL's work in a replay. Fresh schemas get ``json`` from 0001 already (it creates
-the current tables), so this converts only a column that is still ``jsonb``.
+jsonb was most of PostgreSQL's work in a replay. Schemas made before 0001 was frozen may have ``json``
+already, so this converts only a column that is still ``jsonb``.
 
 Revision ID: 0003
 Revises: 0002

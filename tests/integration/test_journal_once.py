@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -26,6 +25,7 @@ from hearth_shared.kafka import KafkaJournal, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import PARTITIONS
 from tests.journal import read_journal
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +109,7 @@ class Worker:
         self.task = asyncio.create_task(self.feed.run())
 
     async def handled(self, count: int) -> None:
-        await _eventually(lambda: self.actors.processed >= count, f"{count} requests handled")
+        await eventually(lambda: self.actors.processed >= count, f"{count} requests handled")
 
     async def commit(self) -> None:
         await self.feed.revoke()  # commits what was handled (with the journal offsets) and stops reading
@@ -133,13 +133,6 @@ async def _nothing_to_flush() -> None:
 
 async def _no_catch_up(since: dict[int, int]) -> int:
     return 0
-
-
-async def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def submit(settings: StackSettings, requests: list[Inbound]) -> None:

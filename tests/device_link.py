@@ -10,16 +10,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.events import (
-    AcknowledgeCommand,
-    DeviceCommand,
-    ReportState,
-    decode_device_command,
-    new_id,
-    utcnow,
-)
+from hearth_shared.events import DeviceCommand, decode_device_command
 from hearth_shared.kafka import KafkaJournal, topic_partitions
 from hearth_shared.settings import StackSettings
+from tests.support import ack_request, report_request
 
 
 class DeviceLink:
@@ -60,26 +54,8 @@ class DeviceLink:
 
     async def report(self, device_id: str, state: dict[str, Any], *, seq: int | None = None) -> int:
         seq = next(self.seq) if seq is None else seq
-        await self.journal.submit(
-            ReportState(
-                request_id=new_id(),
-                device_id=device_id,
-                sent_at=utcnow(),
-                device_seq=seq,
-                device_time=utcnow(),
-                state=state,
-            )
-        )
+        await self.journal.submit(report_request(device_id, seq, **state))
         return seq
 
     async def ack(self, device_id: str, command_id: uuid.UUID, *, ok: bool = True, reason: str = "") -> None:
-        await self.journal.submit(
-            AcknowledgeCommand(
-                request_id=new_id(),
-                device_id=device_id,
-                sent_at=utcnow(),
-                command_id=command_id,
-                ok=ok,
-                reason=reason,
-            )
-        )
+        await self.journal.submit(ack_request(device_id, command_id, ok=ok, reason=reason))

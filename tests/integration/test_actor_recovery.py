@@ -17,7 +17,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 
 from hearth.stack.local import Services
 from hearth.stack.process import ManagedProcess
@@ -26,13 +25,14 @@ from hearth_shared.events import (
     RegisterDevice,
     ReportState,
     StateReported,
-    decode_event,
     encode,
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import make_producer, topic_partitions
+from hearth_shared.kafka import make_producer
 from hearth_shared.settings import StackSettings
+from tests.journal import read_journal
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -95,30 +95,17 @@ async def play_fleet(settings: StackSettings, rate_per_s: float, halfway: asynci
     return last
 
 
-async def read_journal(settings: StackSettings, until_reports: int, timeout_s: float) -> list[Event]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
-    await consumer.start()
-    events: list[Event] = []
-    try:
-        tps = await topic_partitions(consumer, settings.topics.journal)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        seen: set[tuple[str, int]] = set()
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(seen) < until_reports and asyncio.get_running_loop().time() < deadline:
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                for record in records:
-                    event = decode_event(record.value)
-                    events.append(event)
-                    if isinstance(event, StateReported):
-                        seen.add((event.device_id, event.payload.device_seq))
-        await asyncio.sleep(3)  # anything recorded twice by the restarted workers lands too
-        for records in (await consumer.getmany(timeout_ms=1000)).values():
-            events += [decode_event(r.value) for r in records]
-    finally:
-        await consumer.stop()
-    return events
+async def journal_with_reports(settings: StackSettings, reports: int, timeout_s: float) -> list[Event]:
+    """The journal once it holds ``reports`` state reports, and a moment more (anything recorded twice by
+    the restarted workers would land in it)."""
+
+    async def all_in() -> bool:
+        events = await read_journal(settings)
+        return sum(isinstance(e, StateReported) for e in events) >= reports
+
+    await eventually(all_in, f"{reports} reports in the journal", timeout_s=timeout_s, every_s=1.0)
+    await asyncio.sleep(3)
+    return await read_journal(settings)
 
 
 async def kill_under_load(stack: StackSettings, tmp_path: Path, *, workers: int) -> tuple[list[Event], dict]:
@@ -137,7 +124,7 @@ async def kill_under_load(stack: StackSettings, tmp_path: Path, *, workers: int)
         last = await fleet
         if workers > 1:
             parts.append(worker(stack, tmp_path, "w0-again"))  # rejoins and shares the partitions again
-        return await read_journal(stack, DEVICES * REPORTS, timeout_s=120), last
+        return await journal_with_reports(stack, DEVICES * REPORTS, timeout_s=120), last
     finally:
         for part in parts:
             part.stop()

@@ -20,12 +20,12 @@ from hearth_device_actor.actor import DeviceActors
 from hearth_device_actor.app import KafkaOutbox
 from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
-from hearth_shared.events import Inbound, RegisterDevice, ReportState, SubmitCommand, encode, new_id, utcnow
+from hearth_shared.events import Inbound, SubmitCommand, encode
 from hearth_shared.kafka import KafkaJournal, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import PARTITIONS
 from tests.journal import read_journal
-from tests.support import eventually
+from tests.support import command_request, eventually, register_request, report_request
 
 pytestmark = pytest.mark.integration
 
@@ -33,46 +33,20 @@ DEVICES = 8
 
 
 def requests_for(devices: list[str], seqs: range, *, register: bool) -> list[Inbound]:
-    now = utcnow()
     out: list[Inbound] = []
     for device_id in devices:
         if register:
-            out.append(
-                RegisterDevice(
-                    request_id=new_id(),
-                    device_id=device_id,
-                    sent_at=now,
-                    home_id="once",
-                    device_type="thermostat",
-                    name=device_id,
-                )
-            )
+            out.append(register_request(device_id, home_id="once"))
         for seq in seqs:
-            state = {"ambient_c": 20.0 + seq / 10, "hvac_mode": "heat", "target_c": 20.0}
             out.append(
-                ReportState(
-                    request_id=new_id(),
-                    device_id=device_id,
-                    sent_at=now,
-                    device_seq=seq,
-                    device_time=now,
-                    state=state,
-                )
+                report_request(device_id, seq, ambient_c=20.0 + seq / 10, hvac_mode="heat", target_c=20.0)
             )
     return out
 
 
 def command_for(device_id: str) -> SubmitCommand:
-    now = utcnow()
-    return SubmitCommand(
-        request_id=new_id(),
-        device_id=device_id,
-        sent_at=now,
-        home_id="once",
-        command_id=uuid.uuid4(),
-        name="set_target_temperature",
-        params={"target_c": 22.5},
-        expires_at=now.replace(year=now.year + 1),
+    return command_request(
+        device_id, "set_target_temperature", {"target_c": 22.5}, home_id="once", expires_in_s=365 * 24 * 3600
     )
 
 

@@ -54,8 +54,9 @@ class KafkaCluster:
 
     def __post_init__(self) -> None:
         every = [*self.ports, *self.controller_ports]
-        if len(self.ports) != len(self.controller_ports) or len(self.ports) < 2:
-            raise StartupError("Kafka cluster: give two or more nodes, each a port and a controller port.")
+        if len(self.ports) != len(self.controller_ports) or len(self.ports) < 3:
+            # 2 voters need each other for a quorum: losing either stops the cluster, unlike 1 node alone.
+            raise StartupError("Kafka cluster: give 3 or more nodes, each a port and a controller port.")
         if len(set(every)) != len(every):
             raise StartupError(f"Kafka cluster: every broker and controller needs its own port, not {every}.")
         voters = {i + 1: port for i, port in enumerate(self.controller_ports)}

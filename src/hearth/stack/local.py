@@ -3,6 +3,10 @@
 Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
 the token secret in ``secret``. Parts start in dependency order, each waits for its health check, and
 stop in reverse order. Data survives restarts.
+
+Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a cluster of ``brokers`` nodes
+(``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
+together (none is healthy before a controller quorum forms) and whose topics get one replica per node.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from hearth.stack.kafka import KafkaBroker
+from hearth.stack.kafka_cluster import KafkaCluster
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
@@ -83,6 +88,7 @@ class Services:
         s = self.settings
         return {
             "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
+            "HEARTH_KAFKA_REPLICATION_FACTOR": str(s.kafka_replication_factor),
             "HEARTH_TOPIC_PREFIX": s.topic_prefix,
             "HEARTH_POSTGRES_DSN": s.postgres_dsn,
             "HEARTH_REDIS_URL": s.redis_url,
@@ -130,6 +136,7 @@ class LocalStack:
     home: Path = DEFAULT_HOME
     ports: StackPorts = field(default_factory=StackPorts)
     topic_prefix: str = "hearth"
+    brokers: int = 1
     simulate: bool = True
     analytics: bool = True
     report: Callable[[str], None] = print
@@ -139,11 +146,21 @@ class LocalStack:
         self.home = self.home.resolve()
         self.logs = self.home / "logs"
         self.data = self.home / "data"
-        self.kafka = KafkaBroker(
-            data_dir=self.data / "kafka",
-            port=self.ports.kafka,
-            controller_port=self.ports.kafka_controller,
-            log_dir=self.logs,
+        self.kafka: KafkaBroker | KafkaCluster = (
+            KafkaBroker(
+                data_dir=self.data / "kafka",
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+                log_dir=self.logs,
+            )
+            if self.brokers == 1
+            else KafkaCluster.spread(
+                data_dir=self.data / "kafka-cluster",
+                log_dir=self.logs,
+                nodes=self.brokers,
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+            )
         )
         self.postgres = PostgresServer(
             data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
@@ -154,6 +171,7 @@ class LocalStack:
     def settings(self) -> StackSettings:
         return StackSettings(
             kafka_bootstrap_servers=self.kafka.bootstrap,
+            kafka_replication_factor=self.kafka.replication_factor,
             topic_prefix=self.topic_prefix,
             postgres_dsn=self.postgres.dsn,
             redis_url=self.redis.url,
@@ -161,15 +179,25 @@ class LocalStack:
         )
 
     def check_ports(self) -> None:
-        for name, port in vars(self.ports).items():
-            require_free_port(name.replace("_", " "), port)
+        named = {name.replace("_", " "): port for name, port in vars(self.ports).items()}
+        if isinstance(self.kafka, KafkaCluster):  # node 1 has the kafka ports, the others the next ones
+            del named["kafka"], named["kafka controller"]
+            for node in self.kafka.nodes:
+                named |= {node.name: node.port, f"{node.name} controller": node.controller_port}
+        by_port: dict[int, list[str]] = {}
+        for name, port in named.items():
+            by_port.setdefault(port, []).append(name)
+        if clashes := {port: names for port, names in by_port.items() if len(names) > 1}:
+            raise StartupError(f"these parts would share a port: {clashes} (see `hearth up --help`)")
+        for name, port in named.items():
+            require_free_port(name, port)
 
     def start(self) -> None:
         """Start every part in order; on any failure stop what started and raise StartupError."""
         self.check_ports()
         self.home.mkdir(parents=True, exist_ok=True)
         try:
-            self._start(self.kafka.process(), timeout_s=90)
+            self._start_kafka()
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
             self.postgres.init()
             self._start(self.postgres.process(), timeout_s=30)
@@ -188,6 +216,18 @@ class LocalStack:
         except BaseException:
             self.stop()
             raise
+
+    def _start_kafka(self, timeout_s: float = 90) -> None:
+        """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""
+        nodes = self.kafka.processes()
+        for part in nodes:
+            self.report(f"starting {part.name} ...")
+            part.start()
+            self.parts.append(part)
+        for part in nodes:
+            part.wait_healthy(timeout_s)
+        if isinstance(self.kafka, KafkaCluster):
+            self.kafka.wait_formed(timeout_s)
 
     def _start(self, part: ManagedProcess, *, timeout_s: float) -> None:
         self.report(f"starting {part.name} ...")

@@ -16,6 +16,8 @@ Node i (from 0) listens on ``port + 2 i`` and its controller on ``controller_por
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -121,3 +123,17 @@ class KafkaCluster:
             time.sleep(0.2)
         seen = {port: sorted(kafka_broker_ports(port)) for port in self.ports}
         raise StartupError(f"Kafka cluster did not form within {timeout_s:.0f} s (brokers listed: {seen}).")
+
+
+def stop_together(nodes: list[ManagedProcess]) -> None:
+    """Stop cluster nodes at once, not one after another.
+
+    One by one, the last node alone has no controller quorum: its controlled shutdown waits for a
+    controller that never answers, until it is killed (20 s here). Signalled together, 3 nodes stop
+    in 3-8 s."""
+    for node in nodes:
+        if node.proc is not None and node.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.proc.pid, node.stop_signal)
+    for node in nodes:
+        node.stop()  # waits for it (and kills it if it does not stop in time)

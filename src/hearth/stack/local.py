@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from hearth.stack.kafka import KafkaBroker
-from hearth.stack.kafka_cluster import KafkaCluster
+from hearth.stack.kafka_cluster import KafkaCluster, stop_together
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
@@ -141,6 +141,7 @@ class LocalStack:
     analytics: bool = True
     report: Callable[[str], None] = print
     parts: list[ManagedProcess] = field(default_factory=list)
+    kafka_parts: list[ManagedProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
@@ -219,7 +220,7 @@ class LocalStack:
 
     def _start_kafka(self, timeout_s: float = 90) -> None:
         """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""
-        nodes = self.kafka.processes()
+        self.kafka_parts = nodes = self.kafka.processes()
         for part in nodes:
             self.report(f"starting {part.name} ...")
             part.start()
@@ -240,9 +241,14 @@ class LocalStack:
         return next((p for p in self.parts if not p.running), None)
 
     def stop(self) -> None:
+        kafka = [part for part in self.parts if part in self.kafka_parts]
         for part in reversed(self.parts):
-            self.report(f"stopping {part.name} ...")
-            part.stop()
+            if part not in kafka:
+                self.report(f"stopping {part.name} ...")
+                part.stop()
+        if kafka:  # the last: every service uses it; its nodes together (see stop_together)
+            self.report(f"stopping {', '.join(part.name for part in kafka)} ...")
+            stop_together(kafka)
         self.parts.clear()
 
 

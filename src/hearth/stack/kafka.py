@@ -68,8 +68,9 @@ class KafkaBroker:
 
     Without ``voters`` it is the whole cluster (node 1, the only voter, formatted ``--standalone``).
     With ``voters`` (node id -> controller port of every node) it is node ``node_id`` of that cluster,
-    formatted with the shared ``cluster_id``; internal topics (consumer offsets, transaction state) get
-    one replica per voter and ``min_insync_replicas`` of them must have a write.
+    formatted with the shared ``cluster_id`` (set by the time it starts); internal topics (consumer
+    offsets, transaction state) get one replica per voter and ``min_insync_replicas`` of them must have
+    a write.
     """
 
     def __init__(
@@ -92,8 +93,8 @@ class KafkaBroker:
         self.node_id = node_id
         self.voters = dict(voters or {})
         self.cluster_id = cluster_id
-        if self.voters and (self.voters.get(node_id) != controller_port or cluster_id is None):
-            raise ValueError("a cluster node is one of the voters, on its controller port, with a cluster id")
+        if self.voters and self.voters.get(node_id) != controller_port:
+            raise ValueError(f"node {node_id} is not a voter on its controller port {controller_port}")
 
     @property
     def name(self) -> str:
@@ -137,6 +138,8 @@ class KafkaBroker:
             return
         tool = [*jvm, "-Dhearth.kafka.loglevel=WARN", "kafka.tools.StorageTool"]
         if self.voters:  # static voters in the config: every node is formatted alike, with the shared id
+            if self.cluster_id is None:
+                raise StartupError(f"{self.name}: a cluster node needs the cluster's id to be formatted")
             _run([*tool, "format", "-t", str(self.cluster_id), "-c", str(self.config_path)])
             return
         cluster_id = self.cluster_id or _run([*tool, "random-uuid"]).split()[-1]

@@ -71,7 +71,6 @@ class KafkaCluster:
                 heap=self.heap,
                 node_id=node_id,
                 voters=voters,
-                cluster_id=self._cluster_id(),
             )
             for node_id, controller_port in voters.items()
         ]
@@ -89,6 +88,7 @@ class KafkaCluster:
         )
 
     def _cluster_id(self) -> str:
+        """Made on first start and kept with the data: the nodes' formatted dirs are bound to it."""
         path = self.data_dir / "cluster-id"
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -111,6 +111,9 @@ class KafkaCluster:
         """One process per node (ports checked, configs written, dirs formatted once); not started.
 
         Each is healthy once its broker answers; ``wait_formed`` then waits for the whole cluster."""
+        cluster_id = self._cluster_id()
+        for node in self.nodes:
+            node.cluster_id = cluster_id
         return [node.process() for node in self.nodes]
 
     def wait_formed(self, timeout_s: float) -> None:

@@ -106,3 +106,17 @@ def test_services_are_told_the_replication_factor(tmp_path: Path) -> None:
     env = Services(settings, logs=tmp_path, data=tmp_path).env()
     assert env["HEARTH_KAFKA_REPLICATION_FACTOR"] == "3"
     assert env["HEARTH_KAFKA_BOOTSTRAP_SERVERS"] == "a:1,b:2,c:3"
+
+
+def test_a_home_keeps_the_kafka_it_was_made_with(tmp_path: Path) -> None:
+    LocalStack(home=tmp_path, brokers=3).check_kafka_shape()  # a new home: any shape
+    (tmp_path / "data" / "kafka").mkdir(parents=True)  # what a one-broker start leaves
+    LocalStack(home=tmp_path, brokers=1).check_kafka_shape()
+    with pytest.raises(StartupError, match="--brokers 1"):
+        LocalStack(home=tmp_path, brokers=3).check_kafka_shape()
+    other = tmp_path / "other"
+    for node in (1, 2, 3):
+        (other / "data" / "kafka-cluster" / f"node-{node}").mkdir(parents=True)
+    LocalStack(home=other, brokers=3).check_kafka_shape()
+    with pytest.raises(StartupError, match="--brokers 3"):
+        LocalStack(home=other, brokers=1).check_kafka_shape()

@@ -197,6 +197,7 @@ class LocalStack:
         """Start every part in order; on any failure stop what started and raise StartupError."""
         self.check_ports()
         self.home.mkdir(parents=True, exist_ok=True)
+        self.check_kafka_shape()
         try:
             self._start_kafka()
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
@@ -217,6 +218,19 @@ class LocalStack:
         except BaseException:
             self.stop()
             raise
+
+    def check_kafka_shape(self) -> None:
+        """One home, one journal: the views and the actor's state hold offsets of the Kafka they were
+        made from, so a home made with one broker is not started on a new cluster (or the other way)."""
+        made = {1} if (self.data / "kafka").exists() else set()
+        if nodes := len(list((self.data / "kafka-cluster").glob("node-*"))):
+            made.add(nodes)
+        if made and self.brokers not in made:
+            before = min(made)
+            raise StartupError(
+                f"{self.home} holds a stack made with --brokers {before}: its views follow that Kafka's "
+                f"journal. Start it with --brokers {before}, or use another --stack-dir for {self.brokers}."
+            )
 
     def _start_kafka(self, timeout_s: float = 90) -> None:
         """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""

@@ -11,6 +11,7 @@ from hearth.stack.kafka import KafkaBroker
 from hearth.stack.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
 from hearth.stack.local import LocalStack, Services, StackPorts
 from hearth.stack.process import StartupError
+from hearth_shared.kafka import _raise_topic_errors
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import Topics, min_insync_replicas
 
@@ -120,3 +121,9 @@ def test_a_home_keeps_the_kafka_it_was_made_with(tmp_path: Path) -> None:
     LocalStack(home=other, brokers=3).check_kafka_shape()
     with pytest.raises(StartupError, match="--brokers 3"):
         LocalStack(home=other, brokers=1).check_kafka_shape()
+
+
+def test_a_topic_the_broker_refused_is_an_error_and_one_that_exists_is_not() -> None:
+    _raise_topic_errors([("x.journal", 0, None), ("x.inbox", 36, "Topic 'x.inbox' already exists.")])
+    with pytest.raises(RuntimeError, match=r"x.journal: 38 Replication factor: 3 larger than available"):
+        _raise_topic_errors([("x.journal", 38, "Replication factor: 3 larger than available brokers: 1.")])

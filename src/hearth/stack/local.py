@@ -141,7 +141,7 @@ class LocalStack:
     analytics: bool = True
     report: Callable[[str], None] = print
     parts: list[ManagedProcess] = field(default_factory=list)
-    kafka_parts: list[ManagedProcess] = field(default_factory=list)
+    kafka_parts: list[ManagedProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
@@ -232,8 +232,9 @@ class LocalStack:
                 f"journal. Start it with --brokers {before}, or use another --stack-dir for {self.brokers}."
             )
 
-    def _start_kafka(self, timeout_s: float = 90) -> None:
+    def _start_kafka(self) -> None:
         """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""
+        timeout_s = 90.0 if self.brokers == 1 else 150.0  # 3 JVMs starting at once on 2 cores
         self.kafka_parts = nodes = self.kafka.processes()
         for part in nodes:
             self.report(f"starting {part.name} ...")
@@ -255,9 +256,9 @@ class LocalStack:
         return next((p for p in self.parts if not p.running), None)
 
     def stop(self) -> None:
-        kafka = [part for part in self.parts if part in self.kafka_parts]
+        kafka = [part for part in self.parts if any(part is node for node in self.kafka_parts)]
         for part in reversed(self.parts):
-            if part not in kafka:
+            if not any(part is node for node in kafka):
                 self.report(f"stopping {part.name} ...")
                 part.stop()
         if kafka:  # the last: every service uses it; its nodes together (see stop_together)

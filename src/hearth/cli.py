@@ -58,8 +58,8 @@ def up(
         int,
         typer.Option(
             min=1,
-            help="Kafka nodes: 1, or 3 (or more) for a KRaft cluster whose topics get 3 replicas "
-            "(min.insync.replicas 2); node i (from 0) listens on --kafka-port + 2i and "
+            help="Kafka nodes: 1, or 3 (or more) for a KRaft cluster whose topics get a replica on every "
+            "node (min.insync.replicas 2); node i (from 0) listens on --kafka-port + 2i and "
             "--kafka-controller-port + 2i",
         ),
     ] = 1,

@@ -54,14 +54,32 @@ def up(
     analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
     demo_thermostats: int = 3,
     demo_locks: int = 2,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Kafka nodes: 1, or 3 (or more) for a KRaft cluster whose topics get a replica on every "
+            "node (min.insync.replicas 2); node i (from 0) listens on --kafka-port + 2i and "
+            "--kafka-controller-port + 2i",
+        ),
+    ] = 1,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C (or `hearth down`)."""
     ports = StackPorts(
         kafka_port, kafka_controller_port, postgres_port, redis_port, command_api_port, query_api_port
     )
-    stack = LocalStack(
-        home=home, ports=ports, simulate=simulate, report=lambda m: console.print(f"[dim]{m}[/]")
-    )
+    try:
+        stack = LocalStack(
+            home=home,
+            ports=ports,
+            brokers=brokers,
+            simulate=simulate,
+            analytics=analytics,
+            report=lambda m: console.print(f"[dim]{m}[/]"),
+        )
+    except StartupError as exc:  # e.g. --brokers 2, or cluster ports that overlap
+        console.print(f"[red bold]Hearth could not start:[/] {exc}")
+        raise typer.Exit(1) from exc
     pid_file = stack.home / "up.pid"
     if pid_file.exists() and _alive(int(pid_file.read_text())):
         console.print(f"[red]A stack is already running from {stack.home} (pid {pid_file.read_text()}).[/]")

@@ -33,19 +33,28 @@ PRODUCER_SETTINGS: dict[str, Any] = {
 
 
 async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> None:
-    """Create the topics that do not exist yet, with their partition counts and configs."""
+    """Create the topics that do not exist yet, with their partition counts, replicas and configs.
+
+    A topic that exists already is left as it is (its replication factor is not changed here).
+    """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=30_000)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         new = [
-            NewTopic(name=s.name, num_partitions=s.partitions, replication_factor=1, topic_configs=s.config)
+            NewTopic(
+                name=s.name,
+                num_partitions=s.partitions,
+                replication_factor=s.replication_factor,
+                topic_configs=s.config,
+            )
             for s in specs
             if s.name not in existing
         ]
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
+                response = await admin.create_topics(new)
+                _raise_topic_errors(response.topic_errors)
             # Metadata reaches every client a moment after creation; wait until it is visible.
             for _ in range(100):
                 if {t.name for t in new} <= set(await admin.list_topics()):
@@ -53,6 +62,18 @@ async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> N
                 await asyncio.sleep(0.05)
     finally:
         await admin.close()
+
+
+def _raise_topic_errors(topic_errors: Iterable[Any]) -> None:
+    """CreateTopics answers per topic; aiokafka returns the codes rather than raising them. A topic that
+    another client created meanwhile is fine; anything else (e.g. more replicas than live brokers) is not."""
+    failed = [
+        f"{name}: {error_code} {rest[0] if rest and rest[0] else ''}".strip()
+        for name, error_code, *rest in topic_errors
+        if error_code not in (0, TopicAlreadyExistsError.errno)
+    ]
+    if failed:
+        raise RuntimeError(f"Kafka refused to create topics: {'; '.join(failed)}")
 
 
 async def topic_partitions(

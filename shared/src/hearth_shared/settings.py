@@ -15,6 +15,12 @@ class StackSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HEARTH_", extra="ignore", frozen=True)
 
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_replication_factor: int = Field(
+        1,
+        ge=1,
+        description="Replicas of every topic Hearth creates (its own and faust's changelogs); 3 on a "
+        "3-broker cluster, with min.insync.replicas 2",
+    )
     topic_prefix: str = "hearth"
     postgres_dsn: str = "postgresql+psycopg://hearth@127.0.0.1:5432/hearth"
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -22,4 +28,4 @@ class StackSettings(BaseSettings):
 
     @property
     def topics(self) -> Topics:
-        return Topics(self.topic_prefix)
+        return Topics(self.topic_prefix, self.kafka_replication_factor)

@@ -2,6 +2,12 @@
 
 Topics are created explicitly (never auto-created by the broker) so that the journal, the inbox and the
 device actor's changelog stay co-partitioned by device_id.
+
+Replication: every topic gets ``replication_factor`` replicas (``HEARTH_KAFKA_REPLICATION_FACTOR``: 1 on
+one broker, 3 on the local 3-broker cluster) and ``min.insync.replicas`` of ``min_insync_replicas``: with
+3 replicas, 2. Producers use acks=all, so a record the broker acknowledged is on two brokers, and one
+broker may be down without stopping writes; with two down, writes stop (NotEnoughReplicas) rather than
+keep a record on one disk only.
 """
 
 from __future__ import annotations
@@ -12,11 +18,24 @@ PARTITIONS = 12  # journal, inbox and device-bound commands: all keyed by device
 FOREVER = "-1"
 
 
+def min_insync_replicas(replication_factor: int) -> int:
+    """How many replicas must have a record before acks=all succeeds: 2 once there are 2 or more."""
+    if replication_factor < 1:
+        raise ValueError(f"replication factor must be at least 1, not {replication_factor}")
+    return min(replication_factor, 2)
+
+
+def replica_config(replication_factor: int) -> dict[str, str]:
+    """The topic config that goes with a replication factor (also for faust's changelog topics)."""
+    return {"min.insync.replicas": str(min_insync_replicas(replication_factor))}
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
+    replication_factor: int = 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +43,7 @@ class Topics:
     """Topic names under one prefix (tests use a prefix each, so they never share a topic)."""
 
     prefix: str = "hearth"
+    replication_factor: int = 1
 
     @property
     def journal(self) -> str:
@@ -56,13 +76,15 @@ class Topics:
         return f"{self.prefix}.dead-letters"
 
     def specs(self) -> list[TopicSpec]:
-        keep = {"retention.ms": FOREVER, "min.insync.replicas": "1"}
+        keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
+        week = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+        rf, replicas = self.replication_factor, replica_config(self.replication_factor)
         return [
-            TopicSpec(self.journal, PARTITIONS, keep),
-            TopicSpec(self.inbox, PARTITIONS, keep),
-            TopicSpec(self.device_commands, PARTITIONS, {"retention.ms": str(7 * 24 * 3600 * 1000)}),
-            TopicSpec(self.models, 1, compact),
-            TopicSpec(self.rollups, 6, compact),
-            TopicSpec(self.dead_letters, 1, keep),
+            TopicSpec(self.journal, PARTITIONS, keep | replicas, rf),
+            TopicSpec(self.inbox, PARTITIONS, keep | replicas, rf),
+            TopicSpec(self.device_commands, PARTITIONS, week | replicas, rf),
+            TopicSpec(self.models, 1, compact | replicas, rf),
+            TopicSpec(self.rollups, 6, compact | replicas, rf),
+            TopicSpec(self.dead_letters, 1, keep | replicas, rf),
         ]

@@ -1,8 +1,10 @@
 """A real Apache Kafka broker for the local stack, run from the jars on Maven Central (no Docker).
 
 ``ensure_kafka_jars`` resolves the broker's classpath once with Maven into ``.hearth/kafka/<version>/libs``;
-``KafkaBroker`` writes a single-node KRaft configuration (broker and controller in one JVM), formats its
-log dir the first time and returns the ``ManagedProcess`` that runs it.
+``KafkaBroker`` writes a KRaft configuration (broker and controller in one JVM), formats its log dir the
+first time and returns the ``ManagedProcess`` that runs it. Alone it is a single-node cluster (a
+dynamic quorum of itself); given ``voters`` it is one node of a cluster whose controller quorum is
+those nodes (static voters, see kafka_cluster.py), and internal topics get replicas on every voter.
 """
 
 from __future__ import annotations
@@ -10,14 +12,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from hearth.stack.kafka_probe import kafka_answers
 from hearth.stack.process import ManagedProcess, StartupError, free_port, require_free_port
+from hearth_shared.topics import min_insync_replicas
 
 KAFKA_VERSION = "4.4.0"
 
@@ -60,59 +63,15 @@ def ensure_kafka_jars(root: Path = DEFAULT_ROOT) -> Path:
     return libs
 
 
-def kafka_answers(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bool:
-    """True when a Kafka broker on host:port answers a Metadata request and lists itself as a live broker.
-
-    Speaks the wire protocol directly (Metadata v4, no topics), so it is a plain blocking call that works
-    inside or outside an event loop.
-    """
-    client_id = b"hearth-health"
-    request = struct.pack(">hhih", 3, 4, 1, len(client_id)) + client_id + struct.pack(">ib", 0, 0)
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(struct.pack(">i", len(request)) + request)
-            (size,) = struct.unpack(">i", _read(sock, 4))
-            if not 12 <= size <= 1 << 20:  # not a Kafka reply (another server on the port)
-                return False
-            body = _read(sock, size)
-    except OSError:
-        return False
-    try:
-        return _lists_broker(body, port)
-    except struct.error:  # a reply too short to be Metadata v4: not (yet) a Kafka broker
-        return False
-
-
-def _lists_broker(body: bytes, port: int) -> bool:
-    """Whether a Metadata v4 response (after its size) answers our request and lists a broker on port."""
-    # correlation_id, throttle_time_ms, then the brokers: [node_id, host, port, rack]
-    correlation_id, _throttle, brokers = struct.unpack_from(">iii", body)
-    if correlation_id != 1:
-        return False
-    at = 12
-    for _ in range(brokers):
-        at += 4
-        (host_len,) = struct.unpack_from(">h", body, at)
-        at += 2 + host_len
-        (broker_port, rack_len) = struct.unpack_from(">ih", body, at)
-        at += 6 + max(rack_len, 0)
-        if broker_port == port:
-            return True
-    return False
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        data += chunk
-    return data
-
-
 class KafkaBroker:
-    """A single-node KRaft Kafka (broker and controller in one JVM) keeping its data in ``data_dir``."""
+    """One KRaft node (broker and controller in one JVM) keeping its data in ``data_dir``.
+
+    Without ``voters`` it is the whole cluster (node 1, the only voter, formatted ``--standalone``).
+    With ``voters`` (node id -> controller port of every node) it is node ``node_id`` of that cluster,
+    formatted with the shared ``cluster_id`` (set by the time it starts); internal topics (consumer
+    offsets, transaction state) get one replica per voter and ``min_insync_replicas`` of them must have
+    a write.
+    """
 
     def __init__(
         self,
@@ -122,25 +81,46 @@ class KafkaBroker:
         controller_port: int = 9093,
         log_dir: Path,
         heap: str = "512m",
+        node_id: int = 1,
+        voters: dict[int, int] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.port = port
         self.controller_port = controller_port
         self.log_dir = log_dir
         self.heap = heap
+        self.node_id = node_id
+        self.voters = dict(voters or {})
+        self.cluster_id = cluster_id
+        if self.voters and self.voters.get(node_id) != controller_port:
+            raise ValueError(f"node {node_id} is not a voter on its controller port {controller_port}")
+
+    @property
+    def name(self) -> str:
+        return f"kafka-{self.node_id}" if self.voters else "kafka"
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def replication_factor(self) -> int:
+        """Replicas the internal topics get: one per node of the cluster."""
+        return max(1, len(self.voters))
+
+    @property
     def config_path(self) -> Path:
         return self.data_dir / "server.properties"
 
+    def processes(self) -> list[ManagedProcess]:
+        """The same interface as ``KafkaCluster``: the processes to start, in order (here: one)."""
+        return [self.process()]
+
     def process(self) -> ManagedProcess:
         """Check the ports, fetch the jars if needed, write the config, format once; not started yet."""
-        require_free_port("Kafka", self.port)
-        require_free_port("Kafka controller", self.controller_port)
+        require_free_port(self.name.capitalize(), self.port)
+        require_free_port(f"{self.name.capitalize()} controller", self.controller_port)
         java = shutil.which("java")
         if java is None:
             raise StartupError("Kafka: `java` (a JDK or JRE 17 or newer) is needed to run the broker.")
@@ -157,24 +137,43 @@ class KafkaBroker:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
         tool = [*jvm, "-Dhearth.kafka.loglevel=WARN", "kafka.tools.StorageTool"]
-        cluster_id = _run([*tool, "random-uuid"]).split()[-1]
+        if self.voters:  # static voters in the config: every node is formatted alike, with the shared id
+            if self.cluster_id is None:
+                raise StartupError(f"{self.name}: a cluster node needs the cluster's id to be formatted")
+            _run([*tool, "format", "-t", str(self.cluster_id), "-c", str(self.config_path)])
+            return
+        cluster_id = self.cluster_id or _run([*tool, "random-uuid"]).split()[-1]
         _run([*tool, "format", "-t", cluster_id, "-c", str(self.config_path), "--standalone"])
 
     def _managed(self, jvm: list[str]) -> ManagedProcess:
         return ManagedProcess(
-            name="kafka",
+            name=self.name,
             argv=[*jvm, "kafka.Kafka", str(self.config_path)],
-            log_path=self.log_dir / "kafka.log",
+            log_path=self.log_dir / f"{self.name}.log",
             healthy=lambda: kafka_answers(self.port),
             cwd=self.data_dir,
             url=f"kafka://{self.bootstrap}",
         )
 
+    def _quorum(self) -> dict[str, str]:
+        if not self.voters:
+            return {"controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}"}
+        voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in sorted(self.voters.items()))
+        return {
+            "controller.quorum.voters": voters,
+            # A killed node is fenced (its partitions move to the other leaders) after this much silence;
+            # the default 9 s would stall writes to its partitions for that long.
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
+        }
+
     def _server_properties(self) -> str:
+        rf = str(self.replication_factor)
+        min_isr = str(min_insync_replicas(self.replication_factor))
         settings = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            **self._quorum(),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -184,13 +183,16 @@ class KafkaBroker:
             # Topics are created explicitly by ensure_topics, never on first use.
             "auto.create.topics.enable": "false",
             "num.partitions": "12",
-            # One node: every internal topic has one replica.
-            "default.replication.factor": "1",
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            # Internal topics on every node; a write needs min.insync.replicas of them (one node alone).
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            # A replica that lost its data must never become leader (it would drop acknowledged records).
+            "unclean.leader.election.enable": "false",
             # Fewer internal partitions than the default 50: faster first group join, fewer files.
             "offsets.topic.num.partitions": "12",
             "transaction.state.log.num.partitions": "12",
@@ -253,7 +255,7 @@ def ensure_class_archive(java: str, libs: Path) -> Path | None:
     return archive
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: Sequence[str]) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not done.stdout.strip():
         raise StartupError(

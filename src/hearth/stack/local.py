@@ -3,6 +3,10 @@
 Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
 the token secret in ``secret``. Parts start in dependency order, each waits for its health check, and
 stop in reverse order. Data survives restarts.
+
+Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a cluster of ``brokers`` nodes
+(``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
+together (none is healthy before a controller quorum forms) and whose topics get one replica per node.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from hearth.stack.kafka import KafkaBroker
+from hearth.stack.kafka_cluster import KafkaCluster, stop_together
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
@@ -83,6 +88,7 @@ class Services:
         s = self.settings
         return {
             "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
+            "HEARTH_KAFKA_REPLICATION_FACTOR": str(s.kafka_replication_factor),
             "HEARTH_TOPIC_PREFIX": s.topic_prefix,
             "HEARTH_POSTGRES_DSN": s.postgres_dsn,
             "HEARTH_REDIS_URL": s.redis_url,
@@ -130,20 +136,32 @@ class LocalStack:
     home: Path = DEFAULT_HOME
     ports: StackPorts = field(default_factory=StackPorts)
     topic_prefix: str = "hearth"
+    brokers: int = 1
     simulate: bool = True
     analytics: bool = True
     report: Callable[[str], None] = print
     parts: list[ManagedProcess] = field(default_factory=list)
+    kafka_parts: list[ManagedProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
         self.logs = self.home / "logs"
         self.data = self.home / "data"
-        self.kafka = KafkaBroker(
-            data_dir=self.data / "kafka",
-            port=self.ports.kafka,
-            controller_port=self.ports.kafka_controller,
-            log_dir=self.logs,
+        self.kafka: KafkaBroker | KafkaCluster = (
+            KafkaBroker(
+                data_dir=self.data / "kafka",
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+                log_dir=self.logs,
+            )
+            if self.brokers == 1
+            else KafkaCluster.spread(
+                data_dir=self.data / "kafka-cluster",
+                log_dir=self.logs,
+                nodes=self.brokers,
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+            )
         )
         self.postgres = PostgresServer(
             data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
@@ -154,6 +172,7 @@ class LocalStack:
     def settings(self) -> StackSettings:
         return StackSettings(
             kafka_bootstrap_servers=self.kafka.bootstrap,
+            kafka_replication_factor=self.kafka.replication_factor,
             topic_prefix=self.topic_prefix,
             postgres_dsn=self.postgres.dsn,
             redis_url=self.redis.url,
@@ -161,15 +180,26 @@ class LocalStack:
         )
 
     def check_ports(self) -> None:
-        for name, port in vars(self.ports).items():
-            require_free_port(name.replace("_", " "), port)
+        named = {name.replace("_", " "): port for name, port in vars(self.ports).items()}
+        if isinstance(self.kafka, KafkaCluster):  # node 1 has the kafka ports, the others the next ones
+            del named["kafka"], named["kafka controller"]
+            for node in self.kafka.nodes:
+                named |= {node.name: node.port, f"{node.name} controller": node.controller_port}
+        by_port: dict[int, list[str]] = {}
+        for name, port in named.items():
+            by_port.setdefault(port, []).append(name)
+        if clashes := {port: names for port, names in by_port.items() if len(names) > 1}:
+            raise StartupError(f"these parts would share a port: {clashes} (see `hearth up --help`)")
+        for name, port in named.items():
+            require_free_port(name, port)
 
     def start(self) -> None:
         """Start every part in order; on any failure stop what started and raise StartupError."""
         self.check_ports()
         self.home.mkdir(parents=True, exist_ok=True)
+        self.check_kafka_shape()
         try:
-            self._start(self.kafka.process(), timeout_s=90)
+            self._start_kafka()
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
             self.postgres.init()
             self._start(self.postgres.process(), timeout_s=30)
@@ -189,6 +219,32 @@ class LocalStack:
             self.stop()
             raise
 
+    def check_kafka_shape(self) -> None:
+        """One home, one journal: the views and the actor's state hold offsets of the Kafka they were
+        made from, so a home made with one broker is not started on a new cluster (or the other way)."""
+        made = {1} if (self.data / "kafka").exists() else set()
+        if nodes := len(list((self.data / "kafka-cluster").glob("node-*"))):
+            made.add(nodes)
+        if made and self.brokers not in made:
+            before = min(made)
+            raise StartupError(
+                f"{self.home} holds a stack made with --brokers {before}: its views follow that Kafka's "
+                f"journal. Start it with --brokers {before}, or use another --stack-dir for {self.brokers}."
+            )
+
+    def _start_kafka(self) -> None:
+        """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""
+        timeout_s = 90.0 if self.brokers == 1 else 150.0  # 3 JVMs starting at once on 2 cores
+        self.kafka_parts = nodes = self.kafka.processes()
+        for part in nodes:
+            self.report(f"starting {part.name} ...")
+            part.start()
+            self.parts.append(part)
+        for part in nodes:
+            part.wait_healthy(timeout_s)
+        if isinstance(self.kafka, KafkaCluster):
+            self.kafka.wait_formed(timeout_s)
+
     def _start(self, part: ManagedProcess, *, timeout_s: float) -> None:
         self.report(f"starting {part.name} ...")
         part.start()
@@ -200,9 +256,14 @@ class LocalStack:
         return next((p for p in self.parts if not p.running), None)
 
     def stop(self) -> None:
+        kafka = [part for part in self.parts if any(part is node for node in self.kafka_parts)]
         for part in reversed(self.parts):
-            self.report(f"stopping {part.name} ...")
-            part.stop()
+            if not any(part is node for node in kafka):
+                self.report(f"stopping {part.name} ...")
+                part.stop()
+        if kafka:  # the last: every service uses it; its nodes together (see stop_together)
+            self.report(f"stopping {', '.join(part.name for part in kafka)} ...")
+            stop_together(kafka)
         self.parts.clear()
 
 

@@ -27,7 +27,7 @@ from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
 from hearth_shared.kafka import DeadLetters, KafkaJournal, partition_of, send_batched
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.topics import PARTITIONS, replica_config
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,7 @@ def make_app(
         store="memory://",
         datadir=settings.data_dir,
         topic_partitions=PARTITIONS,
+        topic_replication_factor=stack.kafka_replication_factor,  # the twins changelog faust creates
         topic_allow_declare=True,
         topic_disable_leader=True,
         web_enabled=False,
@@ -120,7 +121,15 @@ def make_app(
     )
 
     twins = app.tables.add(
-        TwinTable(app, name="twins", default=None, partitions=PARTITIONS, key_type=bytes, value_type=bytes)
+        TwinTable(
+            app,
+            name="twins",
+            default=None,
+            partitions=PARTITIONS,
+            key_type=bytes,
+            value_type=bytes,
+            extra_topic_configs=replica_config(stack.kafka_replication_factor),
+        )
     )
     actors = DeviceActors(twins, KafkaOutbox(journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()

@@ -170,4 +170,4 @@ def _print_status(current: StackStatus, running: bool) -> None:
         ready = f"{p.healthy_after_s:.1f} s" if p.healthy_after_s is not None else "-"
         pid = str(p.pid) if p.pid else "-"
         table.add_row(p.name, p.state, health, pid, str(p.restarts), p.last_exit or "-", ready, p.note)
-    Console(soft_wrap=True).print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: no wrapping at 80

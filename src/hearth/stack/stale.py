@@ -73,12 +73,9 @@ def stop_orphans(home: Path, report: Callable[[str], None], grace_s: float = 20.
         _signal_group(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     for process in orphans.values():
-        try:
+        with contextlib.suppress(psutil.Error):
             process.wait(max(0.0, deadline - time.monotonic()))
-        except psutil.TimeoutExpired:
-            _signal_group(process.pid, signal.SIGKILL)
-        except psutil.Error:
-            pass
+        _signal_group(process.pid, signal.SIGKILL)  # whatever of its group outlived the grace period
     return list(orphans)
 
 

@@ -205,3 +205,28 @@ def test_unhealthy_is_reported_without_a_restart(tmp_path: Path) -> None:
     assert state(supervisor, "query-api").health == "unhealthy"
     assert "query-api is unhealthy" in lines
     assert len(fleet.runs["query-api"]) == 1
+
+
+def test_a_start_that_raises_is_a_crash_and_supervision_goes_on(tmp_path: Path) -> None:
+    fleet, clock, lines = Fleet(tmp_path), FakeClock(), []
+    spec = fleet.spec("redis")
+    broken = {"on": False}
+
+    def make() -> FakeProcess:
+        if broken["on"]:
+            raise OSError("port 6379 is taken")
+        return spec.make()  # type: ignore[return-value]
+
+    supervisor = Supervisor(
+        [PartSpec("redis", make, 10), fleet.spec("api")], policy=POLICY, clock=clock, report=lines.append
+    )
+    supervisor.start_all()
+    broken["on"] = True
+    fleet.current("redis").code = -9
+    run_for(supervisor, clock, 2)
+    redis = state(supervisor, "redis")
+    assert (redis.state, redis.last_exit) == ("backoff", "could not start: port 6379 is taken")
+    broken["on"] = False
+    run_for(supervisor, clock, 5)
+    assert state(supervisor, "redis").state == "running"
+    assert state(supervisor, "api").state == "running"

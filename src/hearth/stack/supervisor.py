@@ -153,15 +153,23 @@ class Supervisor:
     def tick(self) -> None:
         """One pass over the parts: notice exits, finish starts, restart those whose backoff is over."""
         for part in self._parts.values():
-            state = part.status.state
-            if state in ("starting", "running"):
-                self._check_running(part)
-            elif state in ("backoff", "waiting") and self.clock.now() >= part.retry_at:
-                if self._dependencies_healthy(part):
-                    self._launch(part)
-                elif state != "waiting":
-                    waiting_for = [d for d in part.spec.depends_on if not self._healthy(d)]
-                    self._set(part, state="waiting", note=f"waiting for {', '.join(waiting_for)}")
+            try:
+                self._tick(part)
+            except Exception as exc:  # one part's trouble must not end the supervision of the others
+                self.report(f"supervising {part.spec.name} failed: {type(exc).__name__}: {exc}")
+                part.retry_at = self.clock.now() + self.policy.max_backoff_s
+                self._set(part, state="backoff", health="down", last_exit=f"supervisor error: {exc}")
+
+    def _tick(self, part: _Part) -> None:
+        state = part.status.state
+        if state in ("starting", "running"):
+            self._check_running(part)
+        elif state in ("backoff", "waiting") and self.clock.now() >= part.retry_at:
+            if self._dependencies_healthy(part):
+                self._launch(part)
+            elif state != "waiting":
+                waiting_for = [d for d in part.spec.depends_on if not self._healthy(d)]
+                self._set(part, state="waiting", note=f"waiting for {', '.join(waiting_for)}")
 
     def snapshot(self) -> list[PartStatus]:
         with self._lock:
@@ -184,7 +192,7 @@ class Supervisor:
         try:
             part.child = part.spec.make()
             part.child.start()
-        except StartupError as exc:
+        except Exception as exc:  # StartupError (e.g. its port is taken), or the OS refusing the process
             part.child = None
             self._crashed(part, f"could not start: {exc}")
             return

@@ -34,7 +34,7 @@ from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings
 from tests.device_link import DeviceLink
 
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1500)]
 
 KILLED = ["device-actor", "projector", "command-api", "query-api", "redis", "postgres"]
 DEVICES = 6

@@ -45,6 +45,7 @@ class RestartPolicy:
     window_s: float = 300.0
     stable_after_s: float = 60.0  # a run this long resets the backoff
     health_interval_s: float = 2.0  # how often a running part's health is probed
+    start_timeout_factor: float = 1.0  # scales every part's start timeout (a machine known to be busy)
 
 
 class Clock(Protocol):
@@ -232,9 +233,9 @@ class Supervisor:
             took = self.clock.now() - part.started_at
             self.report(f"{part.spec.name} is healthy ({took:.1f} s)")
             self._set(part, state="running", health="healthy", healthy_after_s=round(took, 2))
-        elif self.clock.now() - part.started_at > part.spec.start_timeout_s:
+        elif self.clock.now() - part.started_at > (limit := self._start_timeout(part)):
             part.child.stop()
-            why = f"not healthy within {part.spec.start_timeout_s:.0f} s"
+            why = f"not healthy within {limit:.0f} s"
             self._crashed(part, why)
 
     def _crashed(self, part: _Part, why: str) -> None:
@@ -263,6 +264,9 @@ class Supervisor:
         self._set(part, state="backoff", health="down", last_exit=why, pid=None, note="")
 
     # -- helpers --------------------------------------------------------------------------------------
+
+    def _start_timeout(self, part: _Part) -> float:
+        return part.spec.start_timeout_s * self.policy.start_timeout_factor
 
     def _probe(self, child: Child) -> bool:
         try:

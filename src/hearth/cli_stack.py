@@ -26,6 +26,7 @@ from rich.table import Table
 from hearth.stack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError
 from hearth.stack.stale import UP_PID, running_supervisor, same_process, stop_orphans
 from hearth.stack.status import StackStatus, read_status, status_path
+from hearth.stack.supervisor import RestartPolicy
 from hearth_shared.auth import create_token
 
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
@@ -48,6 +49,9 @@ def up(
     analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
     demo_thermostats: int = 3,
     demo_locks: int = 2,
+    start_timeout_factor: Annotated[
+        float, typer.Option(help="Multiply every part's start timeout (a slow or busy machine)")
+    ] = 1.0,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C (or `hearth down`); parts that die are
     restarted with backoff (see `hearth status`)."""
@@ -59,6 +63,7 @@ def up(
         ports=ports,
         simulate=simulate,
         analytics=analytics,
+        policy=RestartPolicy(start_timeout_factor=start_timeout_factor),
         report=lambda m: console.print(f"[dim]{m}[/]", highlight=False),
     )
     if (pid := running_supervisor(stack.home)) is not None:

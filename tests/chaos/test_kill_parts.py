@@ -161,7 +161,7 @@ async def read_journal(settings: StackSettings) -> list[Any]:
         await consumer.seek_to_beginning(*tps)
         end = await consumer.end_offsets(tps)
         events = []
-        while any(await consumer.position(tp) < end[tp] for tp in tps):
+        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 events += [decode_event(r.value) for r in records]
         return events

@@ -133,7 +133,7 @@ async def kill_and_recover(
     restarts = next(p.restarts for p in stack.supervisor.snapshot() if p.name == name)
     victim = stack.supervisor.child(name)
     assert victim is not None and victim.pid is not None
-    killed_at = time.monotonic()
+    killed_at, killed_wall = time.monotonic(), time.strftime("%H:%M:%S", time.gmtime())
     os.kill(victim.pid, signal.SIGKILL)
     await healthy_again(stack, name, restarts)
     healthy_s = time.monotonic() - killed_at
@@ -146,6 +146,7 @@ async def kill_and_recover(
     return {
         "part": name,
         "pid": victim.pid,
+        "killed_at": killed_wall,
         "healthy_s": round(healthy_s, 2),
         "converged_s": round(converged_s, 2),
     }
@@ -170,16 +171,32 @@ async def read_journal(settings: StackSettings) -> list[Any]:
 
 
 def journal_faults(events: list[Any]) -> dict[str, Any]:
-    """Per device: versions that are not exactly 1..N in order, repeated event ids, doubled requests."""
+    """Per device: versions that are not exactly 1..N in order; records appended again (a repeated
+    event id, listed with when they were recorded); commands requested twice (distinct facts)."""
     versions: dict[str, list[int]] = defaultdict(list)
     for e in events:
         versions[e.device_id].append(e.version)
     ids = Counter(e.event_id for e in events)
-    requested = Counter(e.correlation_id for e in events if isinstance(e, CommandRequested))
+    requested: dict[Any, set[Any]] = defaultdict(set)
+    for e in events:
+        if isinstance(e, CommandRequested):
+            requested[e.correlation_id].add(e.event_id)
+    repeated = {e.event_id: e for e in events if ids[e.event_id] > 1}
     return {
+        "records": len(events),
         "devices_out_of_order": sorted(d for d, v in versions.items() if v != list(range(1, len(v) + 1))),
         "repeated_event_ids": sum(n - 1 for n in ids.values() if n > 1),
-        "doubled_requests": sum(n - 1 for n in requested.values() if n > 1),
+        "repeated": [
+            {
+                "device_id": e.device_id,
+                "version": e.version,
+                "type": type(e).__name__,
+                "recorded_at": e.recorded_at.isoformat(),
+                "times": ids[e.event_id],
+            }
+            for e in repeated.values()
+        ],
+        "doubled_requests": sum(1 for facts in requested.values() if len(facts) > 1),
     }
 
 
@@ -261,5 +278,6 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
     }, indent=1) + "\n")  # fmt: skip
 
     assert (lost, doubled, stuck) == ([], [], []), f"lost {lost}, doubled {doubled}, stuck {stuck}"
-    assert journal == {"devices_out_of_order": [], "repeated_event_ids": 0, "doubled_requests": 0}
+    faults = {k: journal[k] for k in ("devices_out_of_order", "repeated_event_ids", "doubled_requests")}
+    assert faults == {"devices_out_of_order": [], "repeated_event_ids": 0, "doubled_requests": 0}, journal
     assert differences == 0, verified.counts

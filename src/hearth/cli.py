@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,8 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hearth.stack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError, token_secret
-from hearth.stack.process import tail
+from hearth import cli_stack
+from hearth.stack.local import DEFAULT_HOME, token_secret
 from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
 
@@ -38,134 +36,11 @@ console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to
 Home = Annotated[
     Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
 ]
-DEMO_HOME = "demo"
 
 
-@app.command()
-def up(
-    home: Home = DEFAULT_HOME,
-    kafka_port: int = 9092,
-    kafka_controller_port: int = 9093,
-    postgres_port: int = 5432,
-    redis_port: int = 6379,
-    command_api_port: int = 8000,
-    query_api_port: int = 8001,
-    simulate: Annotated[bool, typer.Option(help="Run the fleet simulator with a demo home")] = True,
-    analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
-    demo_thermostats: int = 3,
-    demo_locks: int = 2,
-    brokers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Kafka nodes: 1, or 3 (or more) for a KRaft cluster whose topics get a replica on every "
-            "node (min.insync.replicas 2); node i (from 0) listens on --kafka-port + 2i and "
-            "--kafka-controller-port + 2i",
-        ),
-    ] = 1,
-) -> None:
-    """Run the whole local stack in the foreground until Ctrl-C (or `hearth down`)."""
-    ports = StackPorts(
-        kafka_port, kafka_controller_port, postgres_port, redis_port, command_api_port, query_api_port
-    )
-    try:
-        stack = LocalStack(
-            home=home,
-            ports=ports,
-            brokers=brokers,
-            simulate=simulate,
-            analytics=analytics,
-            report=lambda m: console.print(f"[dim]{m}[/]"),
-        )
-    except StartupError as exc:  # e.g. --brokers 2, or cluster ports that overlap
-        console.print(f"[red bold]Hearth could not start:[/] {exc}")
-        raise typer.Exit(1) from exc
-    pid_file = stack.home / "up.pid"
-    if pid_file.exists() and _alive(int(pid_file.read_text())):
-        console.print(f"[red]A stack is already running from {stack.home} (pid {pid_file.read_text()}).[/]")
-        raise typer.Exit(1)
-    stopping = False
-
-    def request_stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    try:
-        stack.start()
-    except StartupError as exc:
-        console.print(f"[red bold]Hearth could not start:[/] {exc}")
-        raise typer.Exit(1) from exc
-    stack.home.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(str(os.getpid()))
-    try:
-        secret = stack.settings.token_secret
-        admin, demo = create_token(secret, admin=True), create_token(secret, home_id=DEMO_HOME)
-        api = f"http://127.0.0.1:{ports.command_api}"
-        if simulate:
-            from hearth.simulator.fleet import register_fleet
-
-            asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_thermostats, demo_locks))
-        _print_started(stack, admin, demo)
-        while not stopping:
-            failed = stack.failed()
-            if failed is not None:
-                console.print(
-                    f"[red bold]{failed.name} stopped unexpectedly[/]; its log ({failed.log_path}):"
-                )
-                console.print(tail(failed.log_path))
-                break
-            time.sleep(0.5)
-    finally:
-        console.print("[bold]Stopping Hearth...[/]")
-        stack.stop()
-        pid_file.unlink(missing_ok=True)
-        console.print("[green]Stopped.[/]")
-    if not stopping:
-        raise typer.Exit(1)
-
-
-def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
-    table = Table(title="Hearth is running", show_lines=False)
-    table.add_column("part")
-    table.add_column("where")
-    table.add_column("log")
-    for part in stack.parts:
-        table.add_row(part.name, part.url or "-", str(part.log_path))
-    console.print(table)
-    query = f"http://127.0.0.1:{stack.ports.query_api}"
-    console.print(f"Live home page:  [bold]{query}/?token={demo}[/]")
-    console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
-    console.print(f"Query API:       {query}/docs")
-    console.print(f"Admin token:     [bold]{admin}[/]")
-    console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}')")
-    console.print("Stop with Ctrl-C or `hearth down`.")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-@app.command()
-def down(home: Home = DEFAULT_HOME, timeout_s: float = 60.0) -> None:
-    """Stop a stack started by `hearth up` (it shuts every part down cleanly)."""
-    pid_file = home.resolve() / "up.pid"
-    if not pid_file.exists() or not _alive(pid := int(pid_file.read_text())):
-        console.print("No running stack found.")
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(pid):
-        console.print(f"[red]The stack (pid {pid}) did not stop within {timeout_s:.0f} s.[/]")
-        raise typer.Exit(1)
-    console.print("[green]Stopped.[/]")
+app.command("up")(cli_stack.up)
+app.command("down")(cli_stack.down)
+app.command("status")(cli_stack.status)
 
 
 @app.command()

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
-PROBED = {"kafka", "postgres", "redis", "spark-master", "spark-worker", "command-api", "query-api"}
+ONE_SHOT = {"init"}  # runs to completion; everything else runs for good
+LONG_RUNNING = sorted(set(SERVICES) - ONE_SHOT)
+RESTARTING = {"always", "unless-stopped", "on-failure"}
 PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092}
 SCHEMA = "check_jsonschema/builtin_schemas/vendor/compose-spec.json"
 WORKSPACE_PACKAGES = [
@@ -85,26 +87,50 @@ def test_api_and_broker_ports_are_published() -> None:
         assert port in _host_ports(SERVICES[name]), f"{name} does not publish {port}"
 
 
-def test_probeable_services_have_healthchecks() -> None:
-    for name in PROBED:
-        test = SERVICES[name].get("healthcheck", {}).get("test")
-        assert test and not SERVICES[name]["healthcheck"].get("disable"), f"{name} has no healthcheck"
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_every_long_running_service_has_a_healthcheck(name: str) -> None:
+    check = SERVICES[name].get("healthcheck", {})
+    assert check.get("test") and not check.get("disable"), f"{name} has no healthcheck"
+    assert check["test"][0] in ("CMD", "CMD-SHELL"), f"{name}: healthcheck test {check['test']!r}"
+
+
+def test_apis_probe_healthz() -> None:
     for api in ("command-api", "query-api"):
         assert "/healthz" in " ".join(SERVICES[api]["healthcheck"]["test"]), f"{api} does not probe /healthz"
 
 
-def test_dependencies_exist_and_their_conditions_can_be_met() -> None:
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_every_long_running_service_restarts_when_it_dies(name: str) -> None:
+    assert SERVICES[name].get("restart") in RESTARTING, f"{name}: restart {SERVICES[name].get('restart')!r}"
+
+
+def test_one_shot_services_do_not_restart() -> None:
+    for name in ONE_SHOT:
+        assert SERVICES[name].get("restart") == "no", f"{name} restarts, so it never completes"
+
+
+def test_dependencies_wait_for_health_or_completion() -> None:
     for name, svc in SERVICES.items():
         deps = svc.get("depends_on", {})
-        for target in deps:
+        assert isinstance(deps, dict), f"{name}: depends_on as a list waits only for the start"
+        for target, dep in deps.items():
             assert target in SERVICES, f"{name} depends on unknown service {target}"
-            condition = deps[target].get("condition") if isinstance(deps, dict) else None
-            if condition == "service_healthy":
-                assert "healthcheck" in SERVICES[target], (
-                    f"{name} waits for {target}, which has no healthcheck"
-                )
-            if condition == "service_completed_successfully":
-                assert SERVICES[target].get("restart", "no") == "no", f"{target} restarts, never completes"
+            wanted = "service_completed_successfully" if target in ONE_SHOT else "service_healthy"
+            assert dep.get("condition") == wanted, f"{name} -> {target}: condition {dep.get('condition')!r}"
+            if wanted == "service_healthy":
+                assert "healthcheck" in SERVICES[target], f"{name} waits for {target}: no healthcheck"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _ours() if n not in ONE_SHOT))
+def test_python_healthchecks_run_workspace_code(name: str) -> None:
+    """A probe run as `python -m <module> <what>` names a module of the image and a check it knows."""
+    test = SERVICES[name]["healthcheck"]["test"]
+    if test[:4] != ["CMD", "python", "-m", "hearth.stack.probe"]:
+        return
+    assert SERVICES[name]["image"] == "hearth:0.1.0", f"{name}: the probe is in the hearth image only"
+    from hearth.stack.probe import CHECKS
+
+    assert test[4] in CHECKS, f"{name}: the probe has no check {test[4]!r}"
 
 
 def _cli_commands() -> set[str]:

@@ -1,12 +1,15 @@
 """The whole local stack (``hearth up``): Kafka, PostgreSQL, Redis, the three services, the simulator.
 
 Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
-the token secret in ``secret``. Parts start in dependency order, each waits for its health check, and
-stop in reverse order. Data survives restarts.
+the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Parts start in
+dependency order, each waits for its health check, and stop in reverse order. Data survives restarts.
+Once up, ``hearth.stack.supervisor`` keeps them up: a part that dies is restarted with backoff when what
+it depends on is healthy; one in a crash loop is stopped alone, with its log tail.
 
 Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a cluster of ``brokers`` nodes
 (``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
-together (none is healthy before a controller quorum forms) and whose topics get one replica per node.
+and stop together (none is healthy before a controller quorum forms) and whose topics get one replica
+per node.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import asyncio
 import os
 import secrets
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +27,13 @@ from pathlib import Path
 import httpx
 
 from hearth.stack.kafka import KafkaBroker
-from hearth.stack.kafka_cluster import KafkaCluster, stop_together
+from hearth.stack.kafka_cluster import KafkaCluster
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
+from hearth.stack.stale import clear_stale_postmaster_pid
+from hearth.stack.status import PartStatus, write_status
+from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
 
@@ -130,6 +138,11 @@ class Services:
         )
         return process, timeout_s
 
+    def spec(self, name: str, *, depends_on: list[str]) -> PartSpec:
+        """The service as a supervised part: each (re)start is a fresh process with a fresh health check."""
+        process, timeout_s = self.part(name)
+        return PartSpec(name, lambda: self.part(name)[0], timeout_s, depends_on=depends_on, url=process.url)
+
 
 @dataclass
 class LocalStack:
@@ -140,8 +153,9 @@ class LocalStack:
     simulate: bool = True
     analytics: bool = True
     report: Callable[[str], None] = print
-    parts: list[ManagedProcess] = field(default_factory=list)
-    kafka_parts: list[ManagedProcess] = field(default_factory=list, init=False)
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    service_env: dict[str, str] = field(default_factory=dict)  # extra HEARTH_* settings (tests)
+    supervisor: Supervisor | None = None
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
@@ -193,31 +207,88 @@ class LocalStack:
         for name, port in named.items():
             require_free_port(name, port)
 
+    def kafka_parts(self) -> list[PartSpec]:
+        """The broker, or a cluster's nodes (one group: they start and stop together). Topics are created
+        once the last of them is healthy (and a cluster has formed); every other part depends on all."""
+
+        def create_topics() -> None:
+            if isinstance(self.kafka, KafkaCluster):
+                self.kafka.wait_formed(150.0)
+            asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
+
+        if isinstance(self.kafka, KafkaBroker):
+            broker = self.kafka
+            return [PartSpec("kafka", broker.process, 90, after_healthy=create_topics, url=broker.bootstrap)]
+        self.kafka.processes()  # the cluster id, configs and formatted dirs, once for every node
+        nodes = self.kafka.nodes
+        return [
+            PartSpec(
+                node.name,
+                node.process,
+                150,  # 3 JVMs starting at once on 2 cores
+                after_healthy=create_topics if node is nodes[-1] else None,
+                url=node.bootstrap,
+                group="kafka",
+            )
+            for node in nodes
+        ]
+
+    def part_specs(self) -> list[PartSpec]:
+        """Every part in start order, each with what it needs healthy before it (re)starts."""
+        kafka, pg = self.kafka_parts(), self.postgres
+        brokers = [p.name for p in kafka]
+
+        def postgres_process() -> ManagedProcess:
+            self.postgres.init()
+            clear_stale_postmaster_pid(self.postgres.data_dir)
+            return self.postgres.process()
+
+        services = Services(
+            self.settings,
+            logs=self.logs,
+            data=self.data,
+            command_api_port=self.ports.command_api,
+            query_api_port=self.ports.query_api,
+            extra_env=self.service_env,
+        )
+        needs = {
+            "device-actor": brokers,
+            "projector": [*brokers, "postgres", "redis"],
+            "query-api": ["postgres", "redis"],
+            "command-api": brokers,
+            "simulator": [*brokers, "command-api"],
+            "analytics": brokers,
+        }
+        specs = [
+            *kafka,
+            PartSpec(
+                "postgres", postgres_process, 30, after_healthy=self.postgres.ensure_database, url=pg.dsn
+            ),
+            PartSpec("redis", self.redis.process, 15, url=self.redis.url),
+        ]
+        for name in services.names(simulate=self.simulate, analytics=self.analytics):
+            specs.append(services.spec(name, depends_on=needs[name]))
+        return specs
+
     def start(self) -> None:
         """Start every part in order; on any failure stop what started and raise StartupError."""
         self.check_ports()
         self.home.mkdir(parents=True, exist_ok=True)
         self.check_kafka_shape()
-        try:
-            self._start_kafka()
-            asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
-            self.postgres.init()
-            self._start(self.postgres.process(), timeout_s=30)
-            self.postgres.ensure_database()
-            self._start(self.redis.process(), timeout_s=15)
-            services = Services(
-                self.settings,
-                logs=self.logs,
-                data=self.data,
-                command_api_port=self.ports.command_api,
-                query_api_port=self.ports.query_api,
-            )
-            for name in services.names(simulate=self.simulate, analytics=self.analytics):
-                part, timeout_s = services.part(name)
-                self._start(part, timeout_s=timeout_s)
-        except BaseException:
-            self.stop()
-            raise
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.supervisor = Supervisor(
+            self.part_specs(),
+            policy=self.policy,
+            report=self._report,
+            on_change=lambda parts: write_status(self.home, parts),
+        )
+        self.supervisor.start_all()
+
+    def _report(self, message: str) -> None:
+        """A line on the console and in the supervisor's log."""
+        self.report(message)
+        with open(self.logs / "supervisor.log", "a") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
 
     def check_kafka_shape(self) -> None:
         """One home, one journal: the views and the actor's state hold offsets of the Kafka they were
@@ -232,39 +303,18 @@ class LocalStack:
                 f"journal. Start it with --brokers {before}, or use another --stack-dir for {self.brokers}."
             )
 
-    def _start_kafka(self) -> None:
-        """Start every Kafka node, then wait for each: a cluster node answers only once a quorum is up."""
-        timeout_s = 90.0 if self.brokers == 1 else 150.0  # 3 JVMs starting at once on 2 cores
-        self.kafka_parts = nodes = self.kafka.processes()
-        for part in nodes:
-            self.report(f"starting {part.name} ...")
-            part.start()
-            self.parts.append(part)
-        for part in nodes:
-            part.wait_healthy(timeout_s)
-        if isinstance(self.kafka, KafkaCluster):
-            self.kafka.wait_formed(timeout_s)
+    @property
+    def parts(self) -> list[PartStatus]:
+        return self.supervisor.snapshot() if self.supervisor is not None else []
 
-    def _start(self, part: ManagedProcess, *, timeout_s: float) -> None:
-        self.report(f"starting {part.name} ...")
-        part.start()
-        self.parts.append(part)
-        part.wait_healthy(timeout_s)
-
-    def failed(self) -> ManagedProcess | None:
-        """A part that has exited on its own, if any."""
-        return next((p for p in self.parts if not p.running), None)
+    def supervise(self, stop: threading.Event) -> None:
+        """Keep the parts running until ``stop`` is set (the caller then calls ``stop()``)."""
+        assert self.supervisor is not None, "start() first"
+        self.supervisor.run(stop)
 
     def stop(self) -> None:
-        kafka = [part for part in self.parts if any(part is node for node in self.kafka_parts)]
-        for part in reversed(self.parts):
-            if not any(part is node for node in kafka):
-                self.report(f"stopping {part.name} ...")
-                part.stop()
-        if kafka:  # the last: every service uses it; its nodes together (see stop_together)
-            self.report(f"stopping {', '.join(part.name for part in kafka)} ...")
-            stop_together(kafka)
-        self.parts.clear()
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
 
 
 __all__ = ["DEFAULT_HOME", "LocalStack", "Services", "StackPorts", "StartupError", "token_secret"]

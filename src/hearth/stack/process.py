@@ -7,7 +7,9 @@ module does the rest the same way for all of them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -80,11 +82,14 @@ class ManagedProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it from here
-        argv = list(self.argv)
-        if self.user and os.geteuid() == 0:
-            argv = ["runuser", "-u", self.user, "--", *argv]
+        # As root, switch to the unprivileged user in the child itself (not with `runuser`): the pid we
+        # hold is then the server's own, so a kill -9 of it is seen as its exit, and nothing sits between.
+        account = pwd.getpwnam(self.user) if self.user and os.geteuid() == 0 else None
         self.proc = subprocess.Popen(
-            argv,
+            list(self.argv),
+            user=account.pw_uid if account else None,
+            group=account.pw_gid if account else None,
+            extra_groups=[] if account else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -116,6 +121,28 @@ class ManagedProcess:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    # -- what the supervisor (hearth.stack.supervisor.Child) asks of a process --
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def exit_code(self) -> int | None:
+        """None while it runs; its exit code (negative: the signal that killed it) once it has ended."""
+        return self.proc.poll() if self.proc is not None else None
+
+    def is_healthy(self) -> bool:
+        return self.healthy()
+
+    def kill_leftovers(self) -> None:
+        """SIGKILL whatever is left in its process group (children a killed parent left behind)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(5)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -1,0 +1,45 @@
+"""The chaos suite's stack: Kafka, PostgreSQL, Redis and the services under the supervisor of
+``hearth up`` (``LocalStack``), on free ports in a temporary directory, supervised by a background thread
+for the module's tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from hearth.stack.local import LocalStack, StackPorts
+from hearth.stack.process import free_port
+from hearth.stack.supervisor import RestartPolicy
+
+# Quicker than `hearth up`'s default so a kill costs the suite seconds; three times the start timeouts,
+# since the suite runs beside other tests on a shared machine (a query API took 48 s to start at load 14).
+CHAOS_POLICY = RestartPolicy(
+    initial_backoff_s=0.5, max_backoff_s=5.0, max_crashes=6, window_s=120.0, start_timeout_factor=3.0
+)
+
+
+@pytest.fixture(scope="module")
+def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    stack = LocalStack(
+        home=tmp_path_factory.mktemp("chaos"),
+        ports=StackPorts(*(free_port() for _ in range(6))),
+        topic_prefix="chaos",
+        simulate=False,
+        analytics=False,
+        report=lambda message: print(f"supervisor: {message}", flush=True),
+        policy=CHAOS_POLICY,
+        # A killed worker's partitions move once its session times out: keep that short (as the tests do).
+        service_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
+    )
+    stack.start()
+    stop = threading.Event()
+    supervising = threading.Thread(target=stack.supervise, args=(stop,), name="supervisor", daemon=True)
+    supervising.start()
+    try:
+        yield stack
+    finally:
+        stop.set()
+        supervising.join(10)
+        stack.stop()

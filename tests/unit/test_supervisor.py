@@ -230,3 +230,56 @@ def test_a_start_that_raises_is_a_crash_and_supervision_goes_on(tmp_path: Path) 
     run_for(supervisor, clock, 5)
     assert state(supervisor, "redis").state == "running"
     assert state(supervisor, "api").state == "running"
+
+
+class QuorumNode(FakeProcess):
+    """A cluster node: healthy only once every node of its cluster runs (none answers alone)."""
+
+    def __init__(self, name: str, log: Path, cluster: list[QuorumNode]) -> None:
+        super().__init__(name, log)
+        self.cluster = cluster
+
+    def is_healthy(self) -> bool:
+        return self.code is None and len(self.cluster) == 2 and all(n.started for n in self.cluster)
+
+
+def test_a_groups_parts_start_together_and_stop_together(tmp_path: Path) -> None:
+    cluster: list[QuorumNode] = []
+
+    def node(name: str) -> PartSpec:
+        def make() -> QuorumNode:
+            run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
+            cluster.append(run)
+            return run
+
+        return PartSpec(name, make, 10, group="kafka")
+
+    lines: list[str] = []
+    brokers = ["kafka-1", "kafka-2"]
+    api = PartSpec("api", lambda: FakeProcess("api", tmp_path / "api.log"), 10, depends_on=brokers)
+    supervisor = Supervisor([node("kafka-1"), node("kafka-2"), api], policy=POLICY, clock=FakeClock(),
+                            report=lines.append)  # fmt: skip
+    supervisor.start_all()  # one by one, kafka-1 would wait for a quorum that never comes
+    assert [p.state for p in supervisor.snapshot()] == ["running", "running", "running"]
+    healthy = next(i for i, line in enumerate(lines) if line.startswith("kafka-1 is healthy"))
+    assert lines.index("starting kafka-2 ...") < healthy
+    supervisor.stop_all()
+    assert all(n.stopped for n in cluster)
+    assert lines[-3:] == ["stopping api ...", "stopping kafka-2 ...", "stopping kafka-1 ..."]
+
+
+def test_without_a_group_a_quorum_node_never_comes_up(tmp_path: Path) -> None:
+    cluster: list[QuorumNode] = []
+
+    def node(name: str) -> PartSpec:
+        def make() -> QuorumNode:
+            run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
+            cluster.append(run)
+            return run
+
+        return PartSpec(name, make, 10)
+
+    nodes = [node("kafka-1"), node("kafka-2")]
+    supervisor = Supervisor(nodes, policy=POLICY, clock=FakeClock(), report=print)
+    with pytest.raises(StartupError):
+        supervisor.start_all()

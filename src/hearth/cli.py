@@ -117,11 +117,14 @@ def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
         table.add_row(part.name, part.url or "-", str(part.log_path))
     console.print(table)
     query = f"http://127.0.0.1:{stack.ports.query_api}"
-    console.print(f"Live home page:  [bold]{query}/?token={demo}[/]")
+    # The page trades this single-use, 15-minute link token for a page token it renews (POST /v1/session).
+    link = create_token(stack.settings.token_secret, home_id=DEMO_HOME, kind="link")
+    console.print(f"Live home page:  [bold]{query}/?token={link}[/]  (the link works once, for 15 minutes;")
+    console.print(f"                 another: hearth token create --home {DEMO_HOME} --link)")
     console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
     console.print(f"Query API:       {query}/docs")
-    console.print(f"Admin token:     [bold]{admin}[/]")
-    console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}')")
+    console.print(f"Admin token:     [bold]{admin}[/]  (30 days; `hearth token revoke ID` ends one)")
+    console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}', 90 days)")
     console.print("Stop with Ctrl-C or `hearth down`.")
 
 
@@ -209,13 +212,76 @@ def analytics(ctx: typer.Context) -> None:
 def token_create(
     home_id: Annotated[str | None, typer.Option("--home", help="The home this token may see")] = None,
     admin: Annotated[bool, typer.Option("--admin", help="An admin token (all homes, provisioning)")] = False,
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            help="Lifetime, e.g. 15m, 12h, 90d; `never` for admin tokens only. "
+            "Default: 90d for a home token, 30d for an admin token, 15m for a --link"
+        ),
+    ] = None,
+    link: Annotated[
+        bool, typer.Option("--link", help="A single-use link token for the live page (prints its URL)")
+    ] = False,
+    query_api: Annotated[str, typer.Option(help="The live page's base URL, with --link")] = (
+        "http://127.0.0.1:8001"
+    ),
     home: Home = DEFAULT_HOME,
 ) -> None:
-    """Print a new token on stdout and nothing else."""
+    """Print a new token on stdout and nothing else (its id and expiry go to stderr)."""
+    from hearth_shared.auth import issue, parse_duration
+
     if admin == (home_id is not None):
         console.print("give exactly one of --home H or --admin")
         raise typer.Exit(2)
-    sys.stdout.write(create_token(token_secret(home.resolve()), home_id=home_id, admin=admin) + "\n")
+    try:
+        lifetime = None if expires_in is None else parse_duration(expires_in)
+        token, claims = issue(
+            token_secret(home.resolve()),
+            home_id=home_id,
+            admin=admin,
+            expires_in=lifetime,
+            kind="link" if link else "api",
+        )
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    sys.stdout.write((f"{query_api.rstrip('/')}/?token={token}" if link else token) + "\n")
+    console.print(f"token id {claims.jti}, expires {_when(claims.exp)}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token: Annotated[str, typer.Argument(help="The token's id (or the token itself)")],
+    reason: Annotated[str, typer.Option(help="Why, for the record")] = "",
+) -> None:
+    """Revoke a token: every API refuses it (401) and closes its websockets (4401) within seconds.
+
+    Writes a token.revoked fact to the revocations topic of the broker in HEARTH_KAFKA_BOOTSTRAP_SERVERS.
+    """
+    from hearth_shared.auth import InvalidToken, token_id
+    from hearth_shared.ids import is_identifier
+    from hearth_shared.revocations import revoke, token_revoked
+
+    if token.startswith("hth"):
+        try:
+            token = token_id(token)
+        except InvalidToken as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(2) from exc
+    if not is_identifier(token):
+        console.print(f"[red]{token!r} is not a token id[/]")
+        raise typer.Exit(2)
+    stack = StackSettings()
+    asyncio.run(
+        revoke(stack.kafka_bootstrap_servers, stack.topics, token_revoked(token, reason=reason, by="cli"))
+    )
+    console.print(f"revoked token {token}")
+
+
+def _when(exp: int | None) -> str:
+    if exp is None:
+        return "never"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(exp))
 
 
 @bench_app.command("broker")

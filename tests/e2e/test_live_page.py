@@ -63,7 +63,7 @@ async def thermostat(platform: Platform, command_api: str) -> AsyncIterator[tupl
     every 2 s (so it stays online), and acknowledges and carries out every command it is sent."""
     home = f"home-{uuid.uuid4().hex[:8]}"
     device_id = f"thermostat-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:  # an admin token: the test chooses the id
         body = {"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Living room"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     state = {
@@ -98,7 +98,7 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
 ) -> None:
     home, device_id = thermostat
     lock_id = f"lock-{uuid.uuid4().hex[:8]}"  # registered, never heard from: offline, with its controls
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     query = urlencode({"token": platform.token(home), "api": command_api})
@@ -163,7 +163,7 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
     the twin that is gone and shows the rebuilt one, and still follows the live changes."""
     home, device_id = thermostat
     lock_id, ghost_id = f"lock-{uuid.uuid4().hex[:8]}", f"ghost-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     async with platform.client(platform.query_api, home) as query_api:

@@ -100,7 +100,7 @@ def test_the_first_formats_re_split_forgery_no_longer_works() -> None:
     """With the first format, the holder of a token for home ``B|x`` (nonce n) could move ``|x`` from
     the scope into the nonce and hold a valid token for home ``B``: the signed bytes were the same."""
     token = old_format_token(SECRET, "home:B|x", "n0nce")
-    head, signature, _nonce = token.split(".")
+    _head, signature, _nonce = token.split(".")
     forged = f"hth_{b64(b'home:B')}.{signature}.x|n0nce"
     assert hmac.compare_digest(  # the forgery was real: same signed bytes
         signature,

@@ -1,9 +1,9 @@
 """``POST /v1/session``: the live page trades the token it was opened with for a short-lived page token.
 
 The link ``hearth up`` prints carries a link token (15 minutes, good for nothing else); the page sends it
-here once, gets a page token (15 minutes), takes the token out of the address bar and renews the page
-token here (with the page token itself) while it stays open. So no long-lived token needs to sit in a
-URL, a browser history or a server log.
+here once, gets a page token (15 minutes: ``page_token_lifetime_s``), takes the token out of the address
+bar and renews the page token here (with the page token itself) while it stays open. So no long-lived
+token needs to sit in a URL, a browser history or a server log.
 
 - A link token is single-use: the first exchange marks its id in Redis (``SET NX`` until it expires,
   shared by every query-API process); a second one is a 401.
@@ -22,7 +22,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from hearth_shared.auth import PAGE_TOKEN_LIFETIME, Principal, issue
+from hearth_shared.auth import Principal, issue
 from hearth_shared.http import authenticate, token_from, unauthorized
 
 router = APIRouter(prefix="/v1")
@@ -52,7 +52,7 @@ async def open_session(request: Request) -> PageSession:
     now = time.time()
     if principal.kind == "link":
         await _use_link_once(state.redis, principal, now)
-    lifetime = PAGE_TOKEN_LIFETIME.total_seconds()
+    lifetime: float = state.settings.page_token_lifetime_s
     if principal.kind == "api" and principal.expires_at is not None:
         lifetime = min(lifetime, principal.expires_at - now)
     page_token, claims = issue(

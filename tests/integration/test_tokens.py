@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -171,3 +171,15 @@ async def test_a_page_link_buys_one_page_session_that_renews_and_ends_with_the_l
         for token in (page, renewed.json()["token"]):  # the link's session ends, with every renewal
             await eventually(lambda token=token: _both_refuse(platform, token, home))
         assert (await client.post("/v1/session", headers=bearer(page))).status_code == 401
+
+
+async def test_a_page_session_ends_with_the_token_it_was_made_from(platform: Platform, home: str) -> None:
+    token, claims = issue(SECRET, home_id=home, expires_in=timedelta(seconds=4))
+    assert claims.exp is not None
+    async with httpx.AsyncClient(base_url=platform.query_api) as client:
+        opened = await client.post("/v1/session", headers=bearer(token))
+        assert opened.status_code == 200, opened.text
+        assert datetime.fromisoformat(opened.json()["expires_at"]).timestamp() <= claims.exp
+        await asyncio.sleep(max(0.0, claims.exp - time.time()) + 0.5)
+        renewed = await client.post("/v1/session", headers=bearer(opened.json()["token"]))
+    assert renewed.status_code == 401 and renewed.json()["detail"] == "invalid token: token expired"

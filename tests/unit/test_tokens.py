@@ -160,6 +160,19 @@ def test_a_link_token_is_good_only_for_a_session() -> None:
     assert principal.token_ids() == (claims.jti, token_id(link))
 
 
+def test_a_page_session_has_a_hard_end_that_no_renewal_passes() -> None:
+    page, claims = issue(SECRET, home_id="h1", kind="page", session_id="s1", session_end=T0 + 100, now=T0)
+    assert claims.exp == T0 + 100  # not the 15 minutes a page token would otherwise get
+    principal = verify_token(SECRET, page, now=T0 + 99)
+    assert principal.session_end == T0 + 100 and principal.session_id == "s1"
+    renewed, claims = issue(SECRET, home_id="h1", kind="page", session_end=T0 + 100, now=T0 + 90)
+    assert claims.exp == T0 + 100
+    with pytest.raises(ValueError, match="the session has ended"):
+        issue(SECRET, home_id="h1", kind="page", session_end=T0 + 100, now=T0 + 100)
+    with pytest.raises(InvalidToken, match="token expired"):
+        verify_token(SECRET, renewed, now=T0 + 100)
+
+
 def test_revocation_names_a_token_or_its_page_session() -> None:
     revocations = Revocations()
     token = create_token(SECRET, home_id="h1", now=T0)

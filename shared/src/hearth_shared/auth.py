@@ -1,7 +1,8 @@
 """API tokens: HMAC-signed claims with an id and an expiry, checked with the shared secret alone.
 
 Format: ``hth1_<base64url(claims)>.<base64url(hmac_sha256(secret, "hth1." + base64url(claims)))>``.
-The claims are compact JSON (``jti``, ``kind``, ``home`` or ``admin``, ``iat``, ``exp``, optional ``sid``).
+The claims are compact JSON (``jti``, ``kind``, ``home`` or ``admin``, ``iat``, ``exp``; page tokens also
+``sid`` and ``end``).
 The signature covers the exact encoded bytes that are decoded afterwards, and JSON frames every field, so
 no scope can be re-read as another (the first format signed ``scope|nonce`` unframed: a token for home
 ``B|x`` re-split into one for ``B``). The version sits in the prefix and in the signed bytes; tokens of the
@@ -10,7 +11,9 @@ first format (``hth_``) are refused.
 Kinds: ``api`` (what ``hearth token create`` prints), ``page`` (the live page's short-lived token, used
 like an api token and renewed while the page is open) and ``link`` (a short-lived, single-use token in the
 link ``hearth up`` prints: it is good for nothing but one ``POST /v1/session``, which trades it for a page
-token; a page token names its link token as ``sid``, so revoking the link ends the page session).
+token; a page token names its session as ``sid``, the id of the link or api token it was made from, so
+revoking that id ends the page session; and the session's hard ``end``, which no renewal passes: the api
+token's expiry, or ``PAGE_SESSION_MAX`` after the link was used).
 
 Expiry: home tokens 90 days by default, admin tokens 30 days (an operator makes a new one monthly; only
 admin tokens may be made to never expire, for provisioning), page and link tokens 15 minutes.
@@ -46,6 +49,7 @@ HOME_TOKEN_LIFETIME = timedelta(days=90)
 ADMIN_TOKEN_LIFETIME = timedelta(days=30)
 PAGE_TOKEN_LIFETIME = timedelta(minutes=15)
 LINK_TOKEN_LIFETIME = timedelta(minutes=15)
+PAGE_SESSION_MAX = timedelta(days=30)  # a page opened from a link renews its token up to this long
 MAX_TOKEN_LENGTH = 1024  # an honest token is under 200 characters; do not HMAC megabytes
 
 
@@ -63,6 +67,7 @@ class TokenClaims(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     iat: int
     exp: int | None = None
     sid: str | None = None
+    end: int | None = None
 
 
 _encode_claims = msgspec.json.Encoder()
@@ -75,7 +80,8 @@ class Principal:
     admin: bool = False
     token_id: str | None = None
     expires_at: float | None = None  # Unix seconds; None: never
-    session_id: str | None = None  # a page token's link token id
+    session_id: str | None = None  # a page token's session: the link or api token it was made from
+    session_end: float | None = None  # when a page token's session ends, renewals included
     kind: str = "api"
 
     def may_see(self, home_id: str) -> bool:
@@ -142,6 +148,7 @@ def issue(
     expires_in: Expiry = None,
     kind: Kind = "api",
     session_id: str | None = None,
+    session_end: float | None = None,
     now: float | None = None,
 ) -> tuple[str, TokenClaims]:
     """A new signed token and its claims (``create_token`` without the claims)."""
@@ -160,14 +167,21 @@ def issue(
     lifetime = default_lifetime(admin=admin, kind=kind) if expires_in is None else expires_in
     if isinstance(lifetime, timedelta) and lifetime.total_seconds() <= 0:
         raise ValueError("a token's lifetime must be positive")
+    expires = None if lifetime == NEVER else issued + int(lifetime.total_seconds())
+    end = None if session_end is None else int(session_end)
+    if end is not None:
+        if end <= issued:
+            raise ValueError("the session has ended")
+        expires = end if expires is None else min(expires, end)
     claims = TokenClaims(
         jti=new_token_id(),
         kind=kind,
         home=home_id,
         admin=admin,
         iat=issued,
-        exp=None if lifetime == NEVER else issued + int(lifetime.total_seconds()),
+        exp=expires,
         sid=session_id,
+        end=end,
     )
     payload = _b64(_encode_claims.encode(claims))
     return f"{PREFIX}{payload}.{_signature(secret, payload)}", claims
@@ -240,6 +254,7 @@ def verify_token(
         token_id=claims.jti,
         expires_at=None if claims.exp is None else float(claims.exp),
         session_id=claims.sid,
+        session_end=None if claims.end is None else float(claims.end),
         kind=claims.kind,
     )
 

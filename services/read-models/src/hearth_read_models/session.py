@@ -10,7 +10,8 @@ token needs to sit in a URL, a browser history or a server log.
 - A page token names its session (``sid``): the link token's id, or the id of the home or admin token it
   was made from. Revoking that id ends the page and every renewal of it; revoking the page token's own id
   ends that one.
-- A page token made from an api token never outlives that token; a renewal is another 15 minutes.
+- A page session ends, renewals included, when the api token it was made from expires, or 30 days
+  (``PAGE_SESSION_MAX``) after its link was used; each renewal is another 15 minutes up to that end.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from hearth_shared.auth import Principal, issue
+from hearth_shared.auth import PAGE_SESSION_MAX, Principal, issue
 from hearth_shared.http import authenticate, token_from, unauthorized
 
 router = APIRouter(prefix="/v1")
@@ -52,18 +53,19 @@ async def open_session(request: Request) -> PageSession:
     now = time.time()
     if principal.kind == "link":
         await _use_link_once(state.redis, principal, now)
-    lifetime: float = state.settings.page_token_lifetime_s
-    if principal.kind == "api" and principal.expires_at is not None:
-        lifetime = min(lifetime, principal.expires_at - now)
-    page_token, claims = issue(
-        state.token_secret,
-        home_id=principal.home_id,
-        admin=principal.admin,
-        expires_in=timedelta(seconds=max(1, int(lifetime))),
-        kind="page",
-        session_id=principal.session_id or principal.token_id,
-        now=now,
-    )
+    try:
+        page_token, claims = issue(
+            state.token_secret,
+            home_id=principal.home_id,
+            admin=principal.admin,
+            expires_in=timedelta(seconds=state.settings.page_token_lifetime_s),
+            kind="page",
+            session_id=principal.session_id or principal.token_id,
+            session_end=_session_end(principal, now),
+            now=now,
+        )
+    except ValueError as exc:  # the session ends within this second
+        raise unauthorized(f"invalid token: {exc}") from exc
     assert claims.exp is not None  # page tokens always expire
     return PageSession(
         token=page_token,
@@ -72,6 +74,15 @@ async def open_session(request: Request) -> PageSession:
         expires_at=datetime.fromtimestamp(claims.exp, UTC),
         renew_after_s=max(1.0, (claims.exp - now) * 2 / 3),
     )
+
+
+def _session_end(principal: Principal, now: float) -> float | None:
+    """When the page session this token opens or renews ends (None: never, for a never-expiring admin)."""
+    if principal.kind == "link":
+        return now + PAGE_SESSION_MAX.total_seconds()
+    if principal.kind == "page":
+        return principal.session_end
+    return principal.expires_at
 
 
 async def _use_link_once(redis: Redis, principal: Principal, now: float) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,6 +14,7 @@ from rich.table import Table
 
 from hearth import cli_stack
 from hearth.stack.local import DEFAULT_HOME, token_secret
+from hearth.token_cli import Home, token_app  # Home: the --stack-dir option every command shares
 from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
 
@@ -25,17 +24,12 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Hearth: run, simulate, benchmark and operate the smart-home platform.", no_args_is_help=True
 )
-token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
 bench_app = typer.Typer(
     help="Benchmarks; figures go to bench/results/ and docs/BENCHMARKS.md.", no_args_is_help=True
 )
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
-
-Home = Annotated[
-    Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
-]
 
 
 app.command("up")(cli_stack.up)
@@ -96,19 +90,6 @@ def analytics(ctx: typer.Context) -> None:
     from hearth_analytics.__main__ import main as analytics_main
 
     raise typer.Exit(analytics_main(ctx.args or ["--help"]))
-
-
-@token_app.command("create")
-def token_create(
-    home_id: Annotated[str | None, typer.Option("--home", help="The home this token may see")] = None,
-    admin: Annotated[bool, typer.Option("--admin", help="An admin token (all homes, provisioning)")] = False,
-    home: Home = DEFAULT_HOME,
-) -> None:
-    """Print a new token on stdout and nothing else."""
-    if admin == (home_id is not None):
-        console.print("give exactly one of --home H or --admin")
-        raise typer.Exit(2)
-    sys.stdout.write(create_token(token_secret(home.resolve()), home_id=home_id, admin=admin) + "\n")
 
 
 @bench_app.command("broker")

@@ -120,11 +120,14 @@ def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
         table.add_row(part.name, part.url or "-", part.log)
     console.print(table)
     query = f"http://127.0.0.1:{stack.ports.query_api}"
-    console.print(f"Live home page:  [bold]{query}/?token={demo}[/]")
+    # The page trades this single-use, 15-minute link token for a page token it renews (POST /v1/session).
+    link = create_token(stack.settings.token_secret, home_id=DEMO_HOME, kind="link")
+    console.print(f"Live home page:  [bold]{query}/?token={link}[/]  (the link works once, for 15 minutes;")
+    console.print(f"                 another: hearth token create --home {DEMO_HOME} --link)")
     console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
     console.print(f"Query API:       {query}/docs")
-    console.print(f"Admin token:     [bold]{admin}[/]")
-    console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}')")
+    console.print(f"Admin token:     [bold]{admin}[/]  (30 days; `hearth token revoke ID` ends one)")
+    console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}', 90 days)")
     console.print("Parts that die are restarted (see `hearth status`). Stop with Ctrl-C or `hearth down`.")
 
 

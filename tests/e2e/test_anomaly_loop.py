@@ -144,7 +144,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
     )
     version = 0
     async with (
-        platform.client(platform.command_api, home) as api,
+        platform.client(platform.command_api) as api,  # an admin token: the fleet's ids are chosen
         platform.client(platform.query_api, home) as query,
     ):
         for body in bodies:

@@ -22,7 +22,8 @@ from hearth.stack.process import free_port
 from hearth_read_models.db import libpq_dsn
 from hearth_read_models.rebuild import rebuild
 from hearth_read_models.settings import ReadModelSettings
-from tests.conftest import Platform
+from hearth_shared.auth import create_token
+from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +64,7 @@ async def thermostat(platform: Platform, command_api: str) -> AsyncIterator[tupl
     every 2 s (so it stays online), and acknowledges and carries out every command it is sent."""
     home = f"home-{uuid.uuid4().hex[:8]}"
     device_id = f"thermostat-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:  # an admin token: the test chooses the id
         body = {"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Living room"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     state = {
@@ -98,7 +99,7 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
 ) -> None:
     home, device_id = thermostat
     lock_id = f"lock-{uuid.uuid4().hex[:8]}"  # registered, never heard from: offline, with its controls
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     query = urlencode({"token": platform.token(home), "api": command_api})
@@ -119,6 +120,7 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
             card = page.locator(f'article[data-device-id="{device_id}"]')
             target = card.locator('tr[data-key="target_c"]')
             await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+            assert "token" not in page.url  # taken out of the address bar, traded for a page token
             await expect(card.locator(".badge")).to_have_text("online", timeout=30_000)
             await expect(target.locator("td.reported")).to_have_text("19", timeout=30_000)
 
@@ -163,7 +165,7 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
     the twin that is gone and shows the rebuilt one, and still follows the live changes."""
     home, device_id = thermostat
     lock_id, ghost_id = f"lock-{uuid.uuid4().hex[:8]}", f"ghost-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api, home) as api:
+    async with platform.client(command_api) as api:
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     async with platform.client(platform.query_api, home) as query_api:
@@ -210,6 +212,60 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
             await expect(page.locator("article.device")).to_have_count(2)
             await expect(page.locator("#conn")).to_have_text("live")
             await _set_target(page, device_id, "23")  # and after it, on the same connection
+        finally:
+            await browser.close()
+    assert problems == []
+
+
+@pytest.fixture
+def short_lived_pages(platform: Platform, tmp_path: Path) -> Iterator[str]:
+    """A query API beside the platform's whose page tokens live 6 s (the page renews them after 4 s)."""
+    env = {"HEARTH_READ_MODELS_PAGE_TOKEN_LIFETIME_S": "6", "HEARTH_READ_MODELS_API_WORKERS": "1"}
+    port = free_port()
+    part, timeout_s = Services(
+        platform.settings, logs=tmp_path, data=tmp_path, query_api_port=port, extra_env=env
+    ).part("query-api")
+    part.start()
+    try:
+        part.wait_healthy(timeout_s)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        part.stop()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
+async def test_the_page_trades_its_link_once_and_renews_its_token_while_open(
+    platform: Platform, command_api: str, thermostat: tuple[str, str], short_lived_pages: str
+) -> None:
+    """Opened with a single-use link token, the page takes it out of the address bar, and keeps its
+    websocket live past several page-token lifetimes (renewing, then moving the websocket to the new
+    token); the same link opened again is refused."""
+    home, device_id = thermostat
+    link = create_token(SECRET, home_id=home, kind="link")
+    problems: list[str] = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1000, "height": 640})
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            await page.goto(f"{short_lived_pages}/?{urlencode({'token': link, 'api': command_api})}")
+            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+            assert "token" not in page.url
+            first = await page.evaluate("sessionStorage.getItem('hearth.pageToken')")
+            await asyncio.sleep(14)  # past two lifetimes of a page token: renewed twice, still live
+            await expect(page.locator("#conn")).to_have_text("live")
+            assert await page.evaluate("sessionStorage.getItem('hearth.pageToken')") != first
+            async with platform.client(command_api, home) as api:
+                command = {"name": "set_target_temperature", "params": {"target_c": 24.5}}
+                assert (await api.post(f"/v1/devices/{device_id}/commands", json=command)).status_code == 202
+            card = page.locator(f'article[data-device-id="{device_id}"]')
+            await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text(
+                "24.5", timeout=30_000
+            )
+
+            again = await browser.new_page()  # another tab (no session of its own) with the used link
+            await again.goto(f"{short_lived_pages}/?token={link}")
+            await expect(again.locator("#notice")).to_contain_text("already used", timeout=15_000)
         finally:
             await browser.close()
     assert problems == []

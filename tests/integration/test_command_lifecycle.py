@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth_shared.events import TERMINAL_STATUSES
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
+from tests.registration import register_device
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +43,7 @@ async def query(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClien
 
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str) -> str:
-    device_id = f"{device_type}-{uuid.uuid4().hex[:10]}"
-    response = await api.post(
-        "/v1/devices",
-        json={"device_id": device_id, "home_id": home, "type": device_type, "name": device_type},
-    )
-    assert response.status_code == 201, response.text
-    return device_id
+    return await register_device(api, home, device_type, name=device_type)
 
 
 async def send(

@@ -12,21 +12,19 @@ from hearth_shared.events import AnomalyModel, Baseline, encode, utcnow
 from hearth_shared.kafka import make_producer
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
+from tests.registration import register_device
 
 pytestmark = pytest.mark.integration
 
 
 async def test_a_published_model_changes_the_scoring(platform: Platform) -> None:
-    home, device_id = f"home-{uuid.uuid4().hex[:8]}", f"thermo-{uuid.uuid4().hex[:8]}"
+    home = f"home-{uuid.uuid4().hex[:8]}"
     async with (
         platform.client(platform.command_api, home) as api,
         platform.client(platform.query_api, home) as query,
         DeviceLink(platform.settings) as device,
     ):
-        registered = await api.post(
-            "/v1/devices", json={"device_id": device_id, "home_id": home, "type": "thermostat", "name": "x"}
-        )
-        assert registered.status_code == 201
+        device_id = await register_device(api, home, "thermostat", name="x")
         await device.report(device_id, {"ambient_c": 24.0})  # |24 - 21| / 3 = 1: normal for the default model
         deadline = asyncio.get_running_loop().time() + 30
         while (await query.get(f"/v1/devices/{device_id}")).json().get("reported", {}).get(

@@ -27,6 +27,7 @@ from hearth.stack.local import Services
 from hearth.stack.process import free_port
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
+from tests.registration import register_device
 
 pytestmark = pytest.mark.integration
 
@@ -75,13 +76,8 @@ def home() -> str:
 
 
 async def register(platform: Platform, home: str, device_type: str = "thermostat") -> str:
-    device_id = f"{device_type}-{uuid.uuid4().hex[:10]}"
     async with platform.client(platform.command_api, home) as api:
-        response = await api.post(
-            "/v1/devices", json={"device_id": device_id, "home_id": home, "type": device_type, "name": "t"}
-        )
-    assert response.status_code == 201, response.text
-    return device_id
+        return await register_device(api, home, device_type)
 
 
 async def twin_when(

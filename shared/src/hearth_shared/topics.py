@@ -75,6 +75,11 @@ class Topics:
         """Records no consumer could read, with the reason; processing goes on without them."""
         return f"{self.prefix}.dead-letters"
 
+    @property
+    def token_revocations(self) -> str:
+        """``token.revoked`` facts, keyed by token id, compacted: every revoked token, once, for ever."""
+        return f"{self.prefix}.token-revocations"
+
     def specs(self) -> list[TopicSpec]:
         keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
@@ -87,4 +92,5 @@ class Topics:
             TopicSpec(self.models, 1, compact | replicas, rf),
             TopicSpec(self.rollups, 6, compact | replicas, rf),
             TopicSpec(self.dead_letters, 1, keep | replicas, rf),
+            TopicSpec(self.token_revocations, 1, compact | replicas, rf),
         ]

@@ -254,7 +254,7 @@ class LocalStack:
         needs = {
             "device-actor": brokers,
             "projector": [*brokers, "postgres", "redis"],
-            "query-api": ["postgres", "redis"],
+            "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
             "simulator": [*brokers, "command-api"],
             "analytics": brokers,

@@ -1,6 +1,7 @@
 """The command API's composition root: ``make_app(settings, *, journal=None, ...)``.
 
-Nothing connects at import time; the lifespan starts the journal producer and the registry feed.
+Nothing connects at import time; the lifespan starts the journal producer, the registry feed and the
+revocation feed (tokens revoked anywhere are refused here within a second).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.settings import CommandApiSettings
+from hearth_command_api.tokens import router as tokens_router
+from hearth_shared.auth import Revocations
 from hearth_shared.kafka import KafkaJournal
+from hearth_shared.revocations import RevocationFeed
 
 
 def make_app(
@@ -23,20 +27,28 @@ def make_app(
     journal: KafkaJournal | None = None,
     registry: RegistryView | None = None,
     feed: JournalFeed | None = None,
+    revocations: Revocations | None = None,
+    revocation_feed: RevocationFeed | None = None,
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
     registry = registry or RegistryView()
     journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="command-api")
     feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
+    revocations = revocations if revocations is not None else Revocations()
+    revocation_feed = revocation_feed or RevocationFeed(
+        stack.kafka_bootstrap_servers, stack.topics, revocations
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await journal.start()
         await feed.start()
+        await revocation_feed.start()
         try:
             yield
         finally:
+            await revocation_feed.stop()
             await feed.stop()
             await journal.stop()
 
@@ -48,9 +60,11 @@ def make_app(
     )
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
+    app.state.revocations = revocations
     app.state.journal = journal
     app.state.registry = registry
     app.include_router(router)
+    app.include_router(tokens_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )
@@ -60,6 +74,9 @@ def make_app(
         if not feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
             return {"status": "catching up with the journal"}
+        if not revocation_feed.caught_up.is_set():
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            return {"status": "catching up with the token revocations"}
         return {"status": "ok"}
 
     return app

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
-from hearth_command_api.registry import fingerprint
+from hearth_command_api.registry import RegistryView, fingerprint
 from hearth_command_api.schemas import CommandAccepted, RegisterDeviceBody, SubmitCommandBody, WaitFor
+from hearth_shared.auth import Principal
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
 from hearth_shared.events import RegisterDevice, SubmitCommand, new_id, utcnow
 from hearth_shared.http import not_found
@@ -23,7 +24,39 @@ router = APIRouter(prefix="/v1")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
 
 
-@router.post("/devices", status_code=status.HTTP_201_CREATED, summary="Register a device")
+def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: RegistryView) -> str:
+    """The new device's id. Only an admin token (provisioning, the simulator) may choose one, and gets
+    409 for a taken one; a home token may not (422), the server names it ``{type}-{random}``: so a home
+    token's answer never depends on which ids other homes' devices have (a 409 told a stranger)."""
+    if body.device_id is not None:
+        if not principal.admin:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                [
+                    {
+                        "loc": ["body", "device_id"],
+                        "type": "not_allowed",
+                        "msg": "omit device_id: with a home token the server assigns it ({type}-{random});"
+                        " only an admin token may choose device ids",
+                    }
+                ],
+            )
+        if body.device_id in registry.devices:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"device {body.device_id} is already registered")
+        return body.device_id
+    while True:  # 48 random bits: a repeat is all but impossible, and then it is drawn again
+        device_id = f"{body.type}-{uuid.uuid4().hex[:12]}"
+        if device_id not in registry.devices:
+            return device_id
+
+
+@router.post(
+    "/devices",
+    status_code=status.HTTP_201_CREATED,
+    summary="Register a device",
+    description="With a home token, omit `device_id` (the server assigns it); an admin token may choose "
+    "it, and a taken one is a 409.",
+)
 async def register_device(
     body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
 ) -> dict[str, Any]:
@@ -31,9 +64,7 @@ async def register_device(
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"this token may not register devices in {body.home_id}"
         )
-    device_id = body.device_id or f"{body.type}-{uuid.uuid4().hex[:12]}"
-    if device_id in registry.devices:
-        raise HTTPException(status.HTTP_409_CONFLICT, f"device {device_id} is already registered")
+    device_id = chosen_device_id(principal, body, registry)
     now = utcnow()
     request = RegisterDevice(
         request_id=new_id(),

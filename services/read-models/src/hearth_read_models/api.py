@@ -16,13 +16,14 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import subscriptions
+from hearth_read_models import session, subscriptions
 from hearth_read_models import tables as t
 from hearth_read_models.db import async_engine
 from hearth_read_models.projector import twin_key
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import Principal
+from hearth_shared.auth import Principal, Revocations
 from hearth_shared.http import CurrentPrincipal, not_found
+from hearth_shared.revocations import RevocationFeed
 
 
 async def _engine(request: Request) -> AsyncEngine:  # async: no thread-pool hop per request
@@ -346,17 +347,22 @@ def make_app(
     *,
     engine: AsyncEngine | None = None,
     redis: Redis | None = None,
+    revocations: Revocations | None = None,
 ) -> FastAPI:
     settings = settings or ReadModelSettings()
     stack = settings.stack
+    revocations = revocations if revocations is not None else Revocations()
+    revocation_feed = RevocationFeed(stack.kafka_bootstrap_servers, stack.topics, revocations)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine = engine or async_engine(stack.postgres_dsn, settings.schema_name, pool_size=10)
         app.state.redis = redis or Redis.from_url(stack.redis_url)
+        await revocation_feed.start()  # tokens revoked anywhere are refused here within a second
         try:
             yield
         finally:
+            await revocation_feed.stop()
             if engine is None:
                 await app.state.engine.dispose()
             if redis is None:
@@ -370,7 +376,9 @@ def make_app(
     )
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
+    app.state.revocations = revocations
     app.include_router(router)
+    app.include_router(session.router)  # POST /v1/session: the live page's short-lived token
     app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
 
     @app.get("/healthz", summary="200 once the API can serve (database and cache answer)")
@@ -382,6 +390,9 @@ def make_app(
         except Exception as exc:
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
             return {"status": f"unavailable: {type(exc).__name__}"}
+        if not revocation_feed.caught_up.is_set():
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            return {"status": "catching up with the token revocations"}
         return {"status": "ok"}
 
     return app

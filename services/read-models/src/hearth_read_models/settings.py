@@ -39,3 +39,6 @@ class ReadModelSettings(BaseSettings):
     subscribe_catchup_s: float = Field(
         2.0, ge=0, description="How long a subscription re-reads history that lags a change seen live"
     )
+    page_token_lifetime_s: float = Field(
+        900.0, gt=1, le=86400, description="Lifetime of the live page's token (POST /v1/session); it renews"
+    )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -43,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hearth_read_models import tables as t
 from hearth_read_models.projector import home_channel, twin_key
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import Principal
+from hearth_shared.auth import Principal, Revocations
 from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import decode_event, utcnow
 from hearth_shared.http import authenticate, not_found, token_from
@@ -55,6 +56,7 @@ FEED_LOST, GOING_AWAY = 1011, 1001
 FIRST_MESSAGE_S = 30.0  # how long a new websocket may take to say what it subscribes to
 CLOSE_S = 30.0  # how long a close frame may wait behind unread data before the socket is given up
 CONFIRM_S = 10.0  # how long Redis may take to confirm a subscription
+TOKEN_CHECK_S = 1.0  # how often an open websocket looks whether its token was revoked or has expired
 
 _json = msgspec.json.Encoder()
 
@@ -413,6 +415,7 @@ async def subscribe(ws: WebSocket) -> None:
     except WebSocketDisconnect:
         return
     listener = Listener(asyncio.Queue(settings.subscribe_queue_size), devices)
+    watch = asyncio.create_task(_close_when_token_ends(ws.app.state.revocations, principal, listener))
     try:
         await hub.join(listener, home_ids)
     except Exception:
@@ -421,6 +424,7 @@ async def subscribe(ws: WebSocket) -> None:
     else:
         await _serve(Feed(ws, listener, home_ids=home_ids, home_id=home_id, after=request.after))
     finally:
+        watch.cancel()
         await hub.leave(listener)
     if listener.closing is not None:
         await _close(ws, *listener.closing)
@@ -429,9 +433,19 @@ async def subscribe(ws: WebSocket) -> None:
 def _principal(ws: WebSocket) -> Principal:
     token = token_from(ws.headers.get("authorization"), ws.query_params.get("token"))
     try:
-        return authenticate(ws.app.state.token_secret, token)
+        return authenticate(ws.app.state.token_secret, token, ws.app.state.revocations)
     except HTTPException as exc:
         raise Refused(UNAUTHORIZED, "unauthorized", str(exc.detail)) from exc
+
+
+async def _close_when_token_ends(revocations: Revocations, principal: Principal, listener: Listener) -> None:
+    """Look every ``TOKEN_CHECK_S`` whether the token was revoked or has expired; then close 4401."""
+    while True:
+        reason = revocations.why_ended(principal, time.time())
+        if reason is not None:
+            listener.kick(UNAUTHORIZED, reason)
+            return
+        await asyncio.sleep(TOKEN_CHECK_S)
 
 
 async def _first_message(ws: WebSocket) -> SubscribeRequest:

@@ -3,20 +3,33 @@
 // A `snapshot` for a device this connection has already heard of means a rebuild swapped in new views:
 // the page then replaces its device list with theirs (GET /v1/devices), while changes keep coming.
 //
-// URL parameters: token (a home token, or an admin token with home), home, api (the command API's base
-// URL; default: this host, port 8000).
+// URL parameters: token (the single-use link token `hearth up` prints, or a home token, or an admin token
+// with home), home, api (the command API's base URL; default: this host, port 8000).
+//
+// Tokens: the page takes `token` out of the address bar at once (history.replaceState), trades it once
+// for a short-lived page token (POST /v1/session), and renews that before it ends while the page is open
+// (then moves the websocket to the new token, resuming with `after`). The page token is kept in this tab's
+// sessionStorage, so a reload goes on with it; no long-lived token stays in the URL or the history.
 "use strict";
 
 const params = new URLSearchParams(location.search);
-const token = params.get("token") || "";
+const given = params.get("token") || "";
 const homeParam = params.get("home");
 const commandApi = (params.get("api") || `${location.protocol}//${location.hostname}:8000`).replace(/\/$/, "");
-const auth = { Authorization: `Bearer ${token}` };
+if (given) {
+  params.delete("token");
+  const query = params.toString();
+  history.replaceState(history.state, "", `${location.pathname}${query ? `?${query}` : ""}${location.hash}`);
+}
+const SESSION_KEY = "hearth.pageToken";
+let token = ""; // the page token
+const auth = () => ({ Authorization: `Bearer ${token}` });
 
 const TERMINAL = new Set(["converged", "failed", "rejected", "expired", "superseded"]);
 const PROGRESS = ["sending", "pending", "accepted", "dispatched", "acknowledged"];
 const HVAC_MODES = ["off", "heat", "cool", "heat_cool", "auto"];
 const FATAL_CLOSES = new Set([4400, 4401, 4403]); // retrying would not help
+const RENEW_RETRY_MS = 10000; // a renewal that failed for the network is tried again this much later
 
 const devices = new Map(); // device_id -> {twin, ui, commands: [], alerts: []}
 const commands = new Map(); // command_id -> a command entry (also in its device's list)
@@ -79,7 +92,7 @@ async function listDevices(home) {
   let after = "";
   do {
     const query = new URLSearchParams({ home_id: home, limit: "1000", after });
-    const response = await fetch(`/v1/devices?${query}`, { headers: auth });
+    const response = await fetch(`/v1/devices?${query}`, { headers: auth() });
     if (!response.ok) throw new Error(`GET /v1/devices answered ${response.status}`);
     const page = await response.json();
     twins.push(...page.items);
@@ -249,7 +262,7 @@ async function send(deviceId, name, params) {
   try {
     const response = await fetch(`${commandApi}/v1/devices/${encodeURIComponent(deviceId)}/commands`, {
       method: "POST",
-      headers: { ...auth, "Content-Type": "application/json" },
+      headers: { ...auth(), "Content-Type": "application/json" },
       body: JSON.stringify({ name, params }),
     });
     const body = await response.json().catch(() => ({}));
@@ -271,7 +284,7 @@ async function follow(c) {
   // The websocket's command events move the status; polling the query API covers a dropped connection.
   for (let i = 0; i < 120 && rank(c.status) < 99; i++) {
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const response = await fetch(`/v1/commands/${c.id}`, { headers: auth }).catch(() => null);
+    const response = await fetch(`/v1/commands/${c.id}`, { headers: auth() }).catch(() => null);
     if (response?.ok) {
       const view = await response.json();
       advance(c, view.status, view.reason || "");
@@ -291,7 +304,7 @@ function onEvent(event) {
 }
 
 async function loadAlerts(home) {
-  const response = await fetch(`/v1/alerts?home_id=${encodeURIComponent(home)}`, { headers: auth }).catch(() => null);
+  const response = await fetch(`/v1/alerts?home_id=${encodeURIComponent(home)}`, { headers: auth() }).catch(() => null);
   if (!response?.ok) {
     $("alerts-status").textContent = response?.status === 404 ? "Alerts are not available here yet." : "";
     return;
@@ -306,26 +319,65 @@ async function loadAlerts(home) {
   }
 }
 
+// ------------------------------------------------------------------------------------------ session
+
+let renewTimer = null;
+
+async function openSession(presented) {
+  const response = await fetch("/v1/session", { method: "POST", headers: { Authorization: `Bearer ${presented}` } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = new Error(detailText(body.detail) || `POST /v1/session answered ${response.status}`);
+    error.status = response.status;
+    throw error;
+  }
+  token = body.token;
+  sessionStorage.setItem(SESSION_KEY, token);
+  clearTimeout(renewTimer);
+  renewTimer = setTimeout(renew, body.renew_after_s * 1000);
+}
+
+async function renew() {
+  try {
+    await openSession(token);
+  } catch (error) {
+    if (error.status === 401) {
+      sessionStorage.removeItem(SESSION_KEY);
+      notice(`This page's session ended (${error.message}): open a new link (hearth token create --home <home> --link).`);
+    } else {
+      renewTimer = setTimeout(renew, RENEW_RETRY_MS);
+    }
+    return;
+  }
+  const old = socket;
+  connect(); // the open websocket holds the old token, which ends: carry on with the new one
+  if (old) old.close(1000, "renewed");
+}
+
 // ---------------------------------------------------------------------------------------- websocket
 
 let retries = 0;
+let socket = null; // the current websocket; a replaced one's late messages and close are ignored
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(token)}`);
+  const me = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(token)}`);
+  socket = me;
   let alertsLoaded = false;
   const heard = new Set(); // devices this connection has sent a snapshot or a change of
-  socket.onopen = () => {
+  me.onopen = () => {
+    if (socket !== me) return;
     const request = { action: "subscribe" };
     if (homeParam) request.home_id = homeParam;
     if (devices.size) request.after = Object.fromEntries([...devices].map(([id, d]) => [id, d.twin.version]));
-    socket.send(JSON.stringify(request));
+    me.send(JSON.stringify(request));
     retries = 0;
     $("conn").textContent = "live";
     $("conn").className = "conn live";
     notice("");
   };
-  socket.onmessage = (message) => {
+  me.onmessage = (message) => {
+    if (socket !== me) return;
     const m = JSON.parse(message.data);
     if (m.type === "snapshot" || m.type === "change") {
       const swapped = m.type === "snapshot" && heard.has(m.device_id);
@@ -350,18 +402,37 @@ function connect() {
       notice(`${m.reason}: ${m.message}`);
     }
   };
-  socket.onclose = (event) => {
+  me.onclose = (event) => {
+    if (socket !== me) return;
     const fatal = FATAL_CLOSES.has(event.code);
     $("conn").textContent = fatal ? `closed (${event.code})` : "reconnecting…";
     $("conn").className = "conn down";
     if (event.reason) notice(event.reason);
-    if (!fatal) setTimeout(connect, Math.min(10000, 500 * 2 ** retries++));
+    if (fatal) clearTimeout(renewTimer);
+    else setTimeout(() => socket === me && connect(), Math.min(10000, 500 * 2 ** retries++));
   };
 }
 
+async function start() {
+  const presented = given || sessionStorage.getItem(SESSION_KEY) || "";
+  if (!presented) {
+    notice("Open this page with the link `hearth up` prints (or: hearth token create --home <home> --link).");
+    return;
+  }
+  try {
+    await openSession(presented);
+  } catch (error) {
+    sessionStorage.removeItem(SESSION_KEY);
+    $("conn").textContent = "closed";
+    $("conn").className = "conn down";
+    notice(`This page link cannot be used (${error.message}): make another with hearth token create --home <home> --link.`);
+    return;
+  }
+  connect();
+}
+
 if (homeParam) $("home").textContent = homeParam;
-if (token) connect();
-else notice("Open this page with ?token=<home token> (hearth token create --home <home>).");
+start();
 setInterval(() => {
   for (const span of document.querySelectorAll(".last-seen")) span.textContent = ago(span.dataset.at);
 }, 1000);

@@ -1,0 +1,131 @@
+"""Token revocations as journal facts: ``token.revoked`` records on the compacted revocations topic.
+
+A revocation is a fact with its own small envelope (it belongs to no device, so it is not a device
+``Event``), keyed by the token id on a compacted one-partition topic: compaction keeps one record per
+revoked token for ever, so a process that starts reads every revocation there is. The fact id is derived
+from the token id, so revoking twice (from the CLI and the API, or a retry) is the same fact.
+
+Every API process follows the topic (``RevocationFeed``, as the device actor follows the models topic)
+into a ``Revocations`` set that its token check reads on each request and that open websockets look at
+every second; a revocation is effective everywhere within about a second of the broker having it. Until a
+feed has read the topic to its end, the API's /healthz answers 503: a token revoked before a restart
+must not be good again for the moment after it. A record that cannot be read is logged and skipped (only
+the CLI and the admin API write here); the feed goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from datetime import datetime
+
+import msgspec
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from hearth_shared.auth import Revocations
+from hearth_shared.events import utcnow
+from hearth_shared.kafka import make_producer, topic_partitions
+from hearth_shared.topics import Topics
+
+log = logging.getLogger(__name__)
+
+REVOCATION_NAMESPACE = uuid.UUID("6b1c3c0e-2f49-4d59-9a55-0c7e1d3b8a42")
+POLL_MS = 200  # how long one fetch waits: revocations arrive within this (plus the broker's delay)
+
+
+class TokenRevoked(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="token.revoked"):
+    event_id: uuid.UUID
+    token_id: str
+    revoked_at: datetime
+    reason: str = ""
+    by: str = ""  # who revoked it: "cli", or the admin token id that called the API
+
+
+_encode = msgspec.json.Encoder()
+_decode = msgspec.json.Decoder(TokenRevoked)
+
+
+def token_revoked(token_id: str, *, reason: str = "", by: str = "") -> TokenRevoked:
+    event_id = uuid.uuid5(REVOCATION_NAMESPACE, f"token.revoked\n{token_id}")
+    return TokenRevoked(event_id=event_id, token_id=token_id, revoked_at=utcnow(), reason=reason, by=by)
+
+
+async def publish_revocation(producer: AIOKafkaProducer, topics: Topics, fact: TokenRevoked) -> None:
+    """Append the fact; returns once the broker has it (the producer's acks=all)."""
+    await producer.send_and_wait(topics.token_revocations, _encode.encode(fact), key=fact.token_id.encode())
+
+
+async def revoke(bootstrap_servers: str, topics: Topics, fact: TokenRevoked) -> None:
+    """Append one revocation with a producer of its own (the CLI)."""
+    producer = make_producer(bootstrap_servers, "hearth-token-revoke")
+    await producer.start()
+    try:
+        await publish_revocation(producer, topics, fact)
+    finally:
+        await producer.stop()
+
+
+class RevocationFeed:
+    """Reads the revocations topic from its start, then follows it, adding every token id to a set.
+
+    ``caught_up`` is set once the topic was read up to the end offsets seen at start-up.
+    """
+
+    def __init__(self, bootstrap_servers: str, topics: Topics, revocations: Revocations) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topics.token_revocations
+        self.revocations = revocations
+        self.caught_up = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        consumer = self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        partitions = await topic_partitions(consumer, self.topic)
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        self._task = asyncio.create_task(self._run(consumer, ends), name="revocation-feed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def _run(self, consumer: AIOKafkaConsumer, ends: dict[object, int]) -> None:
+        pending = {tp: end for tp, end in ends.items() if end > 0}
+        if not pending:
+            self.caught_up.set()
+        while True:
+            batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=5000)
+            for tp, records in batches.items():
+                for record in records:
+                    self._apply(record.value, record.offset)
+                if tp in pending and records and records[-1].offset + 1 >= pending[tp]:
+                    del pending[tp]
+                    if not pending:
+                        self.caught_up.set()
+            if pending and not batches:  # compaction may have removed the last offsets: ask where we are
+                for tp in list(pending):
+                    if await consumer.position(tp) >= pending[tp]:
+                        del pending[tp]
+                if not pending:
+                    self.caught_up.set()
+
+    def _apply(self, value: bytes | None, offset: int) -> None:
+        if value is None:
+            return  # a tombstone (an operator's clean-up of a long-expired token): nothing to add
+        try:
+            fact = _decode.decode(value)
+        except msgspec.DecodeError as exc:
+            log.warning("skipping unreadable revocation at offset %d: %s", offset, exc)
+            return
+        self.revocations.add(fact.token_id)

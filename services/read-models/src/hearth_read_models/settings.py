@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
 from hearth_shared.settings import StackSettings
 
 
@@ -27,6 +28,9 @@ class ReadModelSettings(BaseSettings):
         20, ge=0, description="How long a live batch gathers facts after its first (fewer transactions)"
     )
     stack: StackSettings = Field(default_factory=StackSettings)
+    max_body_bytes: int = Field(
+        DEFAULT_MAX_BODY_BYTES, ge=0, description="Request bodies over this many bytes get 413, unread"
+    )
     subscribe_heartbeat_s: float = Field(15.0, gt=0, description="Seconds between heartbeats on a websocket")
     subscribe_queue_size: int = Field(
         1000, gt=0, description="Changes a websocket may have waiting before it is closed as too slow (4408)"

@@ -40,6 +40,16 @@ class ReadModelSettings(BaseSettings):
         description="Accept permessage-deflate on websockets. Off by default: each websocket's compressor "
         "compresses every change again for that client alone (a fifth of a 1,000-client fan-out's CPU)",
     )
+    subscribe_max_message_bytes: int = Field(
+        256 * 1024,
+        gt=0,
+        description="A websocket message from a client over this size is refused with 4400 (the server's own "
+        "frame limit, four times this, closes bigger ones with 1009 before buffering them)",
+    )
+    ws_ping_interval_s: float = Field(20.0, gt=0, description="Seconds between websocket pings")
+    ws_ping_timeout_s: float = Field(
+        20.0, gt=0, description="A websocket client that answers no ping for this long is closed 4408"
+    )
     subscribe_catchup_s: float = Field(
         2.0, ge=0, description="How long a subscription re-reads history that lags a change seen live"
     )

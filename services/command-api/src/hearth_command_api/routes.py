@@ -31,7 +31,18 @@ DeviceId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The devi
     "/devices",
     status_code=status.HTTP_201_CREATED,
     summary="Register a device",
-    responses=error_responses(400, 401, 403, 409, 413),
+    responses={
+        status.HTTP_201_CREATED: {
+            "description": "The twin the device starts with",
+            "links": {  # (what schemathesis follows in its stateful run)
+                "SubmitCommand": {
+                    "operationId": "submit_command_v1_devices__device_id__commands_post",
+                    "parameters": {"device_id": "$response.body#/device_id"},
+                }
+            },
+        },
+        **error_responses(400, 401, 403, 409, 413),
+    },
 )
 async def register_device(
     body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry

@@ -72,7 +72,7 @@ the caller may not see is 404 after the same wait as a device that does not exis
     "/devices",
     summary="The devices of a home, by device_id, filtered and paged",
     description="`home_id` is required with an admin token; a home token sees its own home only.",
-    responses=error_responses(401),
+    responses=error_responses(401, 413),
 )
 async def list_devices(
     principal: CurrentPrincipal,
@@ -105,7 +105,7 @@ async def list_devices(
     "/devices/{device_id}",
     summary="A device's twin",
     description=READ_YOUR_WRITES,
-    responses=error_responses(401, 404, 503),
+    responses=error_responses(401, 404, 413, 503),
 )
 async def get_twin(
     device_id: DeviceId,
@@ -126,7 +126,7 @@ async def get_twin(
     "/devices/{device_id}/events",
     summary="A device's history, oldest first, paged by version",
     description=READ_YOUR_WRITES,
-    responses=error_responses(401, 404, 503),
+    responses=error_responses(401, 404, 413, 503),
 )
 async def device_events(
     device_id: DeviceId,
@@ -162,7 +162,7 @@ async def device_events(
     "/commands/{command_id}",
     summary="A command's status and its history",
     description="With `wait_s`, a command not in the view yet (just sent) is waited for, up to that long.",
-    responses=error_responses(401, 404),
+    responses=error_responses(401, 404, 413),
 )
 async def get_command(
     command_id: uuid.UUID, principal: CurrentPrincipal, engine: Engine, wait_s: WaitS = 0.0
@@ -187,7 +187,7 @@ async def get_command(
     "/alerts",
     summary="Alerts (anomalies the device actors scored), oldest first, filtered and paged",
     description="A home token sees its own home only.",
-    responses=error_responses(401),
+    responses=error_responses(401, 413),
 )
 async def list_alerts(
     principal: CurrentPrincipal,
@@ -227,7 +227,7 @@ async def list_alerts(
     summary="A device's telemetry rollups (windowed aggregates), oldest window first, paged",
     description="Each item: the window's record key, its length (`window`), start, and the record's value "
     "as the analytics job wrote it (the newest one for that window).",
-    responses=error_responses(401, 404),
+    responses=error_responses(401, 404, 413),
 )
 async def device_rollups(
     device_id: DeviceId,

@@ -26,7 +26,9 @@ class SubscribeRequest(msgspec.Struct, frozen=True):
     action: Literal["subscribe"]
     home_id: str | None = None
     device_ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=1000)] | None = None
-    after: Annotated[dict[str, Annotated[int, msgspec.Meta(ge=0)]], msgspec.Meta(max_length=1000)] = {}
+    after: Annotated[
+        dict[str, Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]], msgspec.Meta(max_length=1000)
+    ] = {}
 
 
 class Refused(Exception):

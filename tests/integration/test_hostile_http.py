@@ -97,6 +97,16 @@ async def test_an_admin_listing_devices_without_home_id_gets_a_documented_422(pl
             await documented(platform.query_api, "get", "/v1/devices", response)
 
 
+async def test_an_empty_home_id_or_after_still_means_none_given(platform: Platform, home: str) -> None:
+    """(The live page asks for its first page with ``after=``.)"""
+    device_id = await register(platform, home)
+    await twin_when(platform, home, device_id, lambda twin: True)
+    async with platform.client(platform.query_api, home) as api:
+        response = await api.get("/v1/devices", params={"home_id": "", "after": ""})
+    assert response.status_code == 200, response.text
+    assert [twin["device_id"] for twin in response.json()["items"]] == [device_id]
+
+
 @pytest.mark.parametrize(
     "body",
     [

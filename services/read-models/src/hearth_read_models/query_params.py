@@ -5,6 +5,8 @@ query filters by (device types, fact types, rollup windows: ``thermostat``, ``co
 a value PostgreSQL or Redis could choke on (NUL, control characters) is a 422 before any query is built.
 Numbers that reach SQL are bounded to what a bigint holds. A cursor is opaque base64 of ``|``-joined parts;
 one that does not decode to parts without control characters is a 422 that says so, never a 500.
+An empty ``home_id`` or paging ``after`` means none was given, as it always did (the live page sends
+``after=`` for the first page); an empty filter is a 422.
 """
 
 from __future__ import annotations
@@ -16,14 +18,23 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path, Query
+from pydantic import BeforeValidator, StringConstraints
 
 from hearth_shared.http_errors import unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN, has_control_characters
 
 BIGINT_MAX = 2**63 - 1
 
+
+def _empty_as_absent(value: object) -> object:
+    return None if value == "" else value
+
+
+EmptyAsAbsent = BeforeValidator(_empty_as_absent)
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+
 DeviceId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The device's id")]
-HomeIdFilter = Annotated[str | None, Query(pattern=IDENTIFIER_PATTERN, description="Only this home")]
+HomeIdFilter = Annotated[Identifier | None, EmptyAsAbsent, Query(description="Only this home")]
 DeviceIdFilter = Annotated[str | None, Query(pattern=IDENTIFIER_PATTERN, description="Only this device's")]
 DeviceTypeFilter = Annotated[
     str | None, Query(alias="type", pattern=IDENTIFIER_PATTERN, description="Only devices of this type")
@@ -40,8 +51,9 @@ WindowFilter = Annotated[
     str | None, Query(pattern=IDENTIFIER_PATTERN, description="Only windows of this length, e.g. 1m or 15m")
 ]
 AfterDevice = Annotated[
-    str | None,
-    Query(pattern=IDENTIFIER_PATTERN, description="Paging: the last device_id of the previous page"),
+    Identifier | None,
+    EmptyAsAbsent,
+    Query(description="Paging: the last device_id of the previous page (empty or absent: the first)"),
 ]
 AfterVersion = Annotated[int, Query(ge=0, le=BIGINT_MAX, description="Paging: facts after this version")]
 MinVersion = Annotated[

@@ -13,9 +13,7 @@ import json
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,15 +21,20 @@ import pytest
 import websockets
 from redis.asyncio import Redis
 
-from hearth.stack.local import Services
-from hearth.stack.process import free_port
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
-from tests.registration import register_device
+from tests.live_feed import (
+    Message,
+    query_api_process,
+    receive_until,
+    register,
+    subscription,
+    twin_when,
+    ws_url,
+)
 
 pytestmark = pytest.mark.integration
 
-Message = dict[str, Any]
 THERMOSTAT = {
     "ambient_c": 19.0,
     "humidity_pct": 40.0,
@@ -45,23 +48,13 @@ TUNED_QUEUE = 20
 @pytest.fixture(scope="module")
 def tuned(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A second query API, one process, on the same PostgreSQL and Redis: 0.5 s heartbeats, a queue of 20."""
-    logs: Path = tmp_path_factory.mktemp("tuned-query-api")
-    port = free_port()
     env = {
-        "HEARTH_READ_MODELS_API_WORKERS": "1",
         "HEARTH_READ_MODELS_SUBSCRIBE_HEARTBEAT_S": "0.5",
         "HEARTH_READ_MODELS_SUBSCRIBE_QUEUE_SIZE": str(TUNED_QUEUE),
         "HEARTH_READ_MODELS_SUBSCRIBE_CATCHUP_S": "20",
     }
-    part, timeout_s = Services(
-        platform.settings, logs=logs, data=logs, query_api_port=port, extra_env=env
-    ).part("query-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
+    with query_api_process(platform, tmp_path_factory.mktemp("tuned-query-api"), env) as url:
+        yield url
 
 
 @pytest.fixture
@@ -73,25 +66,6 @@ async def device(platform: Platform) -> AsyncIterator[DeviceLink]:
 @pytest.fixture
 def home() -> str:
     return f"home-{uuid.uuid4().hex[:8]}"
-
-
-async def register(platform: Platform, home: str, device_type: str = "thermostat") -> str:
-    async with platform.client(platform.command_api, home) as api:
-        return await register_device(api, home, device_type)
-
-
-async def twin_when(
-    platform: Platform, home: str, device_id: str, ok: Callable[[Message], bool], timeout_s: float = 30
-) -> Message:
-    """The device's twin from the query API once ``ok(twin)`` (the views are eventually consistent)."""
-    async with platform.client(platform.query_api, home) as query:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            response = await query.get(f"/v1/devices/{device_id}")
-            if response.status_code == 200 and ok(response.json()):
-                return dict(response.json())
-            assert asyncio.get_running_loop().time() < deadline, f"twin never got there: {response.text}"
-            await asyncio.sleep(0.1)
 
 
 async def history(platform: Platform, home: str, device_id: str, after: int) -> list[Message]:
@@ -106,36 +80,6 @@ async def online_thermostat(platform: Platform, device: DeviceLink, home: str) -
     await device.report(device_id, THERMOSTAT)
     twin = await twin_when(platform, home, device_id, lambda t: t["reported"].get("humidity_pct") == 40.0)
     return device_id, twin
-
-
-def ws_url(base: str, token: str | None = None) -> str:
-    return base.replace("http://", "ws://") + "/v1/subscribe" + (f"?token={token}" if token else "")
-
-
-@asynccontextmanager
-async def subscription(
-    platform: Platform, base: str, home: str | None, request: Message, **connect: Any
-) -> AsyncIterator[websockets.ClientConnection]:
-    """A websocket with the home's token in the Authorization header, subscribed with ``request``."""
-    headers = {"Authorization": f"Bearer {platform.token(home)}"}
-    async with websockets.connect(ws_url(base), additional_headers=headers, **connect) as ws:
-        await ws.send(json.dumps({"action": "subscribe", **request}))
-        yield ws
-
-
-async def receive_until(
-    ws: websockets.ClientConnection, done: Callable[[Message], bool], timeout_s: float = 30
-) -> list[Message]:
-    """Messages other than heartbeats, up to and including the first for which ``done`` is true."""
-    received = []
-    async with asyncio.timeout(timeout_s):
-        while True:
-            message = json.loads(await ws.recv())
-            if message["type"] == "heartbeat":
-                continue
-            received.append(message)
-            if done(message):
-                return received
 
 
 async def receive_for(ws: websockets.ClientConnection, seconds: float) -> list[Message]:

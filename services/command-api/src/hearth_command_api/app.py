@@ -11,14 +11,20 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
+from pydantic import BaseModel
 
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
+from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
 from hearth_shared.revocations import RevocationFeed
+
+
+class Health(BaseModel):
+    status: str
 
 
 def make_app(
@@ -58,6 +64,7 @@ def make_app(
         description="Send commands to devices; every command and its lifecycle is a fact in the journal.",
         lifespan=lifespan,
     )
+    install_edge(app, max_body_bytes=settings.max_body_bytes)
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
     app.state.revocations = revocations
@@ -69,14 +76,18 @@ def make_app(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )
 
-    @app.get("/healthz", summary="200 once the API can serve (its registry view has caught up)")
-    async def healthz(response: Response) -> dict[str, str]:
+    @app.get(
+        "/healthz",
+        summary="200 once the API can serve (its registry view has caught up)",
+        responses={503: {"model": Health, "description": "Still catching up with the journal"}},
+    )
+    async def healthz(response: Response) -> Health:
         if not feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return {"status": "catching up with the journal"}
+            return Health(status="catching up with the journal")
         if not revocation_feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return {"status": "catching up with the token revocations"}
-        return {"status": "ok"}
+            return Health(status="catching up with the token revocations")
+        return Health(status="ok")
 
     return app

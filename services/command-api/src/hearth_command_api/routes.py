@@ -6,7 +6,7 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, Response, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Response, status
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import RegistryView, fingerprint
@@ -15,6 +15,8 @@ from hearth_shared.auth import Principal
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
 from hearth_shared.events import RegisterDevice, SubmitCommand, new_id, utcnow
 from hearth_shared.http import not_found
+from hearth_shared.http_errors import error_responses, unprocessable
+from hearth_shared.ids import IDENTIFIER_PATTERN
 
 router = APIRouter(prefix="/v1")
 
@@ -23,6 +25,7 @@ router = APIRouter(prefix="/v1")
 # second request for a command id it already has).
 IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
 
+DeviceId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The device's id")]
 
 def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: RegistryView) -> str:
     """The new device's id. Only an admin token (provisioning, the simulator) may choose one, and gets
@@ -56,6 +59,18 @@ def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: R
     summary="Register a device",
     description="With a home token, omit `device_id` (the server assigns it); an admin token may choose "
     "it, and a taken one is a 409.",
+    responses={
+        status.HTTP_201_CREATED: {
+            "description": "The twin the device starts with",
+            "links": {  # (what schemathesis follows in its stateful run)
+                "SubmitCommand": {
+                    "operationId": "submit_command_v1_devices__device_id__commands_post",
+                    "parameters": {"device_id": "$response.body#/device_id"},
+                }
+            },
+        },
+        **error_responses(400, 401, 403, 409, 413),
+    },
 )
 async def register_device(
     body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
@@ -97,9 +112,16 @@ async def register_device(
     response_model=CommandAccepted,
     response_model_exclude_none=True,
     summary="Send a command to a device",
+    responses={
+        status.HTTP_200_OK: {
+            "model": CommandAccepted,
+            "description": "With ?wait=: the status reached, and whether the timeout passed first",
+        },
+        **error_responses(400, 401, 404, 413),
+    },
 )
 async def submit_command(
-    device_id: str,
+    device_id: DeviceId,
     body: SubmitCommandBody,
     principal: CurrentPrincipal,
     journal: Journal,
@@ -108,7 +130,9 @@ async def submit_command(
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
     wait: Annotated[WaitFor | None, Query(description="Block until this status or a terminal one")] = None,
-    timeout_s: Annotated[float, Query(gt=0, description="How long ?wait= may block")] = 10.0,
+    timeout_s: Annotated[
+        float, Query(gt=0, allow_inf_nan=False, description="How long ?wait= may block")
+    ] = 10.0,
 ) -> CommandAccepted:
     device = registry.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
@@ -116,36 +140,23 @@ async def submit_command(
     try:
         params = validate_command(device.device_type, body.name, body.params)
     except CommandInvalid as exc:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            [{"loc": ["body", "params"], "type": exc.reason, "msg": exc.message}],
-        ) from exc
+        raise unprocessable(("body", "params"), exc.reason, exc.message) from exc
     expires_in = body.expires_in_s or settings.default_expires_in_s
     if expires_in > settings.max_expires_in_s:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            [
-                {
-                    "loc": ["body", "expires_in_s"],
-                    "type": "out_of_range",
-                    "msg": f"expires_in_s may be at most {settings.max_expires_in_s:g}",
-                }
-            ],
+        raise unprocessable(
+            ("body", "expires_in_s"),
+            "out_of_range",
+            f"expires_in_s may be at most {settings.max_expires_in_s:g}",
         )
     print_ = fingerprint(body.name, params)
     if idempotency_key:
         command_id = uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{device_id}\n{idempotency_key}")
         known = registry.commands.get(command_id)
         if known is not None and known.fingerprint != print_:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                [
-                    {
-                        "loc": ["header", "Idempotency-Key"],
-                        "type": "idempotency_key_reused",
-                        "msg": "this Idempotency-Key was already used with a different body",
-                    }
-                ],
+            raise unprocessable(
+                ("header", "Idempotency-Key"),
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different body",
             )
     else:
         command_id, known = uuid.uuid4(), None

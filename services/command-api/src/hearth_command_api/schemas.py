@@ -8,17 +8,25 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hearth_shared.domain import device_type_names
-
-IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+from hearth_shared.ids import IDENTIFIER_PATTERN, find_unstorable, has_control_characters
 
 
 class RegisterDeviceBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    device_id: str | None = Field(None, pattern=IDENTIFIER, description="Chosen by the server when absent")
-    home_id: str = Field(pattern=IDENTIFIER)
+    device_id: str | None = Field(
+        None, pattern=IDENTIFIER_PATTERN, description="Chosen by the server when absent"
+    )
+    home_id: str = Field(pattern=IDENTIFIER_PATTERN)
     type: str = Field(description="A registered device type, e.g. thermostat or lock")
-    name: str = Field(min_length=1, max_length=120)
+    name: str = Field(
+        min_length=1, max_length=120, description="Any text on one line (no control characters)"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def one_line_of_text(cls, value: str) -> str:
+        return printable(value)
 
     @field_validator("type")
     @classmethod
@@ -33,8 +41,34 @@ class SubmitCommandBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=64, examples=["set_target_temperature"])
-    params: dict[str, Any] = Field(default_factory=dict, examples=[{"target_c": 21.5}])
-    expires_in_s: float | None = Field(None, gt=0, description="Deadline; 30 s when absent")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        examples=[{"target_c": 21.5}],
+        description="Finite numbers and text without control characters only",
+    )
+    expires_in_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Deadline; 30 s when absent"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def one_line_of_text(cls, value: str) -> str:
+        return printable(value)
+
+    @field_validator("params")
+    @classmethod
+    def storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        where = find_unstorable(value)
+        if where is not None:
+            raise ValueError(f"{where}: numbers must be finite and text may not hold control characters")
+        return value
+
+
+def printable(value: str) -> str:
+    """Free text as every consumer can store it: no NUL, no control characters (hearth_shared.ids)."""
+    if has_control_characters(value):
+        raise ValueError("may not contain NUL or other control characters (tab and newline included)")
+    return value
 
 
 WaitFor = Literal["accepted", "dispatched", "acknowledged", "converged"]

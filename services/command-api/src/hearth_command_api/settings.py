@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
 from hearth_shared.settings import StackSettings
 
 
@@ -16,6 +17,9 @@ class CommandApiSettings(BaseSettings):
     default_expires_in_s: float = Field(30.0, gt=0, description="A command's deadline when none is given")
     max_expires_in_s: float = 24 * 3600
     max_wait_s: float = 60.0
+    max_body_bytes: int = Field(
+        DEFAULT_MAX_BODY_BYTES, ge=0, description="Request bodies over this many bytes get 413, unread"
+    )
     stack: StackSettings = Field(default_factory=StackSettings)
     cors_origins: list[str] = Field(
         default=["http://127.0.0.1:8001", "http://localhost:8001"],

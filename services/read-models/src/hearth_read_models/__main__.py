@@ -16,6 +16,7 @@ def main() -> None:
     elif what == "api":
         import uvicorn
 
+        from hearth_read_models import subscribe_message, ws_protocol
         from hearth_read_models.api import make_app
         from hearth_read_models.settings import ReadModelSettings
 
@@ -28,8 +29,13 @@ def main() -> None:
             host=settings.host,
             port=settings.port,
             access_log=False,
-            ws="websockets-sansio",  # ("auto" picks it too; framing a change: ~2 us of ~40 per client)
+            # uvicorn's websockets-sansio ("auto" picks it too; framing a change: ~2 us of ~40 per client),
+            # closing clients that do not read with 4408 (see ws_protocol)
+            ws=ws_protocol.PATH,
             ws_per_message_deflate=settings.ws_per_message_deflate,
+            ws_max_size=settings.subscribe_max_message_bytes * subscribe_message.TRANSPORT_LIMIT_FACTOR,
+            ws_ping_interval=settings.ws_ping_interval_s,
+            ws_ping_timeout=settings.ws_ping_timeout_s,
         )
     elif what == "migrate":
         from hearth_read_models.db import migrate

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
-import msgspec
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, status
+from pydantic import BaseModel
 from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,10 +17,31 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hearth_read_models import session, subscriptions
 from hearth_read_models import tables as t
 from hearth_read_models.db import async_engine
-from hearth_read_models.projector import twin_key
+from hearth_read_models.query_params import (
+    AfterCommand,
+    AfterDevice,
+    AfterVersion,
+    Cursor,
+    DeviceId,
+    DeviceIdFilter,
+    DeviceTypeFilter,
+    FactTypeFilter,
+    HomeIdFilter,
+    Limit,
+    MinVersion,
+    WaitS,
+    WindowFilter,
+    cursor_time,
+    cursor_uuid,
+    decode_cursor,
+    encode_cursor,
+    page,
+)
+from hearth_read_models.reads import poll, read_your_writes, visible_twin
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import Principal, Revocations
+from hearth_shared.auth import Revocations
 from hearth_shared.http import CurrentPrincipal, not_found
+from hearth_shared.http_errors import error_responses, install_edge, unprocessable
 from hearth_shared.revocations import RevocationFeed
 
 
@@ -50,123 +69,25 @@ does not arrive in time the answer is **503** with `Retry-After: 1` and the vers
 the caller may not see is 404 after the same wait as a device that does not exist.
 """
 
-MinVersion = Annotated[
-    int | None, Query(ge=1, description="Read-your-writes: answer once the view has this device version")
-]
-AfterCommand = Annotated[
-    uuid.UUID | None,
-    Query(description="Read-your-writes: answer once the view has this command of the device"),
-]
-WaitS = Annotated[
-    float, Query(ge=0, le=30, description="Seconds to wait for `min_version` / `command_id` (or the command)")
-]
-Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page")]
-After = Annotated[str | None, Query(description="Paging: `next_after` of the previous page")]
-POLL_S = 0.05  # how often a read-your-writes wait looks again
 
-
-async def load_twin(engine: AsyncEngine, redis: Redis, device_id: str) -> dict[str, Any] | None:
-    """The latest twin: from the Redis cache when it has it, else from PostgreSQL."""
-    cached = await redis.get(twin_key(device_id))
-    if cached is not None:
-        twin: dict[str, Any] = msgspec.json.decode(cached)
-        return twin
-    async with engine.connect() as conn:
-        row = (await conn.execute(select(t.twins.c.view).where(t.twins.c.device_id == device_id))).first()
-    return row.view if row else None
-
-
-async def visible_twin(
-    engine: AsyncEngine, redis: Redis, principal: Principal, device_id: str
-) -> dict[str, Any]:
-    twin = await load_twin(engine, redis, device_id)
-    if twin is None or not principal.may_see(twin["home_id"]):
-        raise not_found(f"device {device_id}")
-    return twin
-
-
-async def poll(check: Callable[[], Awaitable[bool]], wait_s: float) -> bool:
-    """``check()`` until it is true or ``wait_s`` has passed; its last answer."""
-    deadline = asyncio.get_running_loop().time() + wait_s
-    while not await check():
-        left = deadline - asyncio.get_running_loop().time()
-        if left <= 0:
-            return False
-        await asyncio.sleep(min(POLL_S, left))
-    return True
-
-
-async def read_your_writes(
-    engine: AsyncEngine,
-    principal: Principal,
-    device_id: str,
-    *,
-    min_version: int | None,
-    command_id: uuid.UUID | None,
-    wait_s: float,
-) -> None:
-    """Wait until the committed views of ``device_id`` have ``min_version`` and ``command_id``."""
-    if min_version is None and command_id is None:
-        return
-    seen: list[Any] = [None]
-
-    async def arrived() -> bool:
-        query = select(t.twins.c.home_id, t.twins.c.version).where(t.twins.c.device_id == device_id)
-        async with engine.connect() as conn:
-            twin = (await conn.execute(query)).first()
-            if twin is None or not principal.may_see(twin.home_id):
-                return False
-            seen[0] = twin.version
-            if command_id is not None:
-                known = select(t.commands.c.command_id).where(
-                    t.commands.c.command_id == command_id, t.commands.c.device_id == device_id
-                )
-                if (await conn.execute(known)).first() is None:
-                    return False
-        return min_version is None or twin.version >= min_version
-
-    if not await poll(arrived, wait_s):
-        if seen[0] is None:
-            raise not_found(f"device {device_id}")
-        wanted = f"version {min_version}" if min_version else f"command {command_id}"
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"the view of device {device_id} is at version {seen[0]} and has not reached {wanted} yet",
-            headers={"Retry-After": "1"},
-        )
-
-
-def encode_cursor(*parts: Any) -> str:
-    return base64.urlsafe_b64encode("|".join(map(str, parts)).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, parts: int) -> list[str]:
-    try:
-        values = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split("|", parts - 1)
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "after: not a cursor of this API") from exc
-    if len(values) != parts:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "after: not a cursor of this API")
-    return values
-
-
-def page(items: list[Any], limit: int, cursor: Callable[[Any], str]) -> dict[str, Any]:
-    return {"items": items, "next_after": cursor(items[-1]) if len(items) == limit else None}
-
-
-@router.get("/devices", summary="The devices of a home, by device_id, filtered and paged")
+@router.get(
+    "/devices",
+    summary="The devices of a home, by device_id, filtered and paged",
+    description="`home_id` is required with an admin token; a home token sees its own home only.",
+    responses=error_responses(401, 413),
+)
 async def list_devices(
     principal: CurrentPrincipal,
     engine: Engine,
-    home_id: Annotated[str | None, Query(description="Required with an admin token")] = None,
-    device_type: Annotated[str | None, Query(alias="type", description="Only devices of this type")] = None,
+    home_id: HomeIdFilter = None,
+    device_type: DeviceTypeFilter = None,
     online: Annotated[bool | None, Query(description="Only devices online (true) or offline (false)")] = None,
     limit: Limit = 100,
-    after: Annotated[str | None, Query(description="Paging: the last device_id of the previous page")] = None,
+    after: AfterDevice = None,
 ) -> dict[str, Any]:
     home_id = home_id or principal.home_id
     if home_id is None:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "home_id is required with an admin token")
+        raise unprocessable(("query", "home_id"), "missing", "home_id is required with an admin token")
     if not principal.may_see(home_id):
         return {"items": [], "next_after": None}
     twins = t.twins
@@ -182,9 +103,14 @@ async def list_devices(
     return {"items": [r.view for r in rows], "next_after": rows[-1].device_id if len(rows) == limit else None}
 
 
-@router.get("/devices/{device_id}", summary="A device's twin", description=READ_YOUR_WRITES)
+@router.get(
+    "/devices/{device_id}",
+    summary="A device's twin",
+    description=READ_YOUR_WRITES,
+    responses=error_responses(401, 404, 413, 503),
+)
 async def get_twin(
-    device_id: str,
+    device_id: DeviceId,
     principal: CurrentPrincipal,
     engine: Engine,
     cache: Cache,
@@ -202,15 +128,16 @@ async def get_twin(
     "/devices/{device_id}/events",
     summary="A device's history, oldest first, paged by version",
     description=READ_YOUR_WRITES,
+    responses=error_responses(401, 404, 413, 503),
 )
 async def device_events(
-    device_id: str,
+    device_id: DeviceId,
     principal: CurrentPrincipal,
     engine: Engine,
     cache: Cache,
-    after_version: Annotated[int, Query(ge=0, description="Paging: facts after this version")] = 0,
+    after_version: AfterVersion = 0,
     limit: Limit = 100,
-    event_type: Annotated[str | None, Query(alias="type", description="Only facts of this type")] = None,
+    event_type: FactTypeFilter = None,
     min_version: MinVersion = None,
     command_id: AfterCommand = None,
     wait_s: WaitS = 5.0,
@@ -237,6 +164,7 @@ async def device_events(
     "/commands/{command_id}",
     summary="A command's status and its history",
     description="With `wait_s`, a command not in the view yet (just sent) is waited for, up to that long.",
+    responses=error_responses(401, 404, 413),
 )
 async def get_command(
     command_id: uuid.UUID, principal: CurrentPrincipal, engine: Engine, wait_s: WaitS = 0.0
@@ -258,18 +186,21 @@ async def get_command(
 
 
 @router.get(
-    "/alerts", summary="Alerts (anomalies the device actors scored), oldest first, filtered and paged"
+    "/alerts",
+    summary="Alerts (anomalies the device actors scored), oldest first, filtered and paged",
+    description="A home token sees its own home only.",
+    responses=error_responses(401, 413),
 )
 async def list_alerts(
     principal: CurrentPrincipal,
     engine: Engine,
-    home_id: Annotated[str | None, Query(description="A home token sees its own home only")] = None,
-    device_id: Annotated[str | None, Query(description="Only this device's alerts")] = None,
+    home_id: HomeIdFilter = None,
+    device_id: DeviceIdFilter = None,
     since: Annotated[
         datetime | None, Query(description="Only alerts that occurred at or after this time")
     ] = None,
     limit: Limit = 100,
-    after: After = None,
+    after: Cursor = None,
 ) -> dict[str, Any]:
     home_id = home_id or principal.home_id
     if home_id is not None and not principal.may_see(home_id):
@@ -284,7 +215,9 @@ async def list_alerts(
         query = query.where(alerts.c.occurred_at >= since)
     if after:
         at, event_id = decode_cursor(after, 2)
-        query = query.where(tuple_(alerts.c.occurred_at, alerts.c.event_id) > (_time(at), _uuid(event_id)))
+        query = query.where(
+            tuple_(alerts.c.occurred_at, alerts.c.event_id) > (cursor_time(at), cursor_uuid(event_id))
+        )
     query = query.order_by(alerts.c.occurred_at, alerts.c.event_id).limit(limit)
     async with engine.connect() as conn:
         rows = [dict(r._mapping) for r in await conn.execute(query)]
@@ -296,17 +229,18 @@ async def list_alerts(
     summary="A device's telemetry rollups (windowed aggregates), oldest window first, paged",
     description="Each item: the window's record key, its length (`window`), start, and the record's value "
     "as the analytics job wrote it (the newest one for that window).",
+    responses=error_responses(401, 404, 413),
 )
 async def device_rollups(
-    device_id: str,
+    device_id: DeviceId,
     principal: CurrentPrincipal,
     engine: Engine,
     cache: Cache,
-    window: Annotated[str | None, Query(description="Only windows of this length, e.g. 1m or 15m")] = None,
+    window: WindowFilter = None,
     since: Annotated[datetime | None, Query(description="Only windows starting at or after this")] = None,
     until: Annotated[datetime | None, Query(description="Only windows starting before this")] = None,
     limit: Limit = 100,
-    after: After = None,
+    after: Cursor = None,
 ) -> dict[str, Any]:
     await visible_twin(engine, cache, principal, device_id)
     rollups = t.rollups
@@ -321,25 +255,15 @@ async def device_rollups(
         query = query.where(rollups.c.window_start < until)
     if after:
         start, key = decode_cursor(after, 2)
-        query = query.where(tuple_(rollups.c.window_start, rollups.c.key) > (_time(start), key))
+        query = query.where(tuple_(rollups.c.window_start, rollups.c.key) > (cursor_time(start), key))
     query = query.order_by(rollups.c.window_start, rollups.c.key).limit(limit)
     async with engine.connect() as conn:
         rows = [dict(r._mapping) for r in await conn.execute(query)]
     return page(rows, limit, lambda r: encode_cursor(r["window_start"].isoformat(), r["key"]))
 
 
-def _time(text: str) -> datetime:
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "after: not a cursor of this API") from exc
-
-
-def _uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "after: not a cursor of this API") from exc
+class Health(BaseModel):
+    status: str
 
 
 def make_app(
@@ -374,6 +298,7 @@ def make_app(
         description="Twins, command statuses, history, alerts and rollups, projected from the journal.",
         lifespan=lifespan,
     )
+    install_edge(app, max_body_bytes=settings.max_body_bytes)
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
     app.state.revocations = revocations
@@ -381,18 +306,22 @@ def make_app(
     app.include_router(session.router)  # POST /v1/session: the live page's short-lived token
     app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
 
-    @app.get("/healthz", summary="200 once the API can serve (database and cache answer)")
-    async def healthz(request: Request, response: Response) -> dict[str, str]:
+    @app.get(
+        "/healthz",
+        summary="200 once the API can serve (database and cache answer)",
+        responses={503: {"model": Health, "description": "The database or the cache does not answer"}},
+    )
+    async def healthz(request: Request, response: Response) -> Health:
         try:
             async with request.app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
             await request.app.state.redis.ping()
         except Exception as exc:
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return {"status": f"unavailable: {type(exc).__name__}"}
+            return Health(status=f"unavailable: {type(exc).__name__}")
         if not revocation_feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return {"status": "catching up with the token revocations"}
-        return {"status": "ok"}
+            return Health(status="catching up with the token revocations")
+        return Health(status="ok")
 
     return app

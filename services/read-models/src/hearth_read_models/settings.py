@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
 from hearth_shared.settings import StackSettings
 
 
@@ -27,6 +28,9 @@ class ReadModelSettings(BaseSettings):
         20, ge=0, description="How long a live batch gathers facts after its first (fewer transactions)"
     )
     stack: StackSettings = Field(default_factory=StackSettings)
+    max_body_bytes: int = Field(
+        DEFAULT_MAX_BODY_BYTES, ge=0, description="Request bodies over this many bytes get 413, unread"
+    )
     subscribe_heartbeat_s: float = Field(15.0, gt=0, description="Seconds between heartbeats on a websocket")
     subscribe_queue_size: int = Field(
         1000, gt=0, description="Changes a websocket may have waiting before it is closed as too slow (4408)"
@@ -35,6 +39,16 @@ class ReadModelSettings(BaseSettings):
         False,
         description="Accept permessage-deflate on websockets. Off by default: each websocket's compressor "
         "compresses every change again for that client alone (a fifth of a 1,000-client fan-out's CPU)",
+    )
+    subscribe_max_message_bytes: int = Field(
+        256 * 1024,
+        gt=0,
+        description="A websocket message from a client over this size is refused with 4400 (the server's own "
+        "frame limit, four times this, closes bigger ones with 1009 before buffering them)",
+    )
+    ws_ping_interval_s: float = Field(20.0, gt=0, description="Seconds between websocket pings")
+    ws_ping_timeout_s: float = Field(
+        20.0, gt=0, description="A websocket client that answers no ping for this long is closed 4408"
     )
     subscribe_catchup_s: float = Field(
         2.0, ge=0, description="How long a subscription re-reads history that lags a change seen live"

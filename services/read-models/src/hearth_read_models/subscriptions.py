@@ -16,8 +16,11 @@ may publish a batch twice after a crash); a change further ahead is preceded by 
 ``device_events``. The projector publishes just before its PostgreSQL commit, so that history may lag
 what was seen live by a moment: it is read again, briefly, until it catches up.
 
-Close codes: 4400 bad subscribe message, 4401 no or bad token, 4403 a home the token may not see,
-4408 too slow, 1011 the live feed was lost (subscribe again with ``after``), 1001 shutting down.
+Close codes: 4400 bad subscribe message (hearth_read_models.subscribe_message), 4401 no or bad token,
+4403 a home the token may not see, 4408 too slow (its queue overflowed, or it did not answer a ping:
+hearth_read_models.ws_protocol), 1011 the live feed was lost (subscribe again with ``after``), 1001
+shutting down. An ``after`` beyond a device's version is answered with an error message and that device's
+snapshot (never silence: the client's version is one the views never had, e.g. from before a reset).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 from fastapi import APIRouter, FastAPI, HTTPException, WebSocket, WebSocketDisconnect
@@ -44,6 +47,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hearth_read_models import tables as t
 from hearth_read_models.projector import home_channel, twin_key
 from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.subscribe_message import (
+    BAD_REQUEST,
+    FEED_LOST,
+    FORBIDDEN,
+    GOING_AWAY,
+    TOO_SLOW,
+    UNAUTHORIZED,
+    Refused,
+    SubscribeRequest,
+    bad_request,
+    check_size,
+    parse_subscribe,
+)
 from hearth_shared.auth import Principal, Revocations
 from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import decode_event, utcnow
@@ -51,21 +67,12 @@ from hearth_shared.http import authenticate, not_found, token_from
 
 log = logging.getLogger(__name__)
 
-BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, TOO_SLOW = 4400, 4401, 4403, 4408
-FEED_LOST, GOING_AWAY = 1011, 1001
 FIRST_MESSAGE_S = 30.0  # how long a new websocket may take to say what it subscribes to
 CLOSE_S = 30.0  # how long a close frame may wait behind unread data before the socket is given up
 CONFIRM_S = 10.0  # how long Redis may take to confirm a subscription
 TOKEN_CHECK_S = 1.0  # how often an open websocket looks whether its token was revoked or has expired
 
 _json = msgspec.json.Encoder()
-
-
-class SubscribeRequest(msgspec.Struct, frozen=True):
-    action: Literal["subscribe"]
-    home_id: str | None = None
-    device_ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=1000)] | None = None
-    after: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}
 
 
 class _Published(msgspec.Struct):
@@ -76,7 +83,6 @@ class _Published(msgspec.Struct):
     version: int
 
 
-_request = msgspec.json.Decoder(SubscribeRequest)
 _published = msgspec.json.Decoder(_Published)
 
 
@@ -301,12 +307,18 @@ class Feed:
         for device_id, twin in sorted(twins.items()):
             if twin["home_id"] not in self.home_ids:
                 continue
-            if device_id in self.after:
+            if device_id in self.after and self.after[device_id] <= twin["version"]:
                 await self.catch_up(device_id, twin["version"])
-            else:
-                snapshot = {"type": "snapshot", "device_id": device_id, "version": twin["version"]}
-                await self.send({**snapshot, "twin": twin})
-                self.sent[device_id] = twin["version"]
+                continue
+            if device_id in self.after:  # a version the views never had: say so, then the current state
+                await self.error(
+                    "after_beyond_version",
+                    f"after: {device_id} is at version {twin['version']}, not {self.after[device_id]}; "
+                    "its snapshot follows",
+                )
+            snapshot = {"type": "snapshot", "device_id": device_id, "version": twin["version"]}
+            await self.send({**snapshot, "twin": twin})
+            self.sent[device_id] = twin["version"]
         await self.live()
 
     async def live(self) -> None:
@@ -394,12 +406,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(lifespan=_lifespan)
 
 
-class Refused(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
-
-
 @router.websocket("/v1/subscribe")
 async def subscribe(ws: WebSocket) -> None:
     await ws.accept()  # before any refusal, so that a browser sees the close code and the error
@@ -407,7 +413,7 @@ async def subscribe(ws: WebSocket) -> None:
     settings: ReadModelSettings = ws.app.state.settings
     try:
         principal = _principal(ws)
-        request = await _first_message(ws)
+        request = await _first_message(ws, settings.subscribe_max_message_bytes)
         home_id, home_ids, devices = await _scope(ws, principal, request)
     except Refused as refusal:
         await _refuse(ws, refusal)
@@ -422,7 +428,8 @@ async def subscribe(ws: WebSocket) -> None:
         log.exception("could not subscribe to the live feed of %s", home_ids)
         listener.kick(FEED_LOST, "the live feed is not available: try again")
     else:
-        await _serve(Feed(ws, listener, home_ids=home_ids, home_id=home_id, after=request.after))
+        feed = Feed(ws, listener, home_ids=home_ids, home_id=home_id, after=request.after)
+        await _serve(feed, settings.subscribe_max_message_bytes)
     finally:
         watch.cancel()
         await hub.leave(listener)
@@ -448,20 +455,14 @@ async def _close_when_token_ends(revocations: Revocations, principal: Principal,
         await asyncio.sleep(TOKEN_CHECK_S)
 
 
-async def _first_message(ws: WebSocket) -> SubscribeRequest:
+async def _first_message(ws: WebSocket, limit: int) -> SubscribeRequest:
     try:
-        text = await asyncio.wait_for(ws.receive_text(), FIRST_MESSAGE_S)
+        received = await asyncio.wait_for(ws.receive(), FIRST_MESSAGE_S)
     except TimeoutError as exc:
-        raise Refused(BAD_REQUEST, "bad_request", "no subscribe message came") from exc
-    except KeyError as exc:  # a binary frame
-        raise Refused(BAD_REQUEST, "bad_request", "send the subscribe message as text") from exc
-    try:
-        request = _request.decode(text)
-    except msgspec.DecodeError as exc:
-        raise Refused(BAD_REQUEST, "bad_request", f"bad subscribe message: {exc}") from exc
-    if request.home_id is not None and request.device_ids is not None:
-        raise Refused(BAD_REQUEST, "bad_request", "subscribe to a home_id or to device_ids, not both")
-    return request
+        raise bad_request("no subscribe message came") from exc
+    if received["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(received.get("code", 1000))
+    return parse_subscribe(received, limit)
 
 
 async def _scope(
@@ -483,11 +484,11 @@ async def _scope(
     return None, {twin["home_id"] for twin in visible.values()}, frozenset(visible)
 
 
-async def _serve(feed: Feed) -> None:
+async def _serve(feed: Feed, limit: int) -> None:
     """Run the feed until the client leaves, the feed ends, or the hub kicks it (too slow, ...)."""
     tasks = [
         asyncio.create_task(feed.run()),
-        asyncio.create_task(_until_client_leaves(feed.ws)),
+        asyncio.create_task(_until_client_leaves(feed.ws, feed.listener, limit)),
         asyncio.create_task(feed.listener.kicked.wait()),
     ]
     try:
@@ -502,9 +503,14 @@ async def _serve(feed: Feed) -> None:
         feed.listener.kick(FEED_LOST, "the subscription failed: subscribe again with after")
 
 
-async def _until_client_leaves(ws: WebSocket) -> None:
-    while (await ws.receive())["type"] != "websocket.disconnect":
-        pass  # nothing more is expected from the client once subscribed
+async def _until_client_leaves(ws: WebSocket, listener: Listener, limit: int) -> None:
+    """Nothing more is expected from the client once subscribed; a message over ``limit`` is a 4400."""
+    while (received := await ws.receive())["type"] != "websocket.disconnect":
+        try:
+            check_size(dict(received), limit)
+        except Refused as refusal:
+            listener.kick(refusal.code, refusal.message)
+            return
 
 
 def _error(reason: str, message: str) -> dict[str, str]:

@@ -1,0 +1,136 @@
+"""Whether a decoded fact can be stored, and a decoded request acted on: one check per record family.
+
+A record can decode (valid JSON, the right fields and types) and still be poison: a device name with a
+NUL that PostgreSQL text cannot hold, an id that no Redis channel, URL or MQTT topic should carry, an
+integer msgpack and bigint cannot hold, a state value nested where every consumer expects a scalar.
+The edges refuse these (``hearth_shared.ids``); a record that got past an edge anyway (an older
+version, a planted record, a bug) must become a dead letter with its reason, never a crash, in every
+consumer. So each consumer asks exactly one question per record, right after decoding it:
+
+* ``fact_problem(event)``: can this journal fact be stored and projected? (projector, rebuild,
+  command API's registry view)
+* ``request_problem(request)``: can the device actor act on this inbox request? It must not turn into
+  a fact that some consumer cannot store, so the rules are the facts' rules plus the request's shape.
+
+Both return a ``MalformedRecord`` (reason and detail, for the dead letter) or None; ``decode_fact`` and
+``decode_request`` decode and check in one call. Pure: no I/O, no broker or database imports.
+
+The fact check is on the hot path of the projector and of a rebuild, so its costly part (walking every
+string of the record) runs only when the record's bytes could hold a control character or a huge
+integer: JSON escapes control characters below 0x20 (``\\n``, ``\\u0000``...), and DEL and the C1
+controls are the only others; an integer beyond 64 bits has at least 19 digits.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from hearth_shared.domain.registry import DEVICE_TYPES
+from hearth_shared.events import (
+    AcknowledgeCommand,
+    AnomalyDetected,
+    Event,
+    Inbound,
+    MalformedRecord,
+    RegisterDevice,
+    ReportState,
+    StateReported,
+    SubmitCommand,
+    decode_event,
+    decode_inbound,
+)
+from hearth_shared.ids import INT64_MAX, INT64_MIN, find_unstorable, is_identifier
+
+INT32_MAX = 2**31 - 1  # alerts.model_version is a PostgreSQL integer
+# Bytes of a JSON record that may stand for a control character or a >64-bit integer (see above).
+_SUSPECT = re.compile(rb"\\[bfnrtu]|\x7f|\xc2[\x80-\x9f]|\d{19}")
+
+
+def fact_problem(event: Event, wire: bytes | None = None) -> MalformedRecord | None:
+    """Why ``event`` cannot be stored, or None. ``wire``: the record as read, to skip the walk over its
+    strings when its bytes cannot hold anything unstorable."""
+    problem = _ids_problem(event.device_id, getattr(event, "home_id", ""))
+    if problem is not None:
+        return problem
+    if not 1 <= event.version <= INT64_MAX:
+        return MalformedRecord("out_of_range", f"version {event.version} is outside 1..{INT64_MAX}")
+    if isinstance(event, StateReported) and not INT64_MIN <= event.payload.device_seq <= INT64_MAX:
+        return MalformedRecord(
+            "out_of_range", f"payload.device_seq {event.payload.device_seq} is beyond 64 bits"
+        )
+    if isinstance(event, AnomalyDetected) and not 0 <= event.payload.model_version <= INT32_MAX:
+        return MalformedRecord("out_of_range", f"payload.model_version {event.payload.model_version}")
+    if wire is None or _SUSPECT.search(wire) is not None:
+        return _unstorable(msgspec.to_builtins(event))
+    return None
+
+
+def request_problem(request: Inbound) -> MalformedRecord | None:
+    """Why the device actor must not act on ``request``, or None."""
+    problem = _ids_problem(request.device_id, getattr(request, "home_id", None))
+    if problem is not None:
+        return problem
+    if isinstance(request, RegisterDevice) and request.device_type not in DEVICE_TYPES:
+        known = ", ".join(DEVICE_TYPES)
+        return MalformedRecord("unknown_device_type", f"{request.device_type!r:.80} is not one of {known}")
+    if isinstance(request, SubmitCommand) and not is_identifier(request.name):
+        return MalformedRecord("invalid_command_name", f"{request.name!r:.80} is not a command name")
+    if isinstance(request, ReportState):
+        if not INT64_MIN <= request.device_seq <= INT64_MAX:
+            return MalformedRecord("out_of_range", f"device_seq {request.device_seq} is beyond 64 bits")
+        problem = _state_problem(request.state)
+        if problem is not None:
+            return problem
+    if isinstance(request, AcknowledgeCommand | RegisterDevice | SubmitCommand | ReportState):
+        return _unstorable(msgspec.to_builtins(request))
+    return None
+
+
+def decode_fact(data: bytes | None) -> Event:
+    """Decode a journal record and check it; raises ``MalformedRecord`` with the reason."""
+    event = decode_event(data)
+    problem = fact_problem(event, data)
+    if problem is not None:
+        raise problem
+    return event
+
+
+def decode_request(data: bytes | None) -> Inbound:
+    """Decode an inbox record and check it; raises ``MalformedRecord`` with the reason."""
+    request = decode_inbound(data)
+    problem = request_problem(request)
+    if problem is not None:
+        raise problem
+    return request
+
+
+def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:
+    for name, value in (("device_id", device_id), ("home_id", home_id)):
+        if value is not None and not is_identifier(value):
+            return MalformedRecord(
+                "invalid_identifier", f"{name} {value!r:.80} does not match the id pattern"
+            )
+    return None
+
+
+def _state_problem(state: dict[str, Any]) -> MalformedRecord | None:
+    """A reported state is flat: identifier keys, scalar values (string, number, boolean or null)."""
+    for key, value in state.items():
+        if not is_identifier(key):
+            return MalformedRecord("invalid_state", f"state key {key!r:.80} is not a key name")
+        if isinstance(value, dict | list):
+            return MalformedRecord("wrong_type", f"state.{key} is a {type(value).__name__}, not a scalar")
+    return None
+
+
+def _unstorable(record: Any) -> MalformedRecord | None:
+    where = find_unstorable(record)
+    if where is None:
+        return None
+    return MalformedRecord(
+        "unstorable_value",
+        f"{where} holds a NUL or control character, a non-finite number or a >64-bit integer",
+    )

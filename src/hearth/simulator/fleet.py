@@ -364,11 +364,11 @@ class Fleet:
             for records in batches.values():
                 for record in records:
                     try:
-                        command = decode_device_command(record.value or b"")
+                        self.on_command(decode_device_command(record.value), now)
                     except MalformedRecord as error:
-                        log.warning("simulator: skipping a device command: %s", error)
-                        continue
-                    self.on_command(command, now)
+                        log.warning("simulator: skipping device command @%d: %s", record.offset, error)
+                    except Exception:  # one command a device cannot carry out stops no other
+                        log.exception("simulator: device command @%d failed", record.offset)
 
     async def _play_loop(self, producer: AIOKafkaProducer) -> None:
         inbox = self.topics.inbox

@@ -18,6 +18,10 @@ one is written, reads nothing it wrote itself (its caches hold it all), and writ
 (or when ``MAX_DIRTY_TWINS`` of them changed) instead of every batch; nobody reads its schema before the
 run ends, and a failed replay's schema is dropped.
 
+Poison: a fact that decodes but cannot be stored (``hearth_shared.storable``: a NUL in a name, an id
+off the pattern, a >64-bit integer), or whose projection raises, is a dead letter with its reason (a
+replay counts and skips it: the live projector sent the letter), and the batch goes on without it.
+
 Generations: a rebuild builds a new schema and swaps it in (rebuild.py) while this projector runs. A live
 projector takes the swap's advisory lock first in every batch transaction and then reads the schema's
 ``meta.generation``; when it is not the one it started from, the batch is dropped and the projector
@@ -57,8 +61,9 @@ from hearth_read_models.projection import (
     twin_row,
 )
 from hearth_shared.domain import Twin
-from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord, decode_event
+from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord
 from hearth_shared.kafka import DeadLetters, topic_partitions
+from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +361,7 @@ class Projector:
             self.stats.events += len(rs)
             for r in rs:
                 try:
-                    events.append((r, decode_event(r.value)))
+                    events.append((r, decode_fact(r.value)))  # decoded, and storable in the views
                 except MalformedRecord as error:
                     await self._dead_letter(r, error)
         await self._load_missing([e for _, e in events])
@@ -368,6 +373,9 @@ class Projector:
                 projection.apply(event, r.value)
             except MalformedRecord as error:
                 await self._dead_letter(r, error)
+            except Exception as error:  # a fact the projection cannot fold changes nothing (see apply)
+                log.exception("could not project %s[%d]@%d", r.topic, r.partition, r.offset)
+                await self._dead_letter(r, MalformedRecord("projection_failed", repr(error)))
         if self.live:
             twins = [twin_row(self.twins[d]) for d in projection.changed_twins]
         else:

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from hearth_read_models import projector as projector_module
 from hearth_read_models.rebuild import rebuild
 from hearth_shared.events import (
     CommandRejected,
@@ -29,6 +30,7 @@ from hearth_shared.events import (
     StateReported,
     StateReportedPayload,
     SubmitCommand,
+    decode_event,
     encode,
     new_id,
     utcnow,
@@ -196,6 +198,36 @@ async def test_poison_facts_are_dead_letters_and_the_views_and_a_rebuild_go_on(s
     assert views() == twins  # the rebuilt views equal the live ones: the same records skipped
 
 
+async def test_a_record_postgres_refuses_past_the_checks_costs_only_that_record(
+    stack: StackSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The projector's backstop: were the storable check to miss a value, PostgreSQL's refusal of it
+    makes that record a dead letter and the rest of its batch is projected."""
+    monkeypatch.setattr(projector_module, "decode_fact", decode_event)  # no check: PostgreSQL judges
+    schema, home = settings_for(stack).schema_name, f"h-{stack.topic_prefix}"
+    nul = Device(f"{home}-nul", home)
+    registered = DeviceRegisteredPayload(device_type="thermostat", name="front\u0000door")
+    later, commands = every_fact_type(home)
+    await produce_facts(stack, [later[0], nul(DeviceRegistered, registered), *later[1:]])  # one batch
+    async with running_projector(stack, schema) as projector:
+        await caught_up(projector)
+        assert projector.stats.dead_letters == 1
+    [(_, letter)] = await read_dead_letters(stack, lambda read: len(read) >= 1)
+    assert (letter["reason"], letter["key"], letter["consumer"]) == (
+        "refused_by_postgres",
+        nul.device_id,
+        "test-projector",
+    )
+    twins = dict(query(stack.postgres_dsn, f"SELECT device_id, version FROM {schema}.twins"))
+    assert twins == {f"{home}-th": 26, f"{home}-lock": 8}
+    [(status,)] = query(
+        stack.postgres_dsn,
+        f"SELECT status FROM {schema}.commands WHERE command_id = %s",
+        commands["converged"],
+    )
+    assert status == "converged"
+
+
 # --------------------------------------------------------------------- the running platform's parts
 
 
@@ -310,3 +342,44 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
     assert consumers[f"{tag}-random"] == consumers[f"{tag}-nul-name"] == "device-actor"
     assert consumers[f"{tag}-journal"] == consumers[f"{tag}-nul"] == "read-models-projector"
     assert all(part.running for part in platform.parts.values()), platform.logs()
+
+
+# ------------------------------------------------------------------------------------------- analytics
+
+
+def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
+    """Every job reads the journal through ``parse_journal``: what it cannot use is left out or null, never
+    a NaN in a mean (a NaN-poisoned model or rollup is one no consumer can read)."""
+    from hearth_analytics.schema import parse_journal, readings
+    from hearth_analytics.train import reading_stats
+
+    device = Device("th-1", "h-1")
+    registered = encode(device(DeviceRegistered, DeviceRegisteredPayload(device_type="thermostat", name="n")))
+
+    def report(ambient: str, device_id: str = "th-1") -> bytes:
+        state = {"ambient_c": 12345.5, "humidity_pct": 40.0}
+        fact = encode(
+            device(StateReported, StateReportedPayload(reported=state, device_seq=1, device_time=T0))
+        )
+        return fact.replace(b"12345.5", ambient.encode()).replace(b'"th-1"', f'"{device_id}"'.encode())
+
+    values = [
+        registered,
+        report("20.5"),
+        b"\xff not json",
+        report("NaN"),
+        report("Infinity"),
+        report("1e999"),
+        report('"hot"'),
+        report("30.0", device_id="th\\u00001"),
+        report("30.0", device_id="th 1"),
+    ]
+    raw = spark.createDataFrame(
+        [(0, i, v) for i, v in enumerate(values)], "partition int, offset long, value binary"
+    )
+    facts = parse_journal(raw)
+    assert sorted(r["offset"] for r in facts.collect()) == [0, 1, 5, 6]  # NaN, Infinity, bad ids: left out
+    ambient = sorted((r["ambient_c"] is None, r["ambient_c"]) for r in readings(facts).collect())
+    assert ambient == [(False, 20.5), (True, None), (True, None)]  # 1e999 and "hot" read as null
+    [stats] = reading_stats(facts).where("metric = 'ambient_c'").collect()
+    assert (stats["n"], stats["mean"]) == (1, 20.5)

@@ -15,22 +15,23 @@ consumer. So each consumer asks exactly one question per record, right after dec
 Both return a ``MalformedRecord`` (reason and detail, for the dead letter) or None; ``decode_fact`` and
 ``decode_request`` decode and check in one call. Pure: no I/O, no broker or database imports.
 
-The fact check is on the hot path of the projector and of a rebuild, so its costly part (walking every
-string of the record) runs only when the record's bytes could hold a control character or a huge
-integer: JSON escapes control characters below 0x20 (``\\n``, ``\\u0000``...), and DEL and the C1
-controls are the only others; an integer beyond 64 bits has at least 19 digits.
+The checks are on the hot paths of the actor, the projector and a rebuild, so their costly part (walking
+every string of the record) runs only when the record's bytes could hold a control character: JSON
+escapes control characters below 0x20 (``\\n``, ``\\u0000``...), and DEL and the C1 controls (lead
+byte 0xC2 in UTF-8) are the only others; three byte searches tell. Integers beyond 64 bits can only be
+in the free-form JSON objects (state, params, desired), which are looked at directly; ids and state
+keys repeat, so their pattern checks are cached.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from typing import Any
 
 import msgspec
 
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.events import (
-    AcknowledgeCommand,
     AnomalyDetected,
     Event,
     Inbound,
@@ -45,48 +46,58 @@ from hearth_shared.events import (
 from hearth_shared.ids import INT64_MAX, INT64_MIN, find_unstorable, is_identifier
 
 INT32_MAX = 2**31 - 1  # alerts.model_version is a PostgreSQL integer
-# Bytes of a JSON record that may stand for a control character or a >64-bit integer (see above).
-_SUSPECT = re.compile(rb"\\[bfnrtu]|\x7f|\xc2[\x80-\x9f]|\d{19}")
+_JSON_FIELDS = ("reported", "params", "desired")  # the payloads' free-form JSON objects
+_cached_identifier = functools.lru_cache(maxsize=1 << 16)(is_identifier)  # ids and state keys repeat
+
+
+def _identifier(value: str) -> bool:
+    return len(value) <= 64 and _cached_identifier(value)  # no long strings kept in the cache
 
 
 def fact_problem(event: Event, wire: bytes | None = None) -> MalformedRecord | None:
     """Why ``event`` cannot be stored, or None. ``wire``: the record as read, to skip the walk over its
-    strings when its bytes cannot hold anything unstorable."""
+    strings when its bytes cannot hold a control character."""
     problem = _ids_problem(event.device_id, getattr(event, "home_id", ""))
     if problem is not None:
         return problem
     if not 1 <= event.version <= INT64_MAX:
         return MalformedRecord("out_of_range", f"version {event.version} is outside 1..{INT64_MAX}")
-    if isinstance(event, StateReported) and not INT64_MIN <= event.payload.device_seq <= INT64_MAX:
-        return MalformedRecord(
-            "out_of_range", f"payload.device_seq {event.payload.device_seq} is beyond 64 bits"
-        )
-    if isinstance(event, AnomalyDetected) and not 0 <= event.payload.model_version <= INT32_MAX:
-        return MalformedRecord("out_of_range", f"payload.model_version {event.payload.model_version}")
-    if wire is None or _SUSPECT.search(wire) is not None:
+    payload: Any = getattr(event, "payload", None)
+    if isinstance(event, StateReported) and not INT64_MIN <= payload.device_seq <= INT64_MAX:
+        return MalformedRecord("out_of_range", f"payload.device_seq {payload.device_seq} is beyond 64 bits")
+    if isinstance(event, AnomalyDetected) and not 0 <= payload.model_version <= INT32_MAX:
+        return MalformedRecord("out_of_range", f"payload.model_version {payload.model_version}")
+    if _suspect(wire):
         return _unstorable(msgspec.to_builtins(event))
+    for name in _JSON_FIELDS:
+        data = getattr(payload, name, None)
+        if data:
+            problem = _json_problem(data, f"payload.{name}")
+            if problem is not None:
+                return problem
     return None
 
 
-def request_problem(request: Inbound) -> MalformedRecord | None:
-    """Why the device actor must not act on ``request``, or None."""
+def request_problem(request: Inbound, wire: bytes | None = None) -> MalformedRecord | None:
+    """Why the device actor must not act on ``request``, or None (``wire``: as for ``fact_problem``)."""
     problem = _ids_problem(request.device_id, getattr(request, "home_id", None))
     if problem is not None:
         return problem
-    if isinstance(request, RegisterDevice) and request.device_type not in DEVICE_TYPES:
-        known = ", ".join(DEVICE_TYPES)
-        return MalformedRecord("unknown_device_type", f"{request.device_type!r:.80} is not one of {known}")
-    if isinstance(request, SubmitCommand) and not is_identifier(request.name):
-        return MalformedRecord("invalid_command_name", f"{request.name!r:.80} is not a command name")
     if isinstance(request, ReportState):
         if not INT64_MIN <= request.device_seq <= INT64_MAX:
             return MalformedRecord("out_of_range", f"device_seq {request.device_seq} is beyond 64 bits")
         problem = _state_problem(request.state)
-        if problem is not None:
-            return problem
-    if isinstance(request, AcknowledgeCommand | RegisterDevice | SubmitCommand | ReportState):
-        return _unstorable(msgspec.to_builtins(request))
-    return None
+    elif isinstance(request, RegisterDevice) and request.device_type not in DEVICE_TYPES:
+        known = ", ".join(DEVICE_TYPES)
+        problem = MalformedRecord("unknown_device_type", f"{request.device_type!r:.80} is not one of {known}")
+    elif isinstance(request, SubmitCommand):
+        if not _identifier(request.name):
+            problem = MalformedRecord("invalid_command_name", f"{request.name!r:.80} is not a command name")
+        else:
+            problem = _json_problem(request.params, "params")
+    if problem is None and _suspect(wire):
+        problem = _unstorable(msgspec.to_builtins(request))
+    return problem
 
 
 def decode_fact(data: bytes | None) -> Event:
@@ -101,15 +112,20 @@ def decode_fact(data: bytes | None) -> Event:
 def decode_request(data: bytes | None) -> Inbound:
     """Decode an inbox record and check it; raises ``MalformedRecord`` with the reason."""
     request = decode_inbound(data)
-    problem = request_problem(request)
+    problem = request_problem(request, data)
     if problem is not None:
         raise problem
     return request
 
 
+def _suspect(wire: bytes | None) -> bool:
+    """Could the JSON ``wire`` hold a control character (see above)? Unknown (None): yes."""
+    return wire is None or b"\\" in wire or b"\x7f" in wire or b"\xc2" in wire
+
+
 def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:
     for name, value in (("device_id", device_id), ("home_id", home_id)):
-        if value is not None and not is_identifier(value):
+        if value is not None and not _identifier(value):
             return MalformedRecord(
                 "invalid_identifier", f"{name} {value!r:.80} does not match the id pattern"
             )
@@ -119,17 +135,36 @@ def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:
 def _state_problem(state: dict[str, Any]) -> MalformedRecord | None:
     """A reported state is flat: identifier keys, scalar values (string, number, boolean or null)."""
     for key, value in state.items():
-        if not is_identifier(key):
+        if not _identifier(key):
             return MalformedRecord("invalid_state", f"state key {key!r:.80} is not a key name")
-        if isinstance(value, dict | list):
-            return MalformedRecord("wrong_type", f"state.{key} is a {type(value).__name__}, not a scalar")
+        kind = type(value)
+        if kind is dict or kind is list:
+            return MalformedRecord("wrong_type", f"state.{key} is a {kind.__name__}, not a scalar")
+        if kind is int and not INT64_MIN <= value <= INT64_MAX:
+            return _unstorable_at(f"state.{key}")
+    return None
+
+
+def _json_problem(data: dict[str, Any], where: str) -> MalformedRecord | None:
+    """An integer beyond 64 bits in a JSON object (nested values are walked whole)."""
+    for key, value in data.items():
+        kind = type(value)
+        if kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:
+                return _unstorable_at(f"{where}.{key}")
+        elif kind is dict or kind is list:
+            found = find_unstorable(value, f"{where}.{key}")
+            if found is not None:
+                return _unstorable_at(found)
     return None
 
 
 def _unstorable(record: Any) -> MalformedRecord | None:
     where = find_unstorable(record)
-    if where is None:
-        return None
+    return None if where is None else _unstorable_at(where)
+
+
+def _unstorable_at(where: str) -> MalformedRecord:
     return MalformedRecord(
         "unstorable_value",
         f"{where} holds a NUL or control character, a non-finite number or a >64-bit integer",

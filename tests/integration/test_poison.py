@@ -266,7 +266,8 @@ def request_records(home: str, device_id: str, tag: str) -> list[tuple[bytes, by
         )  # fmt: skip
 
     return [
-        (b"random", random_bytes(), "invalid_json"),
+        (b"random", random_bytes(), "too_large"),
+        (b"garbage", random_bytes(1000), "invalid_json"),
         (b"nul-name", register_(name="front\u0000door"), "unstorable_value"),
         (b"bell-name", register_(name="ding\x07"), "unstorable_value"),
         (b"bad-id", register_(device_id="front door"), "invalid_identifier"),
@@ -279,7 +280,7 @@ def request_records(home: str, device_id: str, tag: str) -> list[tuple[bytes, by
         (b"nul-params", submit("set_target_temperature", {"target_c": "2\u00001"}), "unstorable_value"),
         (b"bad-command", submit("set target", {}), "invalid_command_name"),
         (b"inf", b'{"kind": "report_state", "device_id": "x", "state": {"a": 1e999}}', "invalid_json"),
-        (b"deep", b'{"kind": "report_state", "state": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "too_deep"),
+        (b"deep", b'{"kind": "report_state", "state": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", "too_deep"),
     ]  # fmt: skip
 
 

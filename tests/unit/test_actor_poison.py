@@ -76,7 +76,7 @@ async def test_poison_requests_are_dead_letters_and_the_batch_goes_on(
         )
     )
     assert outbox.letters == [
-        (1, "unstorable_value"), (2, "invalid_json"), (3, "decide_failed"), (4, "invalid_identifier"),
+        (1, "unstorable_value"), (2, "too_large"), (3, "decide_failed"), (4, "invalid_identifier"),
     ]  # fmt: skip
     assert [(type(e), e.device_id) for e in outbox.events] == [
         (DeviceRegistered, "th-1"),

@@ -32,7 +32,13 @@ from hearth_shared.events import (
     encode,
 )
 from hearth_shared.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES, dead_letter
-from hearth_shared.storable import decode_fact, decode_request, fact_problem, request_problem
+from hearth_shared.storable import (
+    MAX_REQUEST_BYTES,
+    decode_fact,
+    decode_request,
+    fact_problem,
+    request_problem,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -214,6 +220,14 @@ def test_unusable_requests_are_named_with_a_reason(request_: Inbound, reason: st
     with pytest.raises(MalformedRecord) as raised:
         decode_request(encode(request_))
     assert raised.value.reason == reason
+
+
+def test_an_oversized_request_is_refused_before_it_is_decoded() -> None:
+    big = encode(register(name="x" * (MAX_REQUEST_BYTES + 1)))
+    with pytest.raises(MalformedRecord) as raised:
+        decode_request(big)
+    assert raised.value.reason == "too_large"
+    assert decode_request(encode(register(name="x" * (MAX_REQUEST_BYTES - 500)))) is not None
 
 
 # ---------------------------------------------------------------------------------------- dead letters

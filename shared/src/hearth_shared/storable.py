@@ -46,6 +46,9 @@ from hearth_shared.events import (
 from hearth_shared.ids import INT64_MAX, INT64_MIN, find_unstorable, is_identifier
 
 INT32_MAX = 2**31 - 1  # alerts.model_version is a PostgreSQL integer
+# A request this large is no device's or user's (they are well under 1 KiB): its facts, and the twin
+# that would keep its params, could outgrow what a producer may send (1 MiB) and stop the actor.
+MAX_REQUEST_BYTES = 64 * 1024
 _JSON_FIELDS = ("reported", "params", "desired")  # the payloads' free-form JSON objects
 _cached_identifier = functools.lru_cache(maxsize=1 << 16)(is_identifier)  # ids and state keys repeat
 
@@ -111,6 +114,8 @@ def decode_fact(data: bytes | None) -> Event:
 
 def decode_request(data: bytes | None) -> Inbound:
     """Decode an inbox record and check it; raises ``MalformedRecord`` with the reason."""
+    if data is not None and len(data) > MAX_REQUEST_BYTES:
+        raise MalformedRecord("too_large", f"{len(data)} bytes; a request may have {MAX_REQUEST_BYTES}")
     request = decode_inbound(data)
     problem = request_problem(request, data)
     if problem is not None:

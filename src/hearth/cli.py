@@ -323,6 +323,8 @@ def rebuild(
     console.print(
         f"replayed {result.events:,} records in {result.replay_s:.1f} s ({result.events_per_s:,.0f}/s)"
     )
+    if result.skipped:
+        console.print(f"[yellow]skipped {result.skipped:,} records it could not project[/] (dead letters)")
     if result.swapped:
         console.print(
             f"[green]swapped in[/] as generation {result.generation} in {result.swap_s:.2f} s; "

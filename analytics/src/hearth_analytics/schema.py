@@ -5,6 +5,12 @@ ignored. Timestamps are read as strings and cast with ``try_cast`` (null if malf
 RFC 3339 with ``Z`` and up to 6 fraction digits), in the session time zone UTC. A value that is not a
 journal record (no ``type``) is left out. If an upcaster (``hearth_shared.events.register_upcaster``)
 ever renames a field used here, this schema must follow it: Spark reads the JSON, not the Python structs.
+
+Poison facts (the platform's consumers dead-letter them) are left out or neutralised here, once, so no
+job fails or publishes a poisoned result: a value that is not JSON, or whose device or home id breaks
+``hearth_shared.ids.IDENTIFIER_PATTERN`` (a NUL, a space...), is left out; a number that is not finite
+(a ``NaN`` or ``Infinity`` literal, which JSON does not have, or ``1e999``, too large for a double) is
+read as null, as a value of the wrong type is (``from_json``), so no mean or model turns NaN.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pyspark.sql.types import (
 )
 
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_shared.ids import IDENTIFIER_PATTERN
 
 STATE_REPORTED = "device.state_reported"
 DEVICE_REGISTERED = "device.registered"
@@ -110,6 +117,25 @@ def stream_journal(
     return reader.load()
 
 
+def _finite(column: Column) -> Column:
+    """The value if it is a finite double, else null (NaN compares above every number in Spark)."""
+    return F.when(column.between(-_MAX_DOUBLE, _MAX_DOUBLE), column)
+
+
+_MAX_DOUBLE = 1.7976931348623157e308
+_REPORTED_DOUBLES = tuple(f.name for f in REPORTED.fields if isinstance(f.dataType, DoubleType))
+_PAYLOAD_DOUBLES = tuple(f.name for f in PAYLOAD.fields if isinstance(f.dataType, DoubleType))
+
+
+def _finite_payload(payload: Column) -> Column:
+    """The payload with every double that is not finite read as null."""
+    for name in _REPORTED_DOUBLES:
+        payload = payload.withField(f"reported.{name}", _finite(payload["reported"][name]))
+    for name in _PAYLOAD_DOUBLES:
+        payload = payload.withField(name, _finite(payload[name]))
+    return payload
+
+
 def _ts(column: Column) -> Column:
     return column.try_cast("timestamp")  # ANSI mode (Spark 4's default) would fail the query on a bad one
 
@@ -120,10 +146,14 @@ def parse_journal(raw: DataFrame) -> DataFrame:
     ``event_time`` is the device's clock for readings and anomalies (``payload.device_time``), else
     ``occurred_at``.
     """
-    fact = F.from_json(F.col("value").cast("string"), ENVELOPE)
+    fact = F.from_json(F.col("value").cast("string"), ENVELOPE, {"allowNonNumericNumbers": "false"})
     return (
         raw.select(F.col("partition"), F.col("offset"), fact.alias("f"))
-        .where(F.col("f.type").isNotNull())
+        .where(
+            F.col("f.type").isNotNull()
+            & F.col("f.device_id").rlike(IDENTIFIER_PATTERN)
+            & F.col("f.home_id").rlike(IDENTIFIER_PATTERN)
+        )
         .select(
             "partition",
             "offset",
@@ -134,7 +164,7 @@ def parse_journal(raw: DataFrame) -> DataFrame:
             _ts(F.col("f.occurred_at")).alias("occurred_at"),
             _ts(F.col("f.recorded_at")).alias("recorded_at"),
             F.col("f.correlation_id").alias("correlation_id"),
-            F.col("f.payload").alias("payload"),
+            _finite_payload(F.col("f.payload")).alias("payload"),
         )
         .withColumn("event_time", F.coalesce(_ts(F.col("payload.device_time")), F.col("occurred_at")))
     )

@@ -345,15 +345,24 @@ class AnomalyModel(msgspec.Struct, frozen=True, kw_only=True):
 _model_decoder = msgspec.json.Decoder(AnomalyModel)
 
 
-def decode_model(data: bytes | str) -> AnomalyModel:
+def decode_model(data: bytes | str | None) -> AnomalyModel:
+    if data is None:
+        raise MalformedRecord("no_value", "the record has no value (a tombstone)")
     try:
         return _model_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise MalformedRecord("invalid_model", str(exc)) from exc
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
+        raise MalformedRecord("invalid_model", str(exc) or type(exc).__name__) from exc
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
-    """A record no consumer could read, with where it came from and why."""
+    """A record no consumer could read, with where it came from and why.
+
+    ``value`` is the record's value as text (undecodable bytes replaced), cut to an excerpt when the
+    record is large: a dead letter must always fit in what the producer may send, or sending it would
+    fail on the very record it reports. ``value_size`` is the whole value's size in bytes (-1: the
+    record had no value, a tombstone) and ``value_truncated`` says whether ``value`` is all of it;
+    ``key`` is cut the same way. Letters written before these two fields existed read as whole values.
+    """
 
     source_topic: str
     partition: int
@@ -364,6 +373,8 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     consumer: str
     value: str
     failed_at: datetime
+    value_size: int = 0
+    value_truncated: bool = False
 
 
 # ----------------------------------------------------------------------------------------- the codecs
@@ -396,10 +407,12 @@ class _Codec:
         self._current = {wire_name(t): t.SCHEMA_VERSION for t in types}  # type: ignore[attr-defined]
         self.encode = msgspec.json.Encoder().encode
 
-    def decode(self, data: bytes | str) -> Any:
+    def decode(self, data: bytes | str | None) -> Any:
+        if data is None:
+            raise MalformedRecord("no_value", "the record has no value (a tombstone)")
         try:
             record = self._decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             return self._decode_slow(data)
         if record.schema_version != record.SCHEMA_VERSION:
             return self._decode_slow(data)
@@ -410,6 +423,8 @@ class _Codec:
             raw = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise MalformedRecord("invalid_json", str(exc)) from exc
+        except RecursionError as exc:  # nested deeper than a decoder may recurse: poison, not a crash
+            raise MalformedRecord("too_deep", "JSON nested too deeply to decode") from exc
         if not isinstance(raw, dict):
             raise MalformedRecord("not_an_object", f"expected a JSON object, got {type(raw).__name__}")
         tag = raw.get(self._tag_field)
@@ -436,13 +451,13 @@ _inbound = _Codec(AnyInbound, INBOUND_TYPES, "kind")
 encode = _events.encode  # encodes any struct of this module to JSON bytes
 
 
-def decode_event(data: bytes | str) -> Event:
+def decode_event(data: bytes | str | None) -> Event:
     """Decode one journal record; raises ``MalformedRecord`` with a reason."""
     event: Event = _events.decode(data)
     return event
 
 
-def decode_inbound(data: bytes | str) -> Inbound:
+def decode_inbound(data: bytes | str | None) -> Inbound:
     """Decode one inbox record; raises ``MalformedRecord`` with a reason."""
     request: Inbound = _inbound.decode(data)
     return request
@@ -451,11 +466,11 @@ def decode_inbound(data: bytes | str) -> Inbound:
 _device_command_decoder = msgspec.json.Decoder(DeviceCommand)
 
 
-def decode_device_command(data: bytes | str) -> DeviceCommand:
+def decode_device_command(data: bytes | str | None) -> DeviceCommand:
     try:
-        return _device_command_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise MalformedRecord("invalid_device_command", str(exc)) from exc
+        return _device_command_decoder.decode(data or b"")
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
+        raise MalformedRecord("invalid_device_command", str(exc) or type(exc).__name__) from exc
 
 
 def to_builtins(struct: msgspec.Struct) -> JSON:
@@ -484,12 +499,12 @@ class _FactType(msgspec.Struct):
 _fact_type_decoder = msgspec.json.Decoder(_FactType)
 
 
-def fact_type(data: bytes | str) -> str:
+def fact_type(data: bytes | str | None) -> str:
     """The wire type of an encoded fact, reading nothing else: for consumers that skip most facts.
 
     Returns "" when there is none or the record is not JSON (``decode_event`` says why, if it matters).
     """
     try:
-        return _fact_type_decoder.decode(data).type
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _fact_type_decoder.decode(data or b"").type
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return ""

@@ -34,13 +34,19 @@ def has_control_characters(text: str) -> bool:
     return _CONTROL.search(text) is not None
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def find_unstorable(value: Any, path: str = "") -> str | None:
     """Where in a JSON value a consumer would choke: a string with NUL or control characters (also in
-    keys), or a number that is not finite. Returns the path to it (``"params.mode"``), or None."""
+    keys), a number that is not finite, or an integer beyond 64 bits (msgpack and PostgreSQL's bigint
+    stop there). Returns the path to it (``"params.mode"``), or None."""
     if isinstance(value, str):
         return path or "." if has_control_characters(value) else None
     if isinstance(value, float):
         return None if math.isfinite(value) else (path or ".")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if INT64_MIN <= value <= INT64_MAX else (path or ".")
     if isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)

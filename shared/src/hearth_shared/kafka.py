@@ -164,14 +164,66 @@ class KafkaJournal:
         await self.producer.send_and_wait(self.topics.inbox, encode(request), key=request.device_id.encode())
 
 
+# What a dead letter may carry of the record it reports. Far below the producer's maximum request size
+# (aiokafka's ``max_request_size``, 1 MiB by default): text made from arbitrary bytes can grow when
+# encoded (a replaced byte is 3 bytes of UTF-8, a control character 6 bytes of JSON escape), so even the
+# worst excerpt, with its key and detail, stays under ``MAX_DEAD_LETTER_BYTES``.
+VALUE_EXCERPT_BYTES = 16 * 1024
+KEY_EXCERPT_BYTES = 512
+DETAIL_CHARS = 2000
+MAX_DEAD_LETTER_BYTES = 256 * 1024
+
+
+def excerpt(data: bytes, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` bytes of ``data`` as text (undecodable bytes replaced), and whether it was cut."""
+    return data[:limit].decode(errors="replace"), len(data) > limit
+
+
+def dead_letter(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    error: Exception,
+    consumer: str,
+) -> DeadLetter:
+    """The dead letter for a record: where it came from, why, and a bounded excerpt of its value."""
+    if isinstance(error, MalformedRecord):
+        reason, detail = error.reason, error.detail
+    else:
+        reason, detail = type(error).__name__, str(error)
+    text, truncated = excerpt(value or b"", VALUE_EXCERPT_BYTES)
+    return DeadLetter(
+        source_topic=topic,
+        partition=partition,
+        offset=offset,
+        key=excerpt(key, KEY_EXCERPT_BYTES)[0] if key is not None else None,
+        reason=reason,
+        detail=detail[:DETAIL_CHARS],
+        consumer=consumer,
+        value=text,
+        failed_at=utcnow(),
+        value_size=len(value) if value is not None else -1,
+        value_truncated=truncated,
+    )
+
+
 class DeadLetters:
-    """Sends records nobody could read to the dead-letter topic with the reason, and counts them."""
+    """Sends records nobody could read to the dead-letter topic with the reason, and counts them.
+
+    ``send`` never raises (but for cancellation): a consumer goes on after a record it cannot read
+    whether or not its dead letter could be sent; a letter that could not be sent is logged with its
+    reason and counted in ``failed``.
+    """
 
     def __init__(self, journal: KafkaJournal, consumer: str) -> None:
         self.journal = journal
         self.topic = journal.topics.dead_letters
         self.consumer = consumer
         self.count = 0
+        self.failed = 0
 
     async def send(
         self,
@@ -183,22 +235,23 @@ class DeadLetters:
         value: bytes | None,
         error: Exception,
     ) -> None:
-        reason, detail = (
-            (error.reason, error.detail)
-            if isinstance(error, MalformedRecord)
-            else (type(error).__name__, str(error))
-        )
-        letter = DeadLetter(
-            source_topic=topic,
-            partition=partition,
-            offset=offset,
-            key=key.decode(errors="replace") if key is not None else None,
-            reason=reason,
-            detail=detail[:2000],
+        letter = dead_letter(
+            topic=topic, partition=partition, offset=offset, key=key, value=value, error=error,
             consumer=self.consumer,
-            value=(value or b"").decode(errors="replace"),
-            failed_at=utcnow(),
-        )
+        )  # fmt: skip
         self.count += 1
-        log.warning("dead letter from %s[%d]@%d: %s %s", topic, partition, offset, reason, detail[:200])
-        await self.journal.producer.send_and_wait(self.topic, msgspec.json.encode(letter), key=key)
+        log.warning(
+            "dead letter from %s[%d]@%d: %s %s", topic, partition, offset, letter.reason, letter.detail[:200]
+        )
+        try:
+            data = msgspec.json.encode(letter)
+            if len(data) > MAX_DEAD_LETTER_BYTES:  # cannot happen with the excerpt limits; never send more
+                data = msgspec.json.encode(msgspec.structs.replace(letter, value="", value_truncated=True))
+            letter_key = letter.key.encode() if letter.key is not None else None
+            await self.journal.producer.send_and_wait(self.topic, data, key=letter_key)
+        except Exception:
+            self.failed += 1
+            log.exception(
+                "could not send the dead letter of %s[%d]@%d (%s); the record is skipped",
+                topic, partition, offset, letter.reason,
+            )  # fmt: skip

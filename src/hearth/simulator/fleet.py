@@ -47,13 +47,13 @@ from hearth_shared.events import (
     ReportState,
     StateReported,
     decode_device_command,
-    decode_event,
     encode,
     new_id,
     wire_name,
 )
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
+from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -350,7 +350,7 @@ class Fleet:
         if not value or not (_REGISTERED in value or (catching_up and _REPORTED in value)):
             return
         try:
-            event = decode_event(value)
+            event = decode_fact(value)  # a fact the platform dead-letters is no device to play
         except MalformedRecord as error:
             log.debug("simulator: skipping a journal record: %s", error)
             return
@@ -364,11 +364,11 @@ class Fleet:
             for records in batches.values():
                 for record in records:
                     try:
-                        command = decode_device_command(record.value or b"")
+                        self.on_command(decode_device_command(record.value), now)
                     except MalformedRecord as error:
-                        log.warning("simulator: skipping a device command: %s", error)
-                        continue
-                    self.on_command(command, now)
+                        log.warning("simulator: skipping device command @%d: %s", record.offset, error)
+                    except Exception:  # one command a device cannot carry out stops no other
+                        log.exception("simulator: device command @%d failed", record.offset)
 
     async def _play_loop(self, producer: AIOKafkaProducer) -> None:
         inbox = self.topics.inbox

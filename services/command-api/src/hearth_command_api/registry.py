@@ -1,7 +1,10 @@
 """The command API's small view of the journal: which devices exist (for auth and existence checks)
 and where each command is in its lifecycle (for idempotent retries and ``?wait=``).
 
-It is kept current by consuming the journal in the background; queries never touch Kafka.
+It is kept current by consuming the journal in the background; queries never touch Kafka. A record it
+cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.storable`` says cannot be stored,
+or one whose application raises) is logged with its reason and skipped: the view follows the journal
+past it (the read-model projector dead-letters it).
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from hearth_shared.events import (
     DeviceRegistered,
     Event,
     MalformedRecord,
-    decode_event,
     fact_type,
     status_reached,
     wire_name,
 )
 from hearth_shared.kafka import topic_partitions
+from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +121,7 @@ class JournalFeed:
         self.topic = topic
         self.view = view
         self.caught_up = asyncio.Event()
+        self.skipped = 0  # facts it could not use
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -140,14 +144,24 @@ class JournalFeed:
                 await self._task
         await self.consumer.stop()
 
+    def _apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        """One fact into the view; one it cannot use is logged and skipped, never the end of the feed."""
+        try:
+            self.view.apply(decode_fact(value))
+        except MalformedRecord as error:
+            self.skipped += 1
+            log.warning("registry view skips %s[%d]@%d: %s", topic, partition, offset, error)
+        except Exception:
+            self.skipped += 1
+            log.exception("registry view skips %s[%d]@%d", topic, partition, offset)
+
     async def _run(self) -> None:
         while True:
             batches = await self.consumer.getmany(timeout_ms=200, max_records=5000)
             for tp, records in batches.items():
                 for record in records:
                     if fact_type(record.value) in self.view.FACT_TYPES:
-                        with contextlib.suppress(MalformedRecord):
-                            self.view.apply(decode_event(record.value))
+                        self._apply(record.topic, record.partition, record.offset, record.value)
                 if (
                     not self.caught_up.is_set()
                     and tp in self._end

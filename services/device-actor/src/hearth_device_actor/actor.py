@@ -7,6 +7,11 @@ per event); the inbox offsets are committed after that, once the changelog is fl
 neither the changelog nor a committed offset is ever ahead of the journal. Dispatched commands go to
 the device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick``
 from an index, so a silent device still expires its commands.
+
+No request can stop the actor: each is decoded and checked (``hearth_shared.storable.decode_request``:
+ids by the one pattern, no NUL or control characters, flat state, 64-bit integers) before anything is
+decided, and one that fails, or whose decision raises, becomes a dead letter with its reason; its facts
+are dropped whole (never half of them), and the rest of the batch goes on.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from hearth_shared.events import (
     MalformedRecord,
     ReportState,
     StateReported,
-    decode_inbound,
     utcnow,
 )
+from hearth_shared.storable import decode_request
 
 log = logging.getLogger(__name__)
 
@@ -101,29 +106,34 @@ class DeviceActors:
         commands: list[DeviceCommand] = []
         for record in records:
             try:
-                request = decode_inbound(record.value)
+                request = decode_request(record.value)
+                twin = touched.get(request.device_id) or self.load(request.device_id)
+                twin, new_events, new_commands = self._apply(twin, request, now)
             except MalformedRecord as error:
                 await self.outbox.dead_letter(record, error)
                 continue
-            twin = touched.get(request.device_id) or self.load(request.device_id)
-            twin = self._apply(twin, request, now, events, commands)
+            except Exception as error:  # a decision that fails drops this request only
+                log.exception("could not decide on %s[%d]@%d", record.topic, record.partition, record.offset)
+                await self.outbox.dead_letter(record, MalformedRecord("decide_failed", repr(error)))
+                continue
             if twin is not None:
                 touched[request.device_id] = twin
+            events += new_events
+            commands += new_commands
         await self._record(touched, events, commands)
         self.processed += len(records)
         self.batches += 1
 
     def _apply(
-        self,
-        twin: Twin | None,
-        request: Inbound,
-        now: datetime,
-        out: list[Event],
-        commands: list[DeviceCommand],
-    ) -> Twin | None:
+        self, twin: Twin | None, request: Inbound, now: datetime
+    ) -> tuple[Twin | None, list[Event], list[DeviceCommand]]:
+        """The twin after ``request``, with the facts and device commands it led to (nothing changes
+        outside until the caller takes them, so a request that fails halfway leaves no trace)."""
+        out: list[Event] = []
+        commands: list[DeviceCommand] = []
         changes = decide(twin, request, now)
         if not changes:
-            return twin
+            return twin, out, commands
         if (
             twin is not None
             and isinstance(request, ReportState)
@@ -146,7 +156,7 @@ class DeviceActors:
             out.append(event)
             if isinstance(event, CommandDispatched):
                 commands.append(_device_command(twin, event))
-        return twin
+        return twin, out, commands
 
     async def tick(self) -> None:
         """Record the facts deadlines call for: expired commands, devices gone silent."""
@@ -161,24 +171,15 @@ class DeviceActors:
             if data is None:
                 self.deadlines.pop(key, None)
                 continue
-            twin, device_id = _decode_twin(data), key.decode()
-            changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
-            first = twin.version + 1
-            ids = (uuid.uuid5(TICK_IDS, f"{device_id}:{version}") for version in itertools.count(first))
-            for event in stamp(
-                twin,
-                changes,
-                home_id=twin.home_id,
-                device_id=device_id,
-                now=now,
-                causation_id=None,
-                new_id=ids.__next__,
-            ):
-                twin = evolve(twin, event)
-                events.append(event)
-                if isinstance(event, CommandDispatched):
-                    commands.append(_device_command(twin, event))
+            try:
+                device_id, twin, new_events, new_commands = self._tick_one(key, data, now)
+            except Exception:  # one twin's deadline must not stop every other's
+                log.exception("could not check the deadlines of %r; dropped from the index", key[:80])
+                self.deadlines.pop(key, None)
+                continue
             touched[device_id] = twin
+            events += new_events
+            commands += new_commands
         await self._record(touched, events, commands)
 
     def catch_up(self, events: list[Event]) -> int:
@@ -216,6 +217,30 @@ class DeviceActors:
             self.twins[key] = _encode_twin(twin)
             self._watch(key, twin)
         return len(changed)
+
+    def _tick_one(
+        self, key: bytes, data: bytes, now: datetime
+    ) -> tuple[str, Twin, list[Event], list[DeviceCommand]]:
+        twin, device_id = _decode_twin(data), key.decode()
+        changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
+        first = twin.version + 1
+        ids = (uuid.uuid5(TICK_IDS, f"{device_id}:{version}") for version in itertools.count(first))
+        events: list[Event] = []
+        commands: list[DeviceCommand] = []
+        for event in stamp(
+            twin,
+            changes,
+            home_id=twin.home_id,
+            device_id=device_id,
+            now=now,
+            causation_id=None,
+            new_id=ids.__next__,
+        ):
+            twin = evolve(twin, event)
+            events.append(event)
+            if isinstance(event, CommandDispatched):
+                commands.append(_device_command(twin, event))
+        return device_id, twin, events, commands
 
     def rescan(self) -> None:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""

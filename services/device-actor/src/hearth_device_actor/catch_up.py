@@ -28,7 +28,8 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_shared.events import Event, MalformedRecord, decode_event
+from hearth_shared.events import Event, MalformedRecord
+from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,9 @@ class JournalCatchUp:
                             break
                         read += 1
                         try:
-                            events.append(decode_event(record.value))
-                        except MalformedRecord as error:  # the projector dead-letters it; nothing to fold
+                            events.append(decode_fact(record.value))
+                        except MalformedRecord as error:  # dead-lettered by the projector; not a fact
+                            # this actor wrote (it checks every request first), so nothing to fold
                             log.warning("catch-up skips %s@%d: %s", tp, record.offset, error)
                 folded += self.fold(events)
                 for tp in list(left):

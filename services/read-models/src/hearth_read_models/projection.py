@@ -35,6 +35,7 @@ from hearth_shared.events import (
     status_reached,
     wire_name,
 )
+from hearth_shared.ids import find_unstorable, has_control_characters
 
 encode_twin = msgspec.msgpack.Encoder().encode
 decode_twin = msgspec.msgpack.Decoder(Twin).decode
@@ -97,15 +98,17 @@ class Projection:
         elif version <= twin.version:
             self.skipped += 1  # already projected (a replayed batch, or a fact recorded twice)
             return
-        twin = self.twins[device_id] = evolve(twin, event)
-        self.changed_twins.add(device_id)
+        twin = evolve(twin, event)  # what can fail runs before anything of the batch changes
+        view = twin_view(twin)
         wire = wire or encode(event)
+        self.twins[device_id] = twin
+        self.changed_twins.add(device_id)
         self.history.append(
             (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
              event.recorded_at, event.correlation_id, wire)
         )  # fmt: skip
         if self.live:
-            self.changes.append(Change(event.home_id, device_id, version, twin_view(twin), msgspec.Raw(wire)))
+            self.changes.append(Change(event.home_id, device_id, version, view, msgspec.Raw(wire)))
         _handler(cls)(event, self)
 
     def command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
@@ -210,11 +213,17 @@ def rollup_row(key: bytes | None, value: bytes) -> tuple[Any, ...]:
         window_start = datetime.fromisoformat(start)
     except ValueError as exc:
         raise MalformedRecord("invalid_rollup_key", f"{key!r}: {exc}") from exc
+    if has_control_characters(text):
+        raise MalformedRecord("invalid_rollup_key", f"{text!r:.200} holds a NUL or control character")
     try:
-        if not isinstance(msgspec.json.decode(value), dict):
-            raise MalformedRecord("invalid_rollup_value", "expected a JSON object")
-    except msgspec.DecodeError as exc:
-        raise MalformedRecord("invalid_rollup_value", str(exc)) from exc
+        decoded = msgspec.json.decode(value)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise MalformedRecord("invalid_rollup_value", str(exc) or "JSON nested too deeply") from exc
+    if not isinstance(decoded, dict):
+        raise MalformedRecord("invalid_rollup_value", "expected a JSON object")
+    where = find_unstorable(decoded)
+    if where is not None:
+        raise MalformedRecord("invalid_rollup_value", f"{where} cannot be stored (NUL, control character)")
     if window_start.tzinfo is None:
         window_start = window_start.replace(tzinfo=UTC)
     return (text, scope, subject_id, window, window_start, value.decode())

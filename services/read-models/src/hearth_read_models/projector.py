@@ -18,6 +18,13 @@ one is written, reads nothing it wrote itself (its caches hold it all), and writ
 (or when ``MAX_DIRTY_TWINS`` of them changed) instead of every batch; nobody reads its schema before the
 run ends, and a failed replay's schema is dropped.
 
+Poison: a fact that decodes but cannot be stored (``hearth_shared.storable``: a NUL in a name, an id
+off the pattern, a >64-bit integer), or whose projection raises, is a dead letter with its reason (a
+replay counts and skips it: the live projector sent the letter), and the batch goes on without it.
+Should PostgreSQL still refuse a live batch for its data (``psycopg.DataError``: a value the checks let
+through), the batch is projected again record by record, and the record it refuses alone is a dead
+letter (``refused_by_postgres``) whose offset is committed without rows: the projector never stops on it.
+
 Generations: a rebuild builds a new schema and swaps it in (rebuild.py) while this projector runs. A live
 projector takes the swap's advisory lock first in every batch transaction and then reads the schema's
 ``meta.generation``; when it is not the one it started from, the batch is dropped and the projector
@@ -57,8 +64,9 @@ from hearth_read_models.projection import (
     twin_row,
 )
 from hearth_shared.domain import Twin
-from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord, decode_event
+from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord
 from hearth_shared.kafka import DeadLetters, topic_partitions
+from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
 
@@ -288,8 +296,9 @@ class Projector:
             writing, self._writing = self._writing, None
             await writing
 
-    async def project(self, records: Records) -> None:
-        """Project one batch in one transaction (or drop it and reload, if a swap came first)."""
+    async def project(self, records: Records, *, refused: bool = False) -> None:
+        """Project one batch in one transaction (or drop it and reload, if a swap came first).
+        ``refused``: write only the batch's offsets (PostgreSQL refused its one record)."""
         try:
             async with self.conn.transaction():
                 if self.live:
@@ -298,7 +307,11 @@ class Projector:
                     )
                     if await self._generation() != self.generation:
                         raise _GenerationChanged
-                batch = await self._prepare(records)
+                if refused:
+                    offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
+                    batch = Batch(Projection(self.twins, self.commands), {}, offsets)
+                else:
+                    batch = await self._prepare(records)
                 await self._write(batch)
                 if self.redis is not None and self.live:
                     await self._publish(batch.projection)
@@ -307,10 +320,32 @@ class Projector:
             await self._load()
             log.info("projector %s: a swap changed the views; continues from %s", self.name, self.describe())
             return
+        except psycopg.DataError as error:
+            self._forget()
+            if refused or not self.live:
+                raise
+            await self._project_refused(records, error)
+            return
         except BaseException:
             self._forget()
             raise
         self._committed(batch)
+
+    async def _project_refused(self, records: Records, error: psycopg.DataError) -> None:
+        """PostgreSQL refused the batch: project it record by record; the record it refuses alone is
+        a dead letter, and only its offset is committed."""
+        if sum(map(len, records.values())) == 1:
+            [r] = [r for rs in records.values() for r in rs]
+            log.error("PostgreSQL refused %s[%d]@%d: %s", r.topic, r.partition, r.offset, error)
+            await self._dead_letter(r, MalformedRecord("refused_by_postgres", str(error)))
+            await self.project(records, refused=True)
+            return
+        reloads = self.stats.reloads
+        for tp, rs in records.items():
+            for r in rs:
+                if self.stats.reloads != reloads:
+                    return  # a swap came in between: the positions were reloaded, the rest is read again
+                await self.project({tp: [r]})
 
     async def _commit(self, batch: Batch) -> None:
         try:
@@ -356,7 +391,7 @@ class Projector:
             self.stats.events += len(rs)
             for r in rs:
                 try:
-                    events.append((r, decode_event(r.value)))
+                    events.append((r, decode_fact(r.value)))  # decoded, and storable in the views
                 except MalformedRecord as error:
                     await self._dead_letter(r, error)
         await self._load_missing([e for _, e in events])
@@ -368,6 +403,9 @@ class Projector:
                 projection.apply(event, r.value)
             except MalformedRecord as error:
                 await self._dead_letter(r, error)
+            except Exception as error:  # a fact the projection cannot fold changes nothing (see apply)
+                log.exception("could not project %s[%d]@%d", r.topic, r.partition, r.offset)
+                await self._dead_letter(r, MalformedRecord("projection_failed", repr(error)))
         if self.live:
             twins = [twin_row(self.twins[d]) for d in projection.changed_twins]
         else:

@@ -11,6 +11,10 @@ so it goes on where the new views end: nothing lost, nothing twice. Still under 
 cache is rewritten for the twins whose view the rebuild changed, and a ``snapshot`` message is published
 on their home channels; twins it did not change are not touched and nothing is published for them.
 
+A record the replay cannot project (undecodable, or a fact ``hearth_shared.storable`` says cannot be
+stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,
+and the live views skipped it too, so the rebuilt views still equal them and the rebuild completes.
+
 ``verify``: replay into a scratch schema up to the live projector's offsets (exactly, under the lock),
 take a snapshot of the live views at that moment and release the lock, compare every table row by row,
 and drop the scratch schema.
@@ -165,6 +169,7 @@ class RebuildResult:
     swap_s: float = 0.0
     twins_refreshed: int = 0
     index_s: float = 0.0  # of replay_s: building the history's primary key at the end
+    skipped: int = 0  # records that could not be projected (dead letters), skipped
 
     @property
     def events_per_s(self) -> float:
@@ -217,6 +222,7 @@ class Replay:
         self.tps: list[TopicPartition] = []  # every partition of the journal and the rollups
         self.shares: list[_Share] = []  # children started and not finished
         self.shared_events = 0  # records the finished children projected
+        self.shared_skipped = 0  # records the finished children could not project
 
     async def __aenter__(self) -> Replay:
         # the children first: they take seconds to start (a fresh interpreter importing the projector)
@@ -273,6 +279,11 @@ class Replay:
         stats = self.projector.stats
         return stats.events + stats.rollups + self.shared_events + sum(s.events for s in self.shares)
 
+    @property
+    def skipped(self) -> int:
+        assert self.projector is not None
+        return self.projector.stats.dead_letters + self.shared_skipped
+
     async def end_offsets(self) -> dict[TopicPartition, int]:
         ends: dict[TopicPartition, int] = await self.consumer.end_offsets(self.tps)
         return ends
@@ -289,9 +300,10 @@ class Replay:
                 share.go(stop_at)
             await self.projector.run(stop_at=stop_at)
             for share in list(self.shares):
-                tally, events = await share.result()
+                tally, events, skipped = await share.result()
                 self.tally.merge(tally)
                 self.shared_events += events
+                self.shared_skipped += skipped
                 self.shares.remove(share)
                 share.stop()  # it has ended: reaped
         self.projector.share = (0, 1)
@@ -416,12 +428,12 @@ class _Share:
     def position(self) -> int:
         return int(self.progress[1])
 
-    async def result(self) -> tuple[Tally, int]:
+    async def result(self) -> tuple[Tally, int, int]:
         outcome = await asyncio.to_thread(self._receive)
         if isinstance(outcome, str):
             raise RebuildFailed(f"{self.process.name} failed:\n{outcome}")
-        tally, events = outcome
-        return tally, events
+        tally, events, skipped = outcome
+        return tally, events, skipped
 
     def _receive(self) -> Any:
         try:
@@ -467,7 +479,7 @@ async def _project_share(
     stop_at: dict[TopicPartition, int],
     share: tuple[int, int],
     progress: Any,
-) -> tuple[Tally, int]:
+) -> tuple[Tally, int, int]:
     tally = Tally()
     consumer = make_consumer(settings.stack)
     projector = _projector(settings, schema, consumer, batch_size, False, share)
@@ -484,7 +496,7 @@ async def _project_share(
     finally:
         await projector.stop()
         await consumer.stop()
-    return tally, projector.stats.events
+    return tally, projector.stats.events, projector.stats.dead_letters
 
 
 async def stored_offsets(
@@ -545,7 +557,9 @@ async def rebuild(
         indexing = time.perf_counter()
         await r.index()
         done = time.perf_counter()
-        result = RebuildResult(r.schema, r.events, done - r.started, await r.check(), index_s=done - indexing)
+        result = RebuildResult(
+            r.schema, r.events, done - r.started, await r.check(), index_s=done - indexing, skipped=r.skipped
+        )
         if not all(c.ok for c in result.checks):
             raise RebuildFailed(f"the rebuilt views do not match what was replayed: {result.checks}")
         if swap:

@@ -1,0 +1,59 @@
+"""Poison facts in the journal as the analytics jobs read it (``parse_journal``, shared by the streaming
+rollups, the training and the batch report): left out or read as null, never a failure and never a NaN
+in a mean."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hearth_shared.events import (
+    DeviceRegistered,
+    DeviceRegisteredPayload,
+    StateReported,
+    StateReportedPayload,
+    encode,
+)
+from tests.integration.test_projector import T0, Device
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(600)  # Spark's start, like the other analytics tests
+def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
+    """Every job reads the journal through ``parse_journal``: what it cannot use is left out or null, never
+    a NaN in a mean (a NaN-poisoned model or rollup is one no consumer can read)."""
+    from hearth_analytics.schema import parse_journal, readings
+    from hearth_analytics.train import reading_stats
+
+    device = Device("th-1", "h-1")
+    registered = encode(device(DeviceRegistered, DeviceRegisteredPayload(device_type="thermostat", name="n")))
+
+    def report(ambient: str, device_id: str = "th-1") -> bytes:
+        state = {"ambient_c": 12345.5, "humidity_pct": 40.0}
+        fact = encode(
+            device(StateReported, StateReportedPayload(reported=state, device_seq=1, device_time=T0))
+        )
+        return fact.replace(b"12345.5", ambient.encode()).replace(b'"th-1"', f'"{device_id}"'.encode())
+
+    values = [
+        registered,
+        report("20.5"),
+        b"\xff not json",
+        report("NaN"),
+        report("Infinity"),
+        report("1e999"),
+        report('"hot"'),
+        report("30.0", device_id="th\\u00001"),
+        report("30.0", device_id="th 1"),
+    ]
+    raw = spark.createDataFrame(
+        [(0, i, v) for i, v in enumerate(values)], "partition int, offset long, value binary"
+    )
+    facts = parse_journal(raw)
+    assert sorted(r["offset"] for r in facts.collect()) == [0, 1, 3, 4, 5, 6]  # not JSON, bad ids: left out
+    ambient = sorted((r["ambient_c"] is None, r["ambient_c"]) for r in readings(facts).collect())
+    assert ambient == [(False, 20.5)] + [(True, None)] * 4  # NaN, Infinity, 1e999 and "hot" read as null
+    [stats] = reading_stats(facts).where("metric = 'ambient_c'").collect()
+    assert (stats["n"], stats["mean"]) == (1, 20.5)

@@ -299,7 +299,21 @@ class AcknowledgeCommand(Inbound, frozen=True, kw_only=True, tag="ack_command"):
     message: str = ""
 
 
-INBOUND_TYPES: tuple[type[Inbound], ...] = (RegisterDevice, SubmitCommand, ReportState, AcknowledgeCommand)
+class ReportAvailability(Inbound, frozen=True, kw_only=True, tag="report_availability"):
+    """A device's MQTT ``availability``: ``online`` when it connects, ``offline`` as its will (the broker
+    publishes it when the connection drops), so the device goes offline at once, not after the silence
+    timeout. Repeating it changes nothing (the twin is already in that state)."""
+
+    online: bool
+
+
+INBOUND_TYPES: tuple[type[Inbound], ...] = (
+    RegisterDevice,
+    SubmitCommand,
+    ReportState,
+    AcknowledgeCommand,
+    ReportAvailability,
+)
 AnyInbound = Union[INBOUND_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 
 

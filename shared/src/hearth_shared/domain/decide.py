@@ -14,7 +14,7 @@ import msgspec
 
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import Twin
+from hearth_shared.domain.twin import CommandState, Twin
 from hearth_shared.events import (
     AcknowledgeCommand,
     CommandAccepted,
@@ -41,6 +41,7 @@ from hearth_shared.events import (
     Inbound,
     Payload,
     RegisterDevice,
+    ReportAvailability,
     ReportState,
     StateReported,
     StateReportedPayload,
@@ -80,6 +81,8 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         return _report(twin, request, now)
     if isinstance(request, AcknowledgeCommand):
         return _acknowledge(twin, request)
+    if isinstance(request, ReportAvailability):
+        return _availability(twin, request, now)
     return []
 
 
@@ -131,10 +134,7 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online:
-        changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=now)))
-        held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
-        changes += [_about(c.command_id, CommandDispatched) for c in held]
-        in_flight += held
+        in_flight += _come_online(twin, now, changes)
     changed = {
         key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value
     }
@@ -153,6 +153,26 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
             changes.append(_about(command.command_id, CommandFailed, failed))
         elif command.status == "acknowledged" and kind.converged(command.desired, reported):
             changes.append(_about(command.command_id, CommandConverged))
+    return changes
+
+
+def _come_online(twin: Twin, now: datetime, changes: list[Change]) -> list[CommandState]:
+    """The device is back: say so and dispatch the commands held for it; returns those commands."""
+    changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=now)))
+    held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
+    changes += [_about(c.command_id, CommandDispatched) for c in held]
+    return held
+
+
+def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> list[Change]:
+    """``online`` brings an offline device back (and dispatches what was held for it); ``offline`` (the
+    will of a dropped connection) takes an online one offline at once. Anything else changes nothing, so
+    a redelivered or repeated availability message is harmless."""
+    changes: list[Change] = []
+    if request.online and not twin.online:
+        _come_online(twin, now, changes)
+    elif not request.online and twin.online:
+        changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
     return changes
 
 

@@ -1,0 +1,1 @@
+"""hearth_device: a small device SDK for Hearth over MQTT."""

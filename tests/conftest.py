@@ -20,6 +20,7 @@ import pytest
 
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
 from hearth.stack.redis import RedisServer
@@ -73,6 +74,17 @@ def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
     server = RedisServer(data_dir=servers_dir / "redis", port=free_port(), log_dir=servers_dir)
     part = _started(server.process(), 30)
     yield server
+    part.stop()
+
+
+@pytest.fixture(scope="session")
+def mosquitto(servers_dir: Path) -> Iterator[MosquittoBroker]:
+    """The MQTT broker (Debian's mosquitto) on free ports; ``mosquitto.admin`` is Hearth's own account."""
+    broker = MosquittoBroker(
+        data_dir=servers_dir / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=servers_dir
+    )
+    part = _started(broker.process(), 30)
+    yield broker
     part.stop()
 
 

@@ -32,17 +32,23 @@ from hearth_shared.events import (
     CommandSuperseded,
     CommandSupersededPayload,
     ConnectivityPayload,
+    CredentialsIssuedPayload,
+    CredentialsRevokedPayload,
     DesiredSetPayload,
     DeviceCameOnline,
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
     Event,
     Inbound,
+    IssueCredentials,
     Payload,
     RegisterDevice,
     ReportAvailability,
     ReportState,
+    RevokeCredentials,
     StateReported,
     StateReportedPayload,
     SubmitCommand,
@@ -71,7 +77,9 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
     if isinstance(request, RegisterDevice):
         if twin is not None or request.device_type not in DEVICE_TYPES:
             return []
-        payload = DeviceRegisteredPayload(device_type=request.device_type, name=request.name)
+        payload = DeviceRegisteredPayload(
+            device_type=request.device_type, name=request.name, simulated=request.simulated
+        )
         return [Change(DeviceRegistered, payload)]
     if twin is None:  # only a registration creates a device; the API checks existence first
         return []
@@ -83,6 +91,8 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         return _acknowledge(twin, request)
     if isinstance(request, ReportAvailability):
         return _availability(twin, request, now)
+    if isinstance(request, IssueCredentials | RevokeCredentials):
+        return _credentials(twin, request, now)
     return []
 
 
@@ -173,6 +183,24 @@ def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> lis
         _come_online(twin, now, changes)
     elif not request.online and twin.online:
         changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
+    return changes
+
+
+def _credentials(twin: Twin, request: IssueCredentials | RevokeCredentials, now: datetime) -> list[Change]:
+    """A device has at most one credential: issuing one revokes the one in force (``rotated``); a revoke
+    without one, or a redelivered issue (same credential id), changes nothing."""
+    if isinstance(request, IssueCredentials) and twin.credential_id == request.credential_id:
+        return []
+    changes: list[Change] = []
+    if twin.credential_id is not None:
+        reason = "rotated" if isinstance(request, IssueCredentials) else "revoked"
+        revoked = CredentialsRevokedPayload(credential_id=twin.credential_id, reason=reason)
+        changes.append(Change(DeviceCredentialsRevoked, revoked))
+    if isinstance(request, IssueCredentials):
+        issued = CredentialsIssuedPayload(
+            credential_id=request.credential_id, password_hash=request.password_hash, issued_at=now
+        )
+        changes.append(Change(DeviceCredentialsIssued, issued))
     return changes
 
 

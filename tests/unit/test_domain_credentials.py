@@ -76,6 +76,12 @@ def test_redelivered_issue_and_revoke_without_credential_change_nothing() -> Non
     credential_id, password_hash = uuid.uuid4(), hash_secret(new_secret())
     assert issue(device, credential_id, password_hash) == [DeviceCredentialsIssued]
     assert issue(device, credential_id, password_hash) == []  # the same request, delivered twice
+    assert issue(device, uuid.uuid4(), hash_secret(new_secret())) == [
+        DeviceCredentialsRevoked,
+        DeviceCredentialsIssued,
+    ]
+    # The first request redelivered after the rotation must not bring the rotated-out credential back.
+    assert issue(device, credential_id, password_hash) == []
 
 
 def test_credentials_for_an_unregistered_device_are_ignored() -> None:

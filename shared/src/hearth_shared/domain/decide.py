@@ -188,8 +188,10 @@ def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> lis
 
 def _credentials(twin: Twin, request: IssueCredentials | RevokeCredentials, now: datetime) -> list[Change]:
     """A device has at most one credential: issuing one revokes the one in force (``rotated``); a revoke
-    without one, or a redelivered issue (same credential id), changes nothing."""
-    if isinstance(request, IssueCredentials) and twin.credential_id == request.credential_id:
+    without one, or a redelivered issue (a credential id in force or revoked already), changes nothing."""
+    if isinstance(request, IssueCredentials) and (
+        request.credential_id == twin.credential_id or request.credential_id in twin.revoked_credentials
+    ):
         return []
     changes: list[Change] = []
     if twin.credential_id is not None:

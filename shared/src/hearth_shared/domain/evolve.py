@@ -58,7 +58,10 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
     if isinstance(event, DeviceCredentialsIssued):
         return {"credential_id": payload.credential_id}
     if isinstance(event, DeviceCredentialsRevoked):
-        return {"credential_id": None} if twin.credential_id == payload.credential_id else {}
+        revoked = (*twin.revoked_credentials, payload.credential_id)[-FINISHED_KEPT:]
+        if twin.credential_id == payload.credential_id:
+            return {"credential_id": None, "revoked_credentials": revoked}
+        return {"revoked_credentials": revoked}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
     if isinstance(payload, DesiredSetPayload):  # thermostat.target_set, lock.desired_state_set, ...

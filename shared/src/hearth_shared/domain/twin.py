@@ -49,6 +49,9 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     simulated: bool = False  # registered with "simulated": true (the stack's simulator hub plays it)
     # The device's MQTT credential in force (device.credentials_issued), None before one or after a revoke.
     credential_id: uuid.UUID | None = None
+    # The last few credentials revoked, so an issue request redelivered after a later rotation does not
+    # bring its (revoked) credential back.
+    revoked_credentials: tuple[uuid.UUID, ...] = ()
 
     @property
     def delta(self) -> JSON:

@@ -77,6 +77,8 @@ class Services:
     data: Path
     command_api_port: int = 8000
     query_api_port: int = 8001
+    mqtt_port: int = 1883
+    mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -90,6 +92,8 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -99,7 +103,7 @@ class Services:
 
     @staticmethod
     def names(*, simulate: bool, analytics: bool = False) -> list[str]:
-        names = ["device-actor", "projector", "query-api", "command-api"]
+        names = ["device-actor", "device-gateway", "projector", "query-api", "command-api"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -108,6 +112,7 @@ class Services:
         log = self.logs / f"{name}.log"
         argv, healthy, url, timeout_s = {
             "device-actor": (["hearth_device_actor"], log_says(log, "[^worker]: ready"), "", 90.0),
+            "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),

@@ -134,9 +134,11 @@ def platform(
     kafka: KafkaBroker,
     postgres: PostgresServer,
     redis_server: RedisServer,
+    mosquitto: MosquittoBroker,
     servers_dir: Path,
 ) -> Iterator[Platform]:
-    """The device actor, projector, query API and command API, once per session, as real processes."""
+    """The device actor, device gateway, projector, query API and command API, once per session, as real
+    processes (the gateway on the session's MQTT broker)."""
     settings = make_settings(kafka, postgres, redis_server, "platform")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
     services = Services(
@@ -145,6 +147,8 @@ def platform(
         data=servers_dir / "services-data",
         command_api_port=free_port(),
         query_api_port=free_port(),
+        mqtt_port=mosquitto.port,
+        mqtt_password=mosquitto.admin.password,
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
     parts: dict[str, ManagedProcess] = {}

@@ -37,6 +37,11 @@ HEARTH_CHANNELS: Final = frozenset({COMMANDS, ERRORS})  # Hearth -> device
 ONLINE: Final = b"online"
 OFFLINE: Final = b"offline"
 
+# The broker's service accounts (hearth.stack.mosquitto). The leading underscore keeps them apart from every
+# device id (hearth_shared.ids: an id starts with a letter or digit), since a device's username is its id.
+GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
+SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
+
 MAX_PAYLOAD_BYTES: Final = 16 * 1024  # a state report is a few hundred bytes; this leaves room
 MAX_STATE_KEYS: Final = 64
 MAX_REASON_CHARS: Final = 200

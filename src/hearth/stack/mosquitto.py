@@ -44,9 +44,8 @@ from pathlib import Path
 
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth_shared.credentials import hash_secret, new_secret
+from hearth_shared.mqtt import GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT
 
-GATEWAY_ACCOUNT = "_hearth_gateway"
-SIMULATOR_ACCOUNT = "_hearth_simulator"
 SERVICE_ACCOUNTS = (GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT)
 MOSQUITTO = "mosquitto"
 
@@ -61,11 +60,7 @@ class MqttAccount:
 
 def service_acl() -> str:
     """The ACL lines of the service accounts (the simulator's per-device lines come from the journal)."""
-    return (
-        f"user {GATEWAY_ACCOUNT}\n"
-        "topic readwrite hearth/#\n"
-        "topic read $SYS/#\n"
-    )
+    return f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\n"
 
 
 @dataclass(kw_only=True)

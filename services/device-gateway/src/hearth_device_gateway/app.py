@@ -20,13 +20,13 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer
 
 from hearth_device_gateway.downlink import Downlink
-from hearth_device_gateway.gmqtt_link import MqttLink
 from hearth_device_gateway.inbox_writer import InboxWriter
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_device_gateway.uplink import Uplink
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import DeadLetters, KafkaJournal
 from hearth_shared.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
+from hearth_shared.mqtt_link import MqttLink
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,9 @@ class DeviceGateway:
             )
             self.downlink = Downlink(consumer, link.publish, dead_letters, clock=self.clock)
             await link.connect(s.mqtt_host, s.mqtt_port)
+            link.route(uplink.handle)
             for channel in (STATE, ACKS, AVAILABILITY):
-                link.subscribe(shared_subscription(s.share_group, channel), uplink.handle)
+                link.subscribe(shared_subscription(s.share_group, channel))
             await consumer.start()
             try:
                 await self._serve(stop, uplink, self.downlink)

@@ -22,10 +22,10 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from hearth_device_gateway.gmqtt_link import SessionLost
 from hearth_shared.events import DeviceCommand, MalformedRecord, decode_device_command, utcnow
 from hearth_shared.kafka import DeadLetters
 from hearth_shared.mqtt import CommandMessage, commands_topic, encode_message
+from hearth_shared.mqtt_link import SessionLost
 
 log = logging.getLogger(__name__)
 

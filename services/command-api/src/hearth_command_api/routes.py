@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
+from hearth_command_api.credentials import issue_credential
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import fingerprint
 from hearth_command_api.schemas import CommandAccepted, RegisterDeviceBody, SubmitCommandBody, WaitFor
@@ -25,7 +26,11 @@ IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
 
 @router.post("/devices", status_code=status.HTTP_201_CREATED, summary="Register a device")
 async def register_device(
-    body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    body: RegisterDeviceBody,
+    principal: CurrentPrincipal,
+    journal: Journal,
+    registry: Registry,
+    settings: Settings,
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
         raise HTTPException(
@@ -42,9 +47,12 @@ async def register_device(
         home_id=body.home_id,
         device_type=body.type,
         name=body.name,
+        simulated=body.simulated,
     )
     await journal.submit(request)
-    registry.remember_device(device_id, body.home_id, body.type)
+    registry.remember_device(device_id, body.home_id, body.type, body.simulated)
+    # Its MQTT credential, answered this once (a simulated device has none: the simulator hub plays it).
+    credentials = None if body.simulated else await issue_credential(journal, device_id, settings.mqtt_url)
     # The twin the device actor will create: the same pure functions, applied here to show it.
     twin = None
     for event in stamp(
@@ -57,7 +65,10 @@ async def register_device(
     ):
         twin = evolve(twin, event)
     assert twin is not None
-    return twin_view(twin)
+    view = twin_view(twin)
+    if credentials is not None:
+        view["credentials"] = credentials.model_dump(mode="json")
+    return view
 
 
 @router.post(

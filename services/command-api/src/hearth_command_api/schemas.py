@@ -19,6 +19,7 @@ class RegisterDeviceBody(BaseModel):
     home_id: str = Field(pattern=IDENTIFIER)
     type: str = Field(description="A registered device type, e.g. thermostat or lock")
     name: str = Field(min_length=1, max_length=120)
+    simulated: bool = Field(False, description="Played by the local stack's simulator hub; no credentials")
 
     @field_validator("type")
     @classmethod

@@ -16,6 +16,9 @@ class CommandApiSettings(BaseSettings):
     default_expires_in_s: float = Field(30.0, gt=0, description="A command's deadline when none is given")
     max_expires_in_s: float = 24 * 3600
     max_wait_s: float = 60.0
+    mqtt_url: str = Field(
+        "mqtt://127.0.0.1:1883", description="The broker URL handed to devices with credentials"
+    )
     stack: StackSettings = Field(default_factory=StackSettings)
     cors_origins: list[str] = Field(
         default=["http://127.0.0.1:8001", "http://localhost:8001"],

@@ -149,6 +149,8 @@ def platform(
         query_api_port=free_port(),
         mqtt_port=mosquitto.port,
         mqtt_password=mosquitto.admin.password,
+        mqtt_access_dir=mosquitto.access_dir,
+        mqtt_pid_file=mosquitto.pid_file,
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
     parts: dict[str, ManagedProcess] = {}

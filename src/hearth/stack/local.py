@@ -79,10 +79,14 @@ class Services:
     query_api_port: int = 8001
     mqtt_port: int = 1883
     mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
+    # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
+    mqtt_access_dir: Path | None = None
+    mqtt_pid_file: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         s = self.settings
+        broker = self.data / "mosquitto"  # LocalStack's MosquittoBroker data dir
         return {
             "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
             "HEARTH_TOPIC_PREFIX": s.topic_prefix,
@@ -94,6 +98,9 @@ class Services:
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
             "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
             "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
+            "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
+            "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
+            "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -103,7 +110,7 @@ class Services:
 
     @staticmethod
     def names(*, simulate: bool, analytics: bool = False) -> list[str]:
-        names = ["device-actor", "device-gateway", "projector", "query-api", "command-api"]
+        names = ["broker-access", "device-actor", "device-gateway", "projector", "query-api", "command-api"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -112,6 +119,12 @@ class Services:
         log = self.logs / f"{name}.log"
         argv, healthy, url, timeout_s = {
             "device-actor": (["hearth_device_actor"], log_says(log, "[^worker]: ready"), "", 90.0),
+            "broker-access": (
+                ["hearth_device_gateway.broker_access"],
+                log_says(log, "broker access caught up"),
+                "",
+                60.0,
+            ),
             "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),

@@ -116,9 +116,13 @@ class MqttLink:
         """Connect (raises if the broker refuses, e.g. a wrong password: gmqtt's MQTTConnectError)."""
         await self.client.connect(host, port, ssl=ssl, keepalive=self.keepalive_s, version=MQTTv50)
 
-    async def disconnect(self) -> None:
+    async def disconnect(self, *, end_session: bool = False) -> None:
+        """Disconnect (no will is published); ``end_session`` also ends a persistent session."""
         if self.client.is_connected:
-            await self.client.disconnect()
+            if end_session:
+                await self.client.disconnect(session_expiry_interval=0)
+            else:
+                await self.client.disconnect()
 
     def route(self, handler: MessageHandler) -> None:
         """Every message of every subscription goes to ``handler`` (the gateway: one handler)."""

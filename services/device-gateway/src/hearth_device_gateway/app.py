@@ -77,20 +77,26 @@ class DeviceGateway:
             self.downlink = Downlink(consumer, link.publish, dead_letters, clock=self.clock)
             await link.connect(s.mqtt_host, s.mqtt_port)
             link.route(uplink.handle)
-            for channel in (STATE, ACKS, AVAILABILITY):
-                link.subscribe(shared_subscription(s.share_group, channel))
+            subscriptions = [shared_subscription(s.mqtt_group(), c) for c in (STATE, ACKS, AVAILABILITY)]
+            for topic_filter in subscriptions:
+                link.subscribe(topic_filter)
             await consumer.start()
             try:
                 await self._serve(stop, uplink, self.downlink)
             finally:
-                await link.disconnect()
-                await inbox.close()
                 await consumer.stop()
+                # A clean stop leaves the group for good: no new messages, the ones under way acked once
+                # the inbox has them, then the session ends (a stopped member must not hold messages).
+                for topic_filter in subscriptions:
+                    link.unsubscribe(topic_filter)
+                await inbox.close()
+                await asyncio.sleep(0.1)  # the last PUBACKs
+                await link.disconnect(end_session=not uplink.failed.is_set())
         finally:
             await journal.stop()
 
     async def _serve(self, stop: asyncio.Event, uplink: Uplink, downlink: Downlink) -> None:
-        log.info("%s (instance %s, group %s)", READY, self.settings.instance, self.settings.share_group)
+        log.info("%s (instance %s, group %s)", READY, self.settings.instance, self.settings.mqtt_group())
         async with asyncio.TaskGroup() as tasks:
             commands = tasks.create_task(downlink.run())
             stats = tasks.create_task(self._log_stats())

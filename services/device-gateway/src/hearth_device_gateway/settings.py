@@ -28,7 +28,9 @@ class DeviceGatewaySettings(BaseSettings):
         3600, ge=0, description="How long the broker keeps messages for a gateway that went away"
     )
     instance: str = Field("gateway-1", pattern=IDENTIFIER_PATTERN, description="Unique, stable per process")
-    share_group: str = Field("hearth-gateway", pattern=IDENTIFIER_PATTERN)
+    share_group: str | None = Field(
+        None, pattern=IDENTIFIER_PATTERN, description="MQTT share group; None: '<prefix>-gateway'"
+    )
     consumer_group: str | None = Field(None, description="Kafka group; None: '<topic prefix>-device-gateway'")
     batch_size: int = Field(5000, gt=0, description="Device messages put on the inbox in one batch at most")
     linger_ms: float = Field(2.0, ge=0, description="How long a batch waits for more messages")
@@ -37,6 +39,9 @@ class DeviceGatewaySettings(BaseSettings):
     )
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)
+
+    def mqtt_group(self) -> str:
+        return self.share_group or f"{self.stack.topic_prefix}-gateway"
 
     def kafka_group(self) -> str:
         return self.consumer_group or f"{self.stack.topic_prefix}-device-gateway"

@@ -50,6 +50,12 @@ def up(
     redis_port: int = 6379,
     command_api_port: int = 8000,
     query_api_port: int = 8001,
+    mqtt_port: Annotated[int, typer.Option(help="MQTT listener for devices")] = 1883,
+    mqtts_port: Annotated[int, typer.Option(help="MQTT over TLS listener for devices")] = 8883,
+    mqtt_certfile: Annotated[
+        Path | None, typer.Option(help="PEM certificate for MQTT over TLS (default: one made locally)")
+    ] = None,
+    mqtt_keyfile: Annotated[Path | None, typer.Option(help="PEM key of --mqtt-certfile")] = None,
     simulate: Annotated[bool, typer.Option(help="Run the fleet simulator with a demo home")] = True,
     analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
     demo_thermostats: int = 3,
@@ -59,8 +65,14 @@ def up(
     ports = StackPorts(
         kafka_port, kafka_controller_port, postgres_port, redis_port, command_api_port, query_api_port
     )
+    ports.mqtt, ports.mqtts = mqtt_port, mqtts_port
     stack = LocalStack(
-        home=home, ports=ports, simulate=simulate, report=lambda m: console.print(f"[dim]{m}[/]")
+        home=home,
+        ports=ports,
+        simulate=simulate,
+        report=lambda m: console.print(f"[dim]{m}[/]"),
+        mqtt_certfile=mqtt_certfile,
+        mqtt_keyfile=mqtt_keyfile,
     )
     pid_file = stack.home / "up.pid"
     if pid_file.exists() and _alive(int(pid_file.read_text())):
@@ -120,6 +132,8 @@ def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
     console.print(f"Live home page:  [bold]{query}/?token={demo}[/]")
     console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
     console.print(f"Query API:       {query}/docs")
+    broker = stack.mosquitto
+    console.print(f"MQTT (devices):  {broker.url}, TLS {broker.tls_url} (CA file {broker.cafile})")
     console.print(f"Admin token:     [bold]{admin}[/]")
     console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}')")
     console.print("Stop with Ctrl-C or `hearth down`.")

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from hearth.stack.kafka import KafkaBroker
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
@@ -35,6 +36,8 @@ class StackPorts:
     redis: int = 6379
     command_api: int = 8000
     query_api: int = 8001
+    mqtt: int = 1883
+    mqtts: int = 8883
 
 
 def token_secret(home: Path) -> str:
@@ -82,6 +85,7 @@ class Services:
     # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
     mqtt_access_dir: Path | None = None
     mqtt_pid_file: Path | None = None
+    mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -99,6 +103,8 @@ class Services:
             "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
             "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
+            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
             "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
@@ -152,6 +158,8 @@ class LocalStack:
     analytics: bool = True
     report: Callable[[str], None] = print
     parts: list[ManagedProcess] = field(default_factory=list)
+    mqtt_certfile: Path | None = None  # a real certificate for the MQTT TLS listener (else self-signed)
+    mqtt_keyfile: Path | None = None
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
@@ -167,6 +175,14 @@ class LocalStack:
             data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
         )
         self.redis = RedisServer(data_dir=self.data / "redis", port=self.ports.redis, log_dir=self.logs)
+        self.mosquitto = MosquittoBroker(
+            data_dir=self.data / "mosquitto",
+            port=self.ports.mqtt,
+            tls_port=self.ports.mqtts,
+            log_dir=self.logs,
+            certfile=self.mqtt_certfile,
+            keyfile=self.mqtt_keyfile,
+        )
 
     @property
     def settings(self) -> StackSettings:
@@ -189,6 +205,7 @@ class LocalStack:
         try:
             self._start(self.kafka.process(), timeout_s=90)
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
+            self._start(self.mosquitto.process(), timeout_s=30)
             self.postgres.init()
             self._start(self.postgres.process(), timeout_s=30)
             self.postgres.ensure_database()
@@ -199,6 +216,11 @@ class LocalStack:
                 data=self.data,
                 command_api_port=self.ports.command_api,
                 query_api_port=self.ports.query_api,
+                mqtt_port=self.ports.mqtt,
+                mqtt_password=self.mosquitto.admin.password,
+                mqtt_access_dir=self.mosquitto.access_dir,
+                mqtt_pid_file=self.mosquitto.pid_file,
+                mqtt_simulator_password=self.mosquitto.simulator.password,
             )
             for name in services.names(simulate=self.simulate, analytics=self.analytics):
                 part, timeout_s = services.part(name)

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
-from hearth_shared.credentials import hash_secret, new_secret
+from hearth_device_gateway.mosquitto_access import service_files
+from hearth_shared.credentials import new_secret
 from hearth_shared.mqtt import GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT
 
 SERVICE_ACCOUNTS = (GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT)
@@ -56,11 +57,6 @@ class MqttAccount:
 
     username: str
     password: str
-
-
-def service_acl() -> str:
-    """The ACL lines of the service accounts (the simulator's per-device lines come from the journal)."""
-    return f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\n"
 
 
 @dataclass(kw_only=True)
@@ -143,9 +139,9 @@ class MosquittoBroker:
 
     def write_service_access(self) -> None:
         """The service accounts' hashes and ACL; ``passwd``/``acl`` with just those if none exist yet."""
-        lines = [f"{a.username}:{hash_secret(a.password)}" for a in map(self.account, SERVICE_ACCOUNTS)]
-        _write_private(self.services_password_file, "\n".join(lines) + "\n")
-        _write_private(self.services_acl_file, service_acl())
+        passwd, acl = service_files(self.admin.password, self.simulator.password)
+        _write_private(self.services_password_file, passwd)
+        _write_private(self.services_acl_file, acl)
         if not self.password_file.exists() or not self.acl_file.exists():
             _write_private(self.password_file, self.services_password_file.read_text())
             _write_private(self.acl_file, self.services_acl_file.read_text())

@@ -40,10 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
+from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_shared.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
@@ -54,26 +53,12 @@ from hearth_shared.events import (
     wire_name,
 )
 from hearth_shared.kafka import topic_partitions
-from hearth_shared.settings import StackSettings
 
 log = logging.getLogger("hearth_device_gateway.broker_access")
 
 FACT_TYPES = frozenset(
     wire_name(t) for t in (DeviceRegistered, DeviceCredentialsIssued, DeviceCredentialsRevoked)
 )
-
-
-class BrokerAccessSettings(BaseSettings):
-    """Env prefix ``HEARTH_BROKER_ACCESS_``; where the broker keeps its access files and its pid."""
-
-    model_config = SettingsConfigDict(env_prefix="HEARTH_BROKER_ACCESS_", extra="ignore")
-
-    access_dir: Path = Field(Path(".hearth/data/mosquitto/access"), description="passwd, acl, services.*")
-    pid_file: Path = Field(Path(".hearth/data/mosquitto/mosquitto.pid"), description="The broker's pid file")
-    poll_ms: int = Field(
-        100, gt=0, description="How long one journal poll waits; at most one reload per poll"
-    )
-    stack: StackSettings = Field(default_factory=StackSettings)
 
 
 def signal_broker(pid_file: Path) -> None:
@@ -99,6 +84,10 @@ class BrokerAccessFollower:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        if self.settings.gateway_password or self.settings.simulator_password:  # compose: accounts from env
+            passwd, acl = service_files(self.settings.gateway_password, self.settings.simulator_password)
+            _replace_if_changed(self.settings.access_dir / "services.passwd", passwd)
+            _replace_if_changed(self.settings.access_dir / "services.acl", acl)
         stack = self.settings.stack
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=stack.kafka_bootstrap_servers,

@@ -20,10 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hearth_shared.credentials import is_password_hash
+from hearth_shared.credentials import hash_secret, is_password_hash
 from hearth_shared.events import DeviceCredentialsIssued, DeviceCredentialsRevoked, DeviceRegistered, Event
 from hearth_shared.ids import is_identifier
-from hearth_shared.mqtt import ACKS, AVAILABILITY, COMMANDS, ERRORS, SIMULATOR_ACCOUNT, STATE, topic
+from hearth_shared.mqtt import (
+    ACKS,
+    AVAILABILITY,
+    COMMANDS,
+    ERRORS,
+    GATEWAY_ACCOUNT,
+    SIMULATOR_ACCOUNT,
+    STATE,
+    topic,
+)
 
 DEVICE_WRITES = (STATE, ACKS, AVAILABILITY)
 DEVICE_READS = (COMMANDS, ERRORS)
@@ -79,4 +88,13 @@ class MosquittoAccess:
         return "\n".join(parts) + "\n"
 
 
-__all__ = ["MosquittoAccess"]
+def service_files(gateway_password: str, simulator_password: str) -> tuple[str, str]:
+    """(``services.passwd``, ``services.acl``): the service accounts' hashed lines and the gateway's ACL
+    (every device topic, ``$SYS`` read); the simulator's ACL lines come from the journal."""
+    accounts = {GATEWAY_ACCOUNT: gateway_password, SIMULATOR_ACCOUNT: simulator_password}
+    passwd = "".join(f"{name}:{hash_secret(secret)}\n" for name, secret in accounts.items() if secret)
+    acl = f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\n"
+    return passwd, acl
+
+
+__all__ = ["MosquittoAccess", "service_files"]

@@ -9,6 +9,8 @@ the broker handed to a gateway that was killed before acknowledging them come ba
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -45,3 +47,19 @@ class DeviceGatewaySettings(BaseSettings):
 
     def kafka_group(self) -> str:
         return self.consumer_group or f"{self.stack.topic_prefix}-device-gateway"
+
+
+class BrokerAccessSettings(BaseSettings):
+    """Env prefix ``HEARTH_BROKER_ACCESS_``; where the broker keeps its access files and its pid."""
+
+    model_config = SettingsConfigDict(env_prefix="HEARTH_BROKER_ACCESS_", extra="ignore")
+
+    access_dir: Path = Field(Path(".hearth/data/mosquitto/access"), description="passwd, acl, services.*")
+    pid_file: Path = Field(Path(".hearth/data/mosquitto/mosquitto.pid"), description="The broker's pid file")
+    poll_ms: int = Field(
+        100, gt=0, description="How long one journal poll waits; at most one reload per poll"
+    )
+    # Where no launcher writes services.passwd (compose): the service accounts' secrets, hashed on start.
+    gateway_password: str = ""
+    simulator_password: str = ""
+    stack: StackSettings = Field(default_factory=StackSettings)

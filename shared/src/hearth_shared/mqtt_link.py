@@ -108,6 +108,7 @@ class MqttLink:
         self._handlers: dict[str, MessageHandler | None] = {}  # by topic filter (None: the route)
         self._route: MessageHandler | None = None
         self.connected = asyncio.Event()
+        self._closing = False
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -118,6 +119,7 @@ class MqttLink:
 
     async def disconnect(self, *, end_session: bool = False) -> None:
         """Disconnect (no will is published); ``end_session`` also ends a persistent session."""
+        self._closing = True
         if self.client.is_connected:
             if end_session:
                 await self.client.disconnect(session_expiry_interval=0)
@@ -164,6 +166,8 @@ class MqttLink:
             self.on_connected()
 
     def _on_disconnect(self, _client: Client, _packet: Any, exc: BaseException | None = None) -> None:
+        if self._closing:
+            return
         delay = min(self.client.reconnect_delay * 2, self.backoff_max_s)
         self.client.reconnect_delay = delay * random.uniform(0.8, 1.2)
         log.warning("MQTT connection lost (%s); reconnecting in %.1f s", exc, self.client.reconnect_delay)

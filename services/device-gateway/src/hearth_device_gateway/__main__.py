@@ -14,6 +14,7 @@ def main() -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    logging.getLogger("gmqtt").setLevel(logging.WARNING)  # it logs every (UN)SUBACK at INFO
     asyncio.run(run_until_signalled(make_app(settings)))
 
 

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
-PROBED = {"kafka", "postgres", "redis", "spark-master", "spark-worker", "command-api", "query-api"}
-PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092}
+PROBED = {"kafka", "postgres", "redis", "mosquitto", "spark-master", "spark-worker", "command-api"}
+PROBED |= {"query-api"}
+PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092, "mosquitto": 1883}
 SCHEMA = "check_jsonschema/builtin_schemas/vendor/compose-spec.json"
 WORKSPACE_PACKAGES = [
     "hearth_shared",
@@ -32,6 +33,7 @@ WORKSPACE_PACKAGES = [
     "hearth_device_actor",
     "hearth_read_models",
     "hearth_analytics",
+    "hearth_device_gateway",
     "hearth",
 ]
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from gmqtt import Client, Message
@@ -43,10 +45,11 @@ class SessionLost(ConnectionError):
 
 
 class ConfirmingStorage(PersistentStorage):  # type: ignore[misc]
-    def __init__(self) -> None:
+    def __init__(self, on_settled: Callable[[int], None]) -> None:
         super().__init__()
         self.last_mid = 0
         self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._on_settled = on_settled  # told how many expected messages were acknowledged or dropped
 
     def push_message(self, mid: int, raw_package: bytes) -> None:
         super().push_message(mid, raw_package)
@@ -60,8 +63,10 @@ class ConfirmingStorage(PersistentStorage):  # type: ignore[misc]
     def remove_message_by_mid(self, mid: int) -> None:
         super().remove_message_by_mid(mid)
         waiter = self._waiters.pop(mid, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+            self._on_settled(1)
 
     def clear(self) -> None:
         super().clear()
@@ -69,6 +74,7 @@ class ConfirmingStorage(PersistentStorage):  # type: ignore[misc]
         for waiter in waiters.values():
             if not waiter.done():
                 waiter.set_exception(SessionLost("unacknowledged messages dropped with the MQTT session"))
+        self._on_settled(len(waiters))
 
 
 class MqttLink:
@@ -88,8 +94,12 @@ class MqttLink:
         will: tuple[str, bytes] | None = None,  # (topic, payload), published retained at QoS 1
         backoff_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        max_in_flight: int = 1000,
     ) -> None:
-        self.storage = ConfirmingStorage()
+        self.storage = ConfirmingStorage(self._settled)
+        self.max_in_flight = max_in_flight
+        self._in_flight = 0
+        self._outbox: deque[tuple[str, bytes, bool, asyncio.Future[None]]] = deque()
         will_message = Message(will[0], will[1], qos=1, retain=True) if will else None
         self.client = Client(
             client_id,
@@ -109,9 +119,11 @@ class MqttLink:
         self._route: MessageHandler | None = None
         self.connected = asyncio.Event()
         self._closing = False
+        self._subscribing: dict[int, asyncio.Future[None]] = {}
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
+        self.client.on_subscribe = self._on_subscribe
 
     async def connect(self, host: str, port: int, *, ssl: Any = False) -> None:
         """Connect (raises if the broker refuses, e.g. a wrong password: gmqtt's MQTTConnectError)."""
@@ -135,16 +147,53 @@ class MqttLink:
         when the handler returns. A handler that raises leaves its message unacknowledged (the broker
         delivers it again on the next connection of a persistent session)."""
         self._handlers[topic_filter] = handler
-        self.client.subscribe(topic_filter, qos=1)
+        mid = self.client.subscribe(topic_filter, qos=1)
+        self._subscribing[mid] = asyncio.get_running_loop().create_future()
+
+    async def subscribed(self, timeout_s: float = 30.0) -> None:
+        """Wait until the broker has confirmed every subscription made so far (its SUBACKs)."""
+        await asyncio.wait_for(asyncio.gather(*self._subscribing.values()), timeout_s)
+
+    def _on_subscribe(self, _client: Client, mid: int, _qos: Any, _props: Any) -> None:
+        waiter = self._subscribing.pop(mid, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def unsubscribe(self, topic_filter: str) -> None:
         self._handlers.pop(topic_filter, None)
         self.client.unsubscribe(topic_filter)
 
     def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> asyncio.Future[None]:
-        """Publish at QoS 1; the future resolves when the broker has acknowledged it."""
-        self.client.publish(topic, payload, qos=1, retain=retain)
-        return self.storage.expect(self.storage.last_mid)
+        """Publish at QoS 1; the future resolves when the broker has acknowledged it.
+
+        At most ``window`` messages are unacknowledged at a time (the broker's receive maximum from its
+        CONNACK, which gmqtt enforces by refusing to allocate more ids); the rest wait here, in order,
+        also while the connection is down."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outbox.append((topic, payload, retain, done))
+        self._pump()
+        return done
+
+    @property
+    def window(self) -> int:
+        # gmqtt lowers its id pool to the broker's receive maximum; keep a few ids for (un)subscribes.
+        broker_max: int = self.client._package_handler.id_generator._max
+        return max(1, min(self.max_in_flight, broker_max - 4))
+
+    def _pump(self) -> None:
+        if not self.client.is_connected:
+            return  # _on_connect pumps again
+        window = self.window
+        while self._outbox and self._in_flight < window:
+            topic, payload, retain, done = self._outbox.popleft()
+            self.client.publish(topic, payload, qos=1, retain=retain)
+            self._in_flight += 1
+            self.storage.expect(self.storage.last_mid).add_done_callback(partial(_settle, done))
+
+    def _settled(self, count: int) -> None:
+        self._in_flight = max(0, self._in_flight - count)
+        if self._outbox:
+            self._pump()
 
     async def _on_message(self, _client: Client, topic: str, payload: bytes, _qos: int, _props: Any) -> int:
         handler = self._handlers.get(topic) or self._route
@@ -164,6 +213,7 @@ class MqttLink:
                 self.client.subscribe(topic_filter, qos=1)
         if self.on_connected is not None:
             self.on_connected()
+        asyncio.get_running_loop().call_soon(self._pump)  # once gmqtt counts itself connected
 
     def _on_disconnect(self, _client: Client, _packet: Any, exc: BaseException | None = None) -> None:
         if self._closing:
@@ -171,6 +221,15 @@ class MqttLink:
         delay = min(self.client.reconnect_delay * 2, self.backoff_max_s)
         self.client.reconnect_delay = delay * random.uniform(0.8, 1.2)
         log.warning("MQTT connection lost (%s); reconnecting in %.1f s", exc, self.client.reconnect_delay)
+
+
+def _settle(done: asyncio.Future[None], acknowledged: asyncio.Future[None]) -> None:
+    if done.done():
+        return
+    if acknowledged.exception() is not None:
+        done.set_exception(acknowledged.exception())  # type: ignore[arg-type]
+    else:
+        done.set_result(None)
 
 
 def _matches(pattern: str, topic: str) -> bool:

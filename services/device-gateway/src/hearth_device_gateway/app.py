@@ -40,6 +40,7 @@ class DeviceGateway:
         self.clock = clock
         self.uplink: Uplink | None = None
         self.downlink: Downlink | None = None
+        self.ready = asyncio.Event()  # connected, subscribed, consuming
 
     async def run(self, stop: asyncio.Event) -> None:
         """Bridge until ``stop`` is set (or the inbox fails: then raise, so the process restarts)."""
@@ -80,6 +81,7 @@ class DeviceGateway:
             subscriptions = [shared_subscription(s.mqtt_group(), c) for c in (STATE, ACKS, AVAILABILITY)]
             for topic_filter in subscriptions:
                 link.subscribe(topic_filter)
+            await link.subscribed()
             await consumer.start()
             try:
                 await self._serve(stop, uplink, self.downlink)
@@ -96,6 +98,7 @@ class DeviceGateway:
             await journal.stop()
 
     async def _serve(self, stop: asyncio.Event, uplink: Uplink, downlink: Downlink) -> None:
+        self.ready.set()
         log.info("%s (instance %s, group %s)", READY, self.settings.instance, self.settings.mqtt_group())
         async with asyncio.TaskGroup() as tasks:
             commands = tasks.create_task(downlink.run())

@@ -185,12 +185,20 @@ def simulate(
         str, typer.Option("--home", help="Home of the devices registered with --devices")
     ] = "sim",
     api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
+    mqtt_port: Annotated[int, typer.Option(help="The stack's MQTT broker port")] = 1883,
     home: Home = DEFAULT_HOME,
 ) -> None:
-    """Play a fleet of simulated devices against the running stack until Ctrl-C."""
-    from hearth.simulator.fleet import FleetOptions, register_fleet, run_fleet
+    """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
+    with the stack's simulator credential."""
+    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, register_fleet, run_fleet
+    from hearth.stack.mosquitto import SIMULATOR_ACCOUNT
 
     stack = StackSettings(token_secret=token_secret(home.resolve()))
+    secret = home.resolve() / "data" / "mosquitto" / "access" / f"{SIMULATOR_ACCOUNT}.secret"
+    if not secret.exists():
+        console.print(f"[red]No simulator credential in {secret}: start the stack (hearth up) first.[/]")
+        raise typer.Exit(1)
+    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
 
     async def main() -> None:
         if devices:
@@ -200,7 +208,7 @@ def simulate(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), stop)
+        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), mqtt, stop)
 
     asyncio.run(main())
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError, token_secret
 from hearth.stack.process import tail
 from hearth_shared.auth import create_token
@@ -33,6 +34,7 @@ bench_app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
+app.add_typer(device_app, name="device")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
 Home = Annotated[

@@ -187,6 +187,7 @@ async def test_revocation_refuses_the_secret_and_drops_a_connected_device(
             response = await api.delete(f"/v1/devices/{device_id}/credentials")
         assert response.status_code == 204, response.text
         code, took = await sub.wait_exit(REVOKE_WITHIN_S)
+        print(f"DELETE credentials -> connected mosquitto_sub dropped and refused: {took:.2f} s")
         assert code == NOT_AUTHORISED, sub.lines()  # dropped, and refused when it came back
         assert took < REVOKE_WITHIN_S
         assert (
@@ -209,6 +210,7 @@ async def test_rotation_refuses_the_old_secret_drops_its_connection_and_accepts_
         new = account(response.json())
         assert new.username == device_id and new.password != old.password
         code, took = await sub.wait_exit(REVOKE_WITHIN_S)
+        print(f"POST credentials (rotate) -> connected mosquitto_sub dropped and refused: {took:.2f} s")
         assert code == NOT_AUTHORISED and took < REVOKE_WITHIN_S, sub.lines()
         assert publish(mosquitto, old, f"hearth/devices/{device_id}/state", "{}").returncode == NOT_AUTHORISED
         await wait_connect_code(mosquitto, new, 0)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +57,14 @@ def test_malformed_hashes_are_refused_with_a_reason(bad: str) -> None:
     assert not verify_secret("anything", bad)
     with pytest.raises(InvalidPasswordHash):
         parse_hash(bad)
+
+
+@pytest.mark.skipif(shutil.which("mosquitto_passwd") is None, reason="Debian's mosquitto is not installed")
+def test_hashes_mosquitto_passwd_writes_verify_here(tmp_path: Path) -> None:
+    """The same format both ways: a hash Mosquitto's own tool made verifies with verify_secret."""
+    passwd = tmp_path / "passwd"
+    passwd.touch()
+    subprocess.run(["mosquitto_passwd", "-b", str(passwd), "dev-1", "s3cret"], check=True, timeout=30)
+    username, _, password_hash = passwd.read_text().strip().partition(":")
+    assert username == "dev-1" and is_password_hash(password_hash)
+    assert verify_secret("s3cret", password_hash) and not verify_secret("s3cre", password_hash)

@@ -72,6 +72,7 @@ def up(
         home=home,
         ports=ports,
         simulate=simulate,
+        analytics=analytics,
         report=lambda m: console.print(f"[dim]{m}[/]"),
         mqtt_certfile=mqtt_certfile,
         mqtt_keyfile=mqtt_keyfile,

@@ -10,9 +10,11 @@ import pytest
 from hearth_shared.credentials import hash_secret, new_secret, verify_secret
 from hearth_shared.domain import Twin, evolve
 from hearth_shared.events import (
+    DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
+    DeviceWentOffline,
     IssueCredentials,
     RegisterDevice,
     RevokeCredentials,
@@ -127,3 +129,14 @@ def test_a_registration_recorded_before_simulated_existed_decodes_as_not_simulat
     )
     event = decode_event(old)
     assert isinstance(event, DeviceRegistered) and event.payload.simulated is False
+
+
+def test_revoking_an_online_devices_credential_takes_it_offline() -> None:
+    device = Device()
+    device.register()
+    issue(device, uuid.uuid4(), hash_secret(new_secret()), 1)
+    assert device.availability(at(2), online=True) == [DeviceCameOnline]
+    assert revoke(device, 3) == [DeviceCredentialsRevoked, DeviceWentOffline]
+    assert device.twin is not None and not device.twin.online
+    issue(device, uuid.uuid4(), hash_secret(new_secret()), 4)  # offline already: only the facts of the issue
+    assert [type(e) for e in device.journal[-1:]] == [DeviceCredentialsIssued]

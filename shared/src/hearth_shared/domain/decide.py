@@ -188,7 +188,10 @@ def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> lis
 
 def _credentials(twin: Twin, request: IssueCredentials | RevokeCredentials, now: datetime) -> list[Change]:
     """A device has at most one credential: issuing one revokes the one in force (``rotated``); a revoke
-    without one, or a redelivered issue (a credential id in force or revoked already), changes nothing."""
+    without one, or a redelivered issue (a credential id in force or revoked already), changes nothing.
+    Revoking the credential of an online device takes it offline: the broker drops the connection on its
+    reload without publishing the device's will (measured with Mosquitto 2.0.11); a device that has the
+    new secret says ``online`` again when it reconnects."""
     if isinstance(request, IssueCredentials) and (
         request.credential_id == twin.credential_id or request.credential_id in twin.revoked_credentials
     ):
@@ -198,6 +201,8 @@ def _credentials(twin: Twin, request: IssueCredentials | RevokeCredentials, now:
         reason = "rotated" if isinstance(request, IssueCredentials) else "revoked"
         revoked = CredentialsRevokedPayload(credential_id=twin.credential_id, reason=reason)
         changes.append(Change(DeviceCredentialsRevoked, revoked))
+        if twin.online:  # the broker drops its connection, and Mosquitto sends no will for that
+            changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
     if isinstance(request, IssueCredentials):
         issued = CredentialsIssuedPayload(
             credential_id=request.credential_id, password_hash=request.password_hash, issued_at=now

@@ -31,6 +31,8 @@ from hearth_shared.settings import StackSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests.identity_stack import Identity
+
 SECRET = secrets.token_urlsafe(24)
 
 
@@ -86,6 +88,17 @@ def mosquitto(servers_dir: Path) -> Iterator[MosquittoBroker]:
     part = _started(broker.process(), 30)
     yield broker
     part.stop()
+
+
+@pytest.fixture(scope="session")
+def identity(
+    kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer, servers_dir: Path
+) -> Iterator[Identity]:
+    """Device identity's own stack (broker, broker-access follower, device actor, command API)."""
+    from tests.identity_stack import identity_stack
+
+    with identity_stack(kafka, postgres, redis_server, servers_dir / "identity") as running:
+        yield running
 
 
 def make_settings(

@@ -40,7 +40,8 @@ class Identity:
     broker: MosquittoBroker
     parts: dict[str, ManagedProcess]
 
-    def client(self, home_id: str) -> httpx.AsyncClient:
+    def client(self, home_id: str | None) -> httpx.AsyncClient:
+        """A client with a token of ``home_id`` (None: an admin token)."""
         return Platform(self.settings, self.command_api, "", self.parts).client(self.command_api, home_id)
 
     def logs(self) -> str:

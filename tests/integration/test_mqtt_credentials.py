@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hearth.stack.mosquitto import MqttAccount
@@ -128,3 +129,20 @@ async def test_the_brokers_access_files_are_rebuilt_from_the_journal_alone(
     assert revoked["device_id"] not in (rebuilt / "passwd").read_text()
     assert (rebuilt / "passwd").read_text() == mosquitto.password_file.read_text()
     assert (rebuilt / "acl").read_text() == mosquitto.acl_file.read_text()
+
+
+async def test_only_the_devices_home_or_an_admin_may_rotate_or_revoke(identity: Identity) -> None:
+    home, other = f"home-{uuid.uuid4().hex[:8]}", f"home-{uuid.uuid4().hex[:8]}"
+    async with identity.client(home) as api:
+        device_id = (await register(api, home))["device_id"]
+    async with identity.client(other) as stranger:
+        for method in ("POST", "DELETE"):
+            response = await stranger.request(method, f"/v1/devices/{device_id}/credentials")
+            assert response.status_code == 404, response.text  # another home's device: not found, no leak
+        unknown = await stranger.post("/v1/devices/no-such-device/credentials")
+        assert unknown.status_code == 404
+    async with httpx.AsyncClient(base_url=identity.command_api) as anonymous:
+        assert (await anonymous.post(f"/v1/devices/{device_id}/credentials")).status_code == 401
+    async with identity.client(None) as admin:  # an admin token
+        rotated = await admin.post(f"/v1/devices/{device_id}/credentials")
+        assert rotated.status_code == 201 and rotated.json()["username"] == device_id

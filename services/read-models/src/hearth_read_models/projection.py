@@ -28,6 +28,7 @@ from hearth_shared.events import (
     CommandFailed,
     CommandRejected,
     CommandRequested,
+    DeviceCredentialsIssued,
     DeviceRegistered,
     Event,
     MalformedRecord,
@@ -99,6 +100,8 @@ class Projection:
             return
         twin = self.twins[device_id] = evolve(twin, event)
         self.changed_twins.add(device_id)
+        if isinstance(event, DeviceCredentialsIssued):  # the views say a credential was issued, not its hash
+            wire = encode(_without_hash(event))
         wire = wire or encode(event)
         self.history.append(
             (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
@@ -119,6 +122,16 @@ class Projection:
         row["updated_at"] = event.recorded_at
         row["history"] = [*row["history"], _step(status, event.recorded_at, event.version, reason)]
         self.changed_commands.add(row["command_id"])
+
+
+def _without_hash(event: DeviceCredentialsIssued) -> DeviceCredentialsIssued:
+    """The fact as the views keep it: the device's password hash is the broker's business only (the
+    broker-access follower reads it from the journal), never a home's history or live feed."""
+    payload = msgspec.structs.replace(event.payload, password_hash=REDACTED)
+    return msgspec.structs.replace(event, payload=payload)
+
+
+REDACTED = "(redacted)"
 
 
 @singledispatch

@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 
 from hearth_shared.events import JSON, MalformedRecord
 from hearth_shared.mqtt import (
+    COMMANDS,
+    ERRORS,
     OFFLINE,
     ONLINE,
     AckMessage,
@@ -98,6 +100,7 @@ class DeviceConnection:
             backoff_max_s=backoff_max_s,
         )
         self.link.on_connected = self._announce
+        self.link.route(self._dispatch)  # before connecting: a persistent session delivers at once
         self.commands: asyncio.Queue[Command] = asyncio.Queue()
         self.errors: asyncio.Queue[HearthError] = asyncio.Queue()
         self._seq: dict[str, int] = {}
@@ -133,8 +136,8 @@ class DeviceConnection:
             raise RuntimeError("connect() first, then add devices")
         self._seq[device_id] = int(time.time() * 1000)
         self._devices.append(device_id)
-        self.link.subscribe(commands_topic(device_id), self._on_command)
-        self.link.subscribe(errors_topic(device_id), self._on_error)
+        self.link.subscribe(commands_topic(device_id))
+        self.link.subscribe(errors_topic(device_id))
         self.link.publish(availability_topic(device_id), ONLINE, retain=True)
 
     @property
@@ -175,6 +178,12 @@ class DeviceConnection:
         """Birth on every (re)connect: each device is online (retained)."""
         for device_id in self._devices:
             self.link.publish(availability_topic(device_id), ONLINE, retain=True)
+
+    async def _dispatch(self, topic: str, payload: bytes) -> None:
+        if topic.endswith(f"/{COMMANDS}"):
+            await self._on_command(topic, payload)
+        elif topic.endswith(f"/{ERRORS}"):
+            await self._on_error(topic, payload)
 
     async def _on_command(self, topic: str, payload: bytes) -> None:
         try:

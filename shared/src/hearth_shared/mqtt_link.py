@@ -99,7 +99,7 @@ class MqttLink:
         self.storage = ConfirmingStorage(self._settled)
         self.max_in_flight = max_in_flight
         self._in_flight = 0
-        self._outbox: deque[tuple[str, bytes, bool, asyncio.Future[None]]] = deque()
+        self._outbox: deque[_Op] = deque()  # publishes and (un)subscribes waiting for a packet id
         will_message = Message(will[0], will[1], qos=1, retain=True) if will else None
         self.client = Client(
             client_id,
@@ -119,11 +119,13 @@ class MqttLink:
         self._route: MessageHandler | None = None
         self.connected = asyncio.Event()
         self._closing = False
-        self._subscribing: dict[int, asyncio.Future[None]] = {}
+        self._acked: dict[int, _Op] = {}  # (un)subscribes sent, by packet id, until their SUBACK/UNSUBACK
+        self._subscriptions: list[asyncio.Future[None]] = []
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_subscribe = self._on_subscribe
+        self.client.on_unsubscribe = self._on_unsubscribe
 
     async def connect(self, host: str, port: int, *, ssl: Any = False) -> None:
         """Connect (raises if the broker refuses, e.g. a wrong password: gmqtt's MQTTConnectError)."""
@@ -139,7 +141,8 @@ class MqttLink:
                 await self.client.disconnect()
 
     def route(self, handler: MessageHandler) -> None:
-        """Every message of every subscription goes to ``handler`` (the gateway: one handler)."""
+        """Messages no subscription's own handler takes go to ``handler``. Set it before ``connect``: a
+        persistent session's messages arrive right after the CONNACK."""
         self._route = handler
 
     def subscribe(self, topic_filter: str, handler: MessageHandler | None = None) -> None:
@@ -147,21 +150,40 @@ class MqttLink:
         when the handler returns. A handler that raises leaves its message unacknowledged (the broker
         delivers it again on the next connection of a persistent session)."""
         self._handlers[topic_filter] = handler
-        mid = self.client.subscribe(topic_filter, qos=1)
-        self._subscribing[mid] = asyncio.get_running_loop().create_future()
+        self._subscriptions.append(self._queue(_Op("subscribe", topic_filter)))
 
     async def subscribed(self, timeout_s: float = 30.0) -> None:
-        """Wait until the broker has confirmed every subscription made so far (its SUBACKs)."""
-        await asyncio.wait_for(asyncio.gather(*self._subscribing.values()), timeout_s)
+        """Wait until the broker has granted every subscription made so far (a subscription it refuses,
+        e.g. while its ACL does not allow it yet, is asked for again every second)."""
+        pending, self._subscriptions = self._subscriptions, []
+        await asyncio.wait_for(asyncio.gather(*pending), timeout_s)
 
-    def _on_subscribe(self, _client: Client, mid: int, _qos: Any, _props: Any) -> None:
-        waiter = self._subscribing.pop(mid, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def unsubscribe(self, topic_filter: str) -> None:
+    def unsubscribe(self, topic_filter: str) -> asyncio.Future[None]:
         self._handlers.pop(topic_filter, None)
-        self.client.unsubscribe(topic_filter)
+        return self._queue(_Op("unsubscribe", topic_filter))
+
+    def _on_subscribe(self, _client: Client, mid: int, granted: Any, _props: Any) -> None:
+        op = self._acked.pop(mid, None)
+        if op is None:
+            return
+        # gmqtt frees the packet id only after this callback returns: settle (and pump) after that.
+        asyncio.get_running_loop().call_soon(self._settled, 1)
+        if any(code >= 0x80 for code in granted or ()) and op.topic in self._handlers:
+            log.warning("MQTT subscription to %s refused (%s); asking again in 1 s", op.topic, granted)
+            asyncio.get_running_loop().call_later(1.0, self._retry, op)
+        elif not op.done.done():
+            op.done.set_result(None)
+
+    def _on_unsubscribe(self, _client: Client, mid: int, *_: Any) -> None:
+        op = self._acked.pop(mid, None)
+        if op is not None:
+            asyncio.get_running_loop().call_soon(self._settled, 1)  # after gmqtt frees the id
+            if not op.done.done():
+                op.done.set_result(None)
+
+    def _retry(self, op: _Op) -> None:
+        self._outbox.append(op)
+        self._pump()
 
     def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> asyncio.Future[None]:
         """Publish at QoS 1; the future resolves when the broker has acknowledged it.
@@ -169,26 +191,37 @@ class MqttLink:
         At most ``window`` messages are unacknowledged at a time (the broker's receive maximum from its
         CONNACK, which gmqtt enforces by refusing to allocate more ids); the rest wait here, in order,
         also while the connection is down."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._outbox.append((topic, payload, retain, done))
+        return self._queue(_Op("publish", topic, payload, retain))
+
+    def _queue(self, op: _Op) -> asyncio.Future[None]:
+        self._outbox.append(op)
         self._pump()
-        return done
+        return op.done
 
     @property
     def window(self) -> int:
-        # gmqtt lowers its id pool to the broker's receive maximum; keep a few ids for (un)subscribes.
+        # gmqtt lowers its id pool to the broker's receive maximum (and refuses an id past it).
         broker_max: int = self.client._package_handler.id_generator._max
-        return max(1, min(self.max_in_flight, broker_max - 4))
+        return max(1, min(self.max_in_flight, broker_max - 2))
 
     def _pump(self) -> None:
         if not self.client.is_connected:
             return  # _on_connect pumps again
         window = self.window
         while self._outbox and self._in_flight < window:
-            topic, payload, retain, done = self._outbox.popleft()
-            self.client.publish(topic, payload, qos=1, retain=retain)
+            op = self._outbox.popleft()
+            try:
+                if op.kind == "publish":
+                    self.client.publish(op.topic, op.payload, qos=1, retain=op.retain)
+                    self.storage.expect(self.storage.last_mid).add_done_callback(partial(_settle, op.done))
+                elif op.kind == "subscribe":
+                    self._acked[self.client.subscribe(op.topic, qos=1)] = op
+                else:
+                    self._acked[self.client.unsubscribe(op.topic)] = op
+            except OverflowError:  # no packet id free after all: wait for the next acknowledgement
+                self._outbox.appendleft(op)
+                return
             self._in_flight += 1
-            self.storage.expect(self.storage.last_mid).add_done_callback(partial(_settle, done))
 
     def _settled(self, count: int) -> None:
         self._in_flight = max(0, self._in_flight - count)
@@ -200,17 +233,24 @@ class MqttLink:
         if handler is None:
             matching = (h for f, h in self._handlers.items() if h is not None and _matches(f, topic))
             handler = next(matching, None)
-        if handler is not None:
-            await handler(topic, payload)
+        if handler is None:
+            # Never acknowledge what nobody took (a persistent session delivers right after CONNACK:
+            # set handlers before connecting). Unacknowledged, it comes again on the next connection.
+            log.error("MQTT message on %s with no handler: left unacknowledged", topic)
+            raise LookupError(f"no handler for {topic}")
+        await handler(topic, payload)
         return 0  # PUBACK: success
 
     def _on_connect(self, _client: Client, _flags: Any, _rc: int, _props: Any) -> None:
         self.client.reconnect_delay = self.backoff_s
         if not self.connected.is_set():
             self.connected.set()
-        else:  # a reconnect: renew the subscriptions (the session may be new)
-            for topic_filter in self._handlers:
-                self.client.subscribe(topic_filter, qos=1)
+        else:  # a reconnect: what was sent and not acknowledged is gone (gmqtt resends publishes only)
+            lost, self._acked = list(self._acked.values()), {}
+            self._in_flight = max(0, self._in_flight - len(lost))
+            self._outbox.extendleft(reversed([op for op in lost if op.kind == "subscribe"]))
+            for topic_filter in self._handlers:  # and the session may be new: subscribe again
+                self._outbox.append(_Op("subscribe", topic_filter))
         if self.on_connected is not None:
             self.on_connected()
         asyncio.get_running_loop().call_soon(self._pump)  # once gmqtt counts itself connected
@@ -221,6 +261,16 @@ class MqttLink:
         delay = min(self.client.reconnect_delay * 2, self.backoff_max_s)
         self.client.reconnect_delay = delay * random.uniform(0.8, 1.2)
         log.warning("MQTT connection lost (%s); reconnecting in %.1f s", exc, self.client.reconnect_delay)
+
+
+class _Op:
+    """One packet waiting for an id: a QoS 1 publish, a subscribe or an unsubscribe."""
+
+    __slots__ = ("done", "kind", "payload", "retain", "topic")
+
+    def __init__(self, kind: str, topic: str, payload: bytes = b"", retain: bool = False) -> None:
+        self.kind, self.topic, self.payload, self.retain = kind, topic, payload, retain
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 def _settle(done: asyncio.Future[None], acknowledged: asyncio.Future[None]) -> None:

@@ -76,8 +76,8 @@ class DeviceGateway:
                 inbox, dead_letters, lambda topic, payload: link.publish(topic, payload), clock=self.clock
             )
             self.downlink = Downlink(consumer, link.publish, dead_letters, clock=self.clock)
+            link.route(uplink.handle)  # before connecting: the session's messages come at once
             await link.connect(s.mqtt_host, s.mqtt_port)
-            link.route(uplink.handle)
             subscriptions = [shared_subscription(s.mqtt_group(), c) for c in (STATE, ACKS, AVAILABILITY)]
             for topic_filter in subscriptions:
                 link.subscribe(topic_filter)
@@ -89,8 +89,8 @@ class DeviceGateway:
                 await consumer.stop()
                 # A clean stop leaves the group for good: no new messages, the ones under way acked once
                 # the inbox has them, then the session ends (a stopped member must not hold messages).
-                for topic_filter in subscriptions:
-                    link.unsubscribe(topic_filter)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.gather(*map(link.unsubscribe, subscriptions)), 10)
                 await inbox.close()
                 await asyncio.sleep(0.1)  # the last PUBACKs
                 await link.disconnect(end_session=not uplink.failed.is_set())

@@ -1,11 +1,9 @@
 """Devices over the real MQTT broker, for tests: register one through the command API and connect with
-the credential it was issued (the SDK), read a Kafka topic, and play a device with mosquitto_pub/sub."""
+the credential it was issued (the SDK), and read a Kafka topic (mosquitto_pub/sub: mosquitto_clients.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +15,6 @@ from gmqtt.mqtt.handler import MQTTConnectError
 from hearth.stack.mosquitto import MosquittoBroker
 from hearth_device import DeviceConnection
 from hearth_shared.kafka import topic_partitions
-
-MOSQUITTO_PUB = shutil.which("mosquitto_pub") or "/usr/bin/mosquitto_pub"
-MOSQUITTO_SUB = shutil.which("mosquitto_sub") or "/usr/bin/mosquitto_sub"
 
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str = "thermostat") -> tuple[str, str]:
@@ -68,28 +63,3 @@ async def read_topic(
         return records
     finally:
         await consumer.stop()
-
-
-def mosquitto_pub(
-    mosquitto: MosquittoBroker,
-    username: str,
-    password: str,
-    topic: str,
-    payload: str,
-    *,
-    retain: bool = False,
-) -> None:
-    """Publish one QoS 1 message with Debian's mosquitto_pub (a client nobody here wrote)."""
-    argv = [MOSQUITTO_PUB, "-h", mosquitto.host, "-p", str(mosquitto.port), "-u", username, "-P", password]
-    argv += ["-i", f"{username}-pub-{uuid.uuid4().hex[:6]}", "-q", "1", "-t", topic, "-m", payload]
-    done = subprocess.run(argv + ["-r"] * retain, capture_output=True, text=True, timeout=30, check=False)
-    assert done.returncode == 0, f"mosquitto_pub exited {done.returncode}: {done.stderr}"
-
-
-def mosquitto_sub(
-    mosquitto: MosquittoBroker, username: str, password: str, topic: str, *extra: str
-) -> subprocess.Popen[str]:
-    """mosquitto_sub as the device (client id = username, as the SDK), printing each message on a line."""
-    argv = [MOSQUITTO_SUB, "-h", mosquitto.host, "-p", str(mosquitto.port), "-u", username, "-P", password]
-    argv += ["-i", username, "-q", "1", "-t", topic, *extra]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

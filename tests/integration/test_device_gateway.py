@@ -3,24 +3,25 @@ mosquitto_pub/mosquitto_sub play the devices with the credentials Hearth issued 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker
+from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_shared.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
 from hearth_shared.mqtt import MAX_PAYLOAD_BYTES, acks_topic, availability_topic, commands_topic, state_topic
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import final_command, send, twin_when
-from tests.mqtt_devices import connected, mosquitto_pub, mosquitto_sub, read_topic, register
+from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.mqtt_devices import connected, read_topic, register
 
 pytestmark = pytest.mark.integration
 
@@ -149,69 +150,66 @@ async def test_mosquitto_clients_as_a_device_and_the_will_takes_it_offline_at_on
     query: httpx.AsyncClient,
     mosquitto: MosquittoBroker,
     home: str,
+    tmp_path: Path,
 ) -> None:
     device_id, password = await register(api, home)
-    will = ["--will-topic", availability_topic(device_id), "--will-payload", "offline", "--will-retain"]
-    will += ["--will-qos", "1", "-k", "60", "-C", "1"]
-    listener = await _subscribed(mosquitto, device_id, password, commands_topic(device_id), *will)
+    device = MqttAccount(device_id, password)
+    will = ["-i", device_id, "--will-topic", availability_topic(device_id), "--will-payload", "offline"]
+    will += ["--will-retain", "--will-qos", "1", "-k", "60"]
+
+    def pub(topic: str, message: dict[str, Any] | str, *, retain: bool = False) -> None:
+        text = message if isinstance(message, str) else json.dumps(message)
+        done = publish(mosquitto, device, topic, text, retain=retain)
+        assert done.returncode == 0, done.stderr
+
+    await wait_connect_code(mosquitto, device, 0, timeout_s=30)  # the broker knows its password now
+    listener = Subscriber(mosquitto, device, [commands_topic(device_id)], tmp_path / "sub-1", will).start()
     try:
-        mosquitto_pub(mosquitto, device_id, password, availability_topic(device_id), "online", retain=True)
-        report = {"seq": 1, "at": "2026-11-23T12:00:00+00:00", "state": THERMOSTAT}
-        mosquitto_pub(mosquitto, device_id, password, state_topic(device_id), json.dumps(report))
+        pub(availability_topic(device_id), "online", retain=True)
+        pub(state_topic(device_id), {"seq": 1, "at": "2026-11-23T12:00:00+00:00", "state": THERMOSTAT})
         await twin_when(query, device_id, lambda t: t["connectivity"]["online"])
 
         sent = await send(api, device_id, "set_hvac_mode", {"mode": "cool"})
         assert sent.status_code == 202, sent.text
-        line = await asyncio.to_thread(listener.stdout.readline)  # type: ignore[union-attr]
-        command = json.loads(line)
-        assert (command["command_id"], command["name"], command["params"]) == (
-            sent.json()["command_id"],
+        command_id = sent.json()["command_id"]
+        await listener.wait_for_line(command_id, timeout_s=30)
+        line = next(line for line in listener.lines() if command_id in line)
+        topic, payload = line.split(" ", 1)
+        command = json.loads(payload)
+        assert (topic, command["name"], command["params"]) == (
+            commands_topic(device_id),
             "set_hvac_mode",
             {"mode": "cool"},
         )
-        ack = json.dumps({"command_id": command["command_id"], "result": "ok"})
-        mosquitto_pub(mosquitto, device_id, password, acks_topic(device_id), ack)
-        report = {"seq": 2, "at": "2026-11-23T12:00:01+00:00", "state": {"hvac_mode": "cool"}}
-        mosquitto_pub(mosquitto, device_id, password, state_topic(device_id), json.dumps(report))
-        assert (await final_command(query, sent.json()["command_id"]))["status"] == "converged"
-        listener.wait(timeout=10)  # -C 1: it exits after the one command, cleanly (no will)
+        pub(acks_topic(device_id), {"command_id": command_id, "result": "ok"})
+        pub(
+            state_topic(device_id),
+            {"seq": 2, "at": "2026-11-23T12:00:01+00:00", "state": {"hvac_mode": "cool"}},
+        )
+        assert (await final_command(query, command_id))["status"] == "converged"
 
-        # Now a connection that drops: the broker publishes the will, and the device is offline at once
-        # (a fact caused by the availability request, not by the silence timeout's tick).
-        # (The platform's silence timeout is 5 s: a fresh report first, so the device is online and heard.)
-        listener = await _subscribed(mosquitto, device_id, password, commands_topic(device_id), *will[:-2])
-        report = {"seq": 3, "at": "2026-11-23T12:00:02+00:00", "state": {"ambient_c": 19.5}}
-        mosquitto_pub(mosquitto, device_id, password, state_topic(device_id), json.dumps(report))
+        # Now the connection drops: the broker publishes the will, and the device is offline at once (a
+        # fact caused by the availability request, not by the silence timeout's tick; the platform's
+        # silence timeout is 5 s, so a fresh report first).
+        pub(
+            state_topic(device_id),
+            {"seq": 3, "at": "2026-11-23T12:00:02+00:00", "state": {"ambient_c": 19.5}},
+        )
         await twin_when(
             query, device_id, lambda t: t["connectivity"]["online"] and t["reported"]["ambient_c"] == 19.5
         )
-        os.kill(listener.pid, signal.SIGKILL)
-        listener.wait(timeout=10)
+        assert listener.proc is not None
+        os.kill(listener.proc.pid, signal.SIGKILL)
+        listener.proc.wait(10)
         twin = await twin_when(query, device_id, lambda t: not t["connectivity"]["online"])
         facts = await journal_of(platform, device_id, lambda f: any(_by_the_will(e) for e in f))
         offline = [e for e in facts if isinstance(e, DeviceWentOffline)]
         assert _by_the_will(offline[-1]), offline  # no tick took it offline before the will did
         assert twin["connectivity"]["last_seen"] is not None
     finally:
-        if listener.poll() is None:
-            listener.kill()
-            listener.wait(timeout=10)
+        listener.stop()
 
 
 def _by_the_will(fact: Any) -> bool:
     """An offline fact decided on a request (the availability will), not by the silence timeout's tick."""
     return isinstance(fact, DeviceWentOffline) and fact.causation_id is not None
-
-
-async def _subscribed(
-    mosquitto: MosquittoBroker, device_id: str, password: str, topic: str, *extra: str
-) -> Any:
-    """mosquitto_sub as the device, once the broker accepted it (retried while the broker has not read
-    the device's new password yet)."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        listener = mosquitto_sub(mosquitto, device_id, password, topic, *extra)
-        await asyncio.sleep(0.5)
-        if listener.poll() is None:
-            return listener
-        assert asyncio.get_running_loop().time() < deadline, listener.stderr.read()  # type: ignore[union-attr]

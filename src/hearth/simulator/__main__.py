@@ -1,4 +1,4 @@
-"""``python -m hearth.simulator``: play every registered device of a known type until Ctrl-C / SIGTERM."""
+"""``python -m hearth.simulator``: play every simulated device of a known type over MQTT until stopped."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ async def _main(settings: SimulatorSettings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await run_fleet(
-        settings.stack.kafka_bootstrap_servers, settings.stack.topics, settings.fleet_options(), stop
+        settings.stack.kafka_bootstrap_servers,
+        settings.stack.topics,
+        settings.fleet_options(),
+        settings.mqtt(),
+        stop,
     )
 
 
@@ -24,6 +28,7 @@ def main() -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    logging.getLogger("gmqtt").setLevel(logging.WARNING)
     asyncio.run(_main(settings))
 
 

@@ -101,7 +101,7 @@ def up(
         admin, demo = create_token(secret, admin=True), create_token(secret, home_id=DEMO_HOME)
         api = f"http://127.0.0.1:{ports.command_api}"
         if simulate:
-            from hearth.simulator.fleet import register_fleet
+            from hearth.simulator.registration import register_fleet
 
             asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_thermostats, demo_locks))
         _print_started(stack, admin, demo)
@@ -193,7 +193,8 @@ def simulate(
 ) -> None:
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
     with the stack's simulator credential."""
-    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, register_fleet, run_fleet
+    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
+    from hearth.simulator.registration import register_fleet
     from hearth.stack.mosquitto import SIMULATOR_ACCOUNT
 
     stack = StackSettings(token_secret=token_secret(home.resolve()))

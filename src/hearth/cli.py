@@ -65,7 +65,8 @@ def simulate(
 ) -> None:
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
     with the stack's simulator credential."""
-    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, register_fleet, run_fleet
+    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
+    from hearth.simulator.registration import register_fleet
     from hearth.stack.mosquitto import SIMULATOR_ACCOUNT
 
     stack = StackSettings(token_secret=token_secret(home.resolve()))

@@ -108,7 +108,7 @@ def up(
         secret = stack.settings.token_secret
         admin, demo = create_token(secret, admin=True), create_token(secret, home_id=DEMO_HOME)
         if simulate and not stop.is_set():
-            from hearth.simulator.fleet import register_fleet
+            from hearth.simulator.registration import register_fleet
 
             api = f"http://127.0.0.1:{ports.command_api}"
             asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_thermostats, demo_locks))

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth.simulator.fleet import Fleet, FleetOptions, SimulatorSettings, fleet_devices
+from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth.simulator.models import SimLock, SimThermostat
+from hearth.simulator.registration import fleet_devices
+from hearth.simulator.settings import SimulatorSettings
 from hearth_device import Command
 from hearth_device_gateway.edge import to_request
 from hearth_shared.events import (

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 
-from hearth.simulator.fleet import SimulatorSettings, run_fleet
+from hearth.simulator.fleet import run_fleet
+from hearth.simulator.settings import SimulatorSettings
 
 
 async def _main(settings: SimulatorSettings) -> None:

@@ -32,12 +32,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
-import httpx
 from aiokafka import AIOKafkaConsumer
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hearth.simulator.models import SIM_MODELS, SimDevice, SimLock, SimThermostat
 from hearth_device import Command, DeviceConnection
@@ -50,7 +47,6 @@ from hearth_shared.events import (
 )
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
-from hearth_shared.settings import StackSettings
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
 
@@ -399,118 +395,4 @@ async def run_fleet(
     await Fleet(bootstrap, topics, options, mqtt=mqtt).run(stop)
 
 
-# ----------------------------------------------------------------------------------- registration
-
-_THERMOSTAT_NAMES = ("Living room", "Bedroom", "Kitchen", "Office", "Nursery", "Guest room", "Basement")
-_LOCK_NAMES = ("Front door", "Back door", "Garage", "Patio door", "Side gate")
-
-
-def fleet_devices(home_id: str, thermostats: int, locks: int) -> list[dict[str, Any]]:
-    """The registration bodies of a home's simulated devices (ids are stable: registering is repeatable)."""
-    bodies = []
-    for device_type, count, names in (
-        (SimThermostat.device_type, thermostats, _THERMOSTAT_NAMES),
-        (SimLock.device_type, locks, _LOCK_NAMES),
-    ):
-        for n in range(1, count + 1):
-            name = names[n - 1] if n <= len(names) else f"{device_type.capitalize()} {n}"
-            device_id = f"{home_id}-{device_type}-{n}"
-            if len(device_id) > 64:
-                raise ValueError(f"home id {home_id!r} is too long to name its devices ({device_id})")
-            bodies.append(
-                {
-                    "device_id": device_id,
-                    "home_id": home_id,
-                    "type": device_type,
-                    "name": name,
-                    "simulated": True,
-                }
-            )
-    return bodies
-
-
-async def register_fleet(
-    api_url: str, token: str, home_id: str, thermostats: int, locks: int, *, concurrency: int = 16
-) -> list[str]:
-    """Register a home's simulated devices through the command API; returns their ids.
-
-    A device registered already (409) is fine, so this can run at every start.
-    """
-    headers = {"Authorization": f"Bearer {token}"}
-    gate = asyncio.Semaphore(concurrency)
-
-    async def register(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
-        async with gate:
-            response = await client.post("/v1/devices", json=body)
-        if response.status_code != httpx.codes.CONFLICT:
-            response.raise_for_status()
-        return str(body["device_id"])
-
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=30.0, limits=limits) as client:
-        return list(
-            await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, thermostats, locks)))
-        )
-
-
-# ---------------------------------------------------------------------------------------- settings
-
-
-class SimulatorSettings(BaseSettings):
-    """``python -m hearth.simulator`` settings, env prefix ``HEARTH_SIMULATOR_`` (see ``FleetOptions``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HEARTH_SIMULATOR_", extra="ignore")
-
-    rate: float = Field(1.0, gt=0, description="Telemetry reports per second per device")
-    offline_fraction: float = Field(0.0, ge=0, lt=1)
-    ack_delay_s: float = Field(0.0, ge=0)
-    lost_ack_fraction: float = Field(0.0, ge=0, le=1)
-    duplicate_fraction: float = Field(0.0, ge=0, le=1)
-    reorder_fraction: float = Field(0.0, ge=0, le=1)
-    drifting_ids: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Comma-separated thermostat ids whose reading drifts"
-    )
-    drifting_fraction: float = Field(0.0, ge=0, le=1)
-    jam_probability: float = Field(0.0, ge=0, le=1)
-    seed: int = 0
-    mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = Field(1883, gt=0, lt=65536)
-    mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
-    mqtt_password: str = ""
-    log_level: str = "info"
-    stack: StackSettings = Field(default_factory=StackSettings)
-
-    @field_validator("drifting_ids", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        return (
-            [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-        )
-
-    def fleet_options(self) -> FleetOptions:
-        return FleetOptions(
-            rate=self.rate,
-            offline_fraction=self.offline_fraction,
-            ack_delay_s=self.ack_delay_s,
-            lost_ack_fraction=self.lost_ack_fraction,
-            duplicate_fraction=self.duplicate_fraction,
-            reorder_fraction=self.reorder_fraction,
-            drifting_ids=frozenset(self.drifting_ids),
-            drifting_fraction=self.drifting_fraction,
-            jam_probability=self.jam_probability,
-            seed=self.seed,
-        )
-
-    def mqtt(self) -> MqttEndpoint:
-        return MqttEndpoint(self.mqtt_host, self.mqtt_port, self.mqtt_username, self.mqtt_password)
-
-
-__all__ = [
-    "Fleet",
-    "FleetOptions",
-    "MqttEndpoint",
-    "SimulatorSettings",
-    "fleet_devices",
-    "register_fleet",
-    "run_fleet",
-]
+__all__ = ["Fleet", "FleetOptions", "MqttEndpoint", "run_fleet"]

@@ -5,7 +5,7 @@ UV_VERSION := 0.13.8
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PYTEST_ARGS ?=
 
-.PHONY: up down test lint setup uv deps jars browser clean
+.PHONY: up down test lint setup uv deps jars browser mosquitto clean
 
 up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
 	$(UV) run hearth up
@@ -21,7 +21,7 @@ lint: setup ## ruff, mypy (strict on shared code) and the import-linter contract
 	$(UV) run mypy
 	$(UV) run lint-imports
 
-setup: uv deps jars browser
+setup: uv deps jars browser mosquitto
 
 uv:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -31,6 +31,11 @@ deps:
 
 jars: ## Kafka (and Spark's Kafka connector) jars from Maven Central, fetched once into .hearth/
 	$(UV) run python -c "from hearth.stack.kafka import ensure_kafka_jars; ensure_kafka_jars()"
+
+mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)
+	@command -v mosquitto >/dev/null || test -x /usr/sbin/mosquitto || (apt-get update && apt-get install -y mosquitto mosquitto-clients openssl)
+	@command -v mosquitto_pub >/dev/null || (apt-get update && apt-get install -y mosquitto-clients)
+	@command -v openssl >/dev/null || (apt-get update && apt-get install -y openssl)
 
 browser: ## Debian's Chromium for the live page's browser test (Playwright drives it; it never downloads one)
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)

@@ -20,6 +20,7 @@ import pytest
 
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
 from hearth.stack.redis import RedisServer
@@ -29,6 +30,8 @@ from hearth_shared.settings import StackSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tests.identity_stack import Identity
 
 SECRET = secrets.token_urlsafe(24)
 
@@ -74,6 +77,28 @@ def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
     part = _started(server.process(), 30)
     yield server
     part.stop()
+
+
+@pytest.fixture(scope="session")
+def mosquitto(servers_dir: Path) -> Iterator[MosquittoBroker]:
+    """The MQTT broker (Debian's mosquitto) on free ports; ``mosquitto.admin`` is Hearth's own account."""
+    broker = MosquittoBroker(
+        data_dir=servers_dir / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=servers_dir
+    )
+    part = _started(broker.process(), 30)
+    yield broker
+    part.stop()
+
+
+@pytest.fixture(scope="session")
+def identity(
+    kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer, servers_dir: Path
+) -> Iterator[Identity]:
+    """Device identity's own stack (broker, broker-access follower, device actor, command API)."""
+    from tests.identity_stack import identity_stack
+
+    with identity_stack(kafka, postgres, redis_server, servers_dir / "identity") as running:
+        yield running
 
 
 def make_settings(
@@ -122,9 +147,11 @@ def platform(
     kafka: KafkaBroker,
     postgres: PostgresServer,
     redis_server: RedisServer,
+    mosquitto: MosquittoBroker,
     servers_dir: Path,
 ) -> Iterator[Platform]:
-    """The device actor, projector, query API and command API, once per session, as real processes."""
+    """The device actor, device gateway, projector, query API and command API, once per session, as real
+    processes (the gateway on the session's MQTT broker)."""
     settings = make_settings(kafka, postgres, redis_server, "platform")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
     services = Services(
@@ -133,6 +160,10 @@ def platform(
         data=servers_dir / "services-data",
         command_api_port=free_port(),
         query_api_port=free_port(),
+        mqtt_port=mosquitto.port,
+        mqtt_password=mosquitto.admin.password,
+        mqtt_access_dir=mosquitto.access_dir,
+        mqtt_pid_file=mosquitto.pid_file,
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
     parts: dict[str, ManagedProcess] = {}

@@ -1,5 +1,8 @@
 """The device side of the protocol, played by a test over the real broker: take dispatched commands
-from the device-bound topic, send acks and state reports to the inbox."""
+from the device-bound topic, send acks and state reports to the inbox.
+
+A test seam for the device actor only: real devices (and the simulator) go through MQTT and the device
+gateway (tests/mqtt_devices.py, the hearth_device SDK); nothing outside the platform writes Kafka."""
 
 from __future__ import annotations
 

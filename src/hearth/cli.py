@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
+from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
 from hearth.token_cli import Home, token_app  # Home: the --stack-dir option every command shares
 from hearth_shared.auth import create_token
@@ -29,12 +30,13 @@ bench_app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
+app.add_typer(device_app, name="device")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
-
 
 app.command("up")(cli_stack.up)
 app.command("down")(cli_stack.down)
 app.command("status")(cli_stack.status)
+
 
 
 @app.command()
@@ -58,12 +60,21 @@ def simulate(
         str, typer.Option("--home", help="Home of the devices registered with --devices")
     ] = "sim",
     api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
+    mqtt_port: Annotated[int, typer.Option(help="The stack's MQTT broker port")] = 1883,
     home: Home = DEFAULT_HOME,
 ) -> None:
-    """Play a fleet of simulated devices against the running stack until Ctrl-C."""
-    from hearth.simulator.fleet import FleetOptions, register_fleet, run_fleet
+    """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
+    with the stack's simulator credential."""
+    from hearth.simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
+    from hearth.simulator.registration import register_fleet
+    from hearth.stack.mosquitto import SIMULATOR_ACCOUNT
 
     stack = StackSettings(token_secret=token_secret(home.resolve()))
+    secret = home.resolve() / "data" / "mosquitto" / "access" / f"{SIMULATOR_ACCOUNT}.secret"
+    if not secret.exists():
+        console.print(f"[red]No simulator credential in {secret}: start the stack (hearth up) first.[/]")
+        raise typer.Exit(1)
+    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
 
     async def main() -> None:
         if devices:
@@ -73,7 +84,7 @@ def simulate(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), stop)
+        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), mqtt, stop)
 
     asyncio.run(main())
 

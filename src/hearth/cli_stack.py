@@ -45,6 +45,12 @@ def up(
     redis_port: int = 6379,
     command_api_port: int = 8000,
     query_api_port: int = 8001,
+    mqtt_port: Annotated[int, typer.Option(help="MQTT listener for devices")] = 1883,
+    mqtts_port: Annotated[int, typer.Option(help="MQTT over TLS listener for devices")] = 8883,
+    mqtt_certfile: Annotated[
+        Path | None, typer.Option(help="PEM certificate for MQTT over TLS (default: one made locally)")
+    ] = None,
+    mqtt_keyfile: Annotated[Path | None, typer.Option(help="PEM key of --mqtt-certfile")] = None,
     simulate: Annotated[bool, typer.Option(help="Run the fleet simulator with a demo home")] = True,
     analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
     demo_thermostats: int = 3,
@@ -67,6 +73,7 @@ def up(
     ports = StackPorts(
         kafka_port, kafka_controller_port, postgres_port, redis_port, command_api_port, query_api_port
     )
+    ports.mqtt, ports.mqtts = mqtt_port, mqtts_port
     try:
         stack = LocalStack(
             home=home,
@@ -76,6 +83,8 @@ def up(
             analytics=analytics,
             policy=RestartPolicy(start_timeout_factor=start_timeout_factor),
             report=lambda m: console.print(f"[dim]{m}[/]", highlight=False),
+            mqtt_certfile=mqtt_certfile,
+            mqtt_keyfile=mqtt_keyfile,
         )
     except StartupError as exc:  # e.g. --brokers 2, or cluster ports that overlap
         console.print(f"[red bold]Hearth could not start:[/] {exc}")
@@ -99,7 +108,7 @@ def up(
         secret = stack.settings.token_secret
         admin, demo = create_token(secret, admin=True), create_token(secret, home_id=DEMO_HOME)
         if simulate and not stop.is_set():
-            from hearth.simulator.fleet import register_fleet
+            from hearth.simulator.registration import register_fleet
 
             api = f"http://127.0.0.1:{ports.command_api}"
             asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_thermostats, demo_locks))
@@ -126,6 +135,8 @@ def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
     console.print(f"                 another: hearth token create --home {DEMO_HOME} --link)")
     console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
     console.print(f"Query API:       {query}/docs")
+    broker = stack.mosquitto
+    console.print(f"MQTT (devices):  {broker.url}, TLS {broker.tls_url} (CA file {broker.cafile})")
     console.print(f"Admin token:     [bold]{admin}[/]  (30 days; `hearth token revoke ID` ends one)")
     console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}', 90 days)")
     console.print("Parts that die are restarted (see `hearth status`). Stop with Ctrl-C or `hearth down`.")

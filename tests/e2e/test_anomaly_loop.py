@@ -22,7 +22,9 @@ import httpx
 import msgspec
 import pytest
 
-from hearth.simulator.fleet import Fleet, FleetOptions, fleet_devices
+from hearth.simulator.fleet import Fleet, FleetOptions, MqttEndpoint
+from hearth.simulator.registration import fleet_devices
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import start_training
 from hearth_analytics.train import MODEL_NAME, ModelTrainer
@@ -46,8 +48,12 @@ DRIFT_C_PER_H = 3600.0  # 1 °C per second: past threshold x std (4 x 0.25 °C) 
 class HomeFleet(Fleet):
     """The simulator, playing only this test's devices (the platform's journal has other tests' too)."""
 
-    def __init__(self, platform: Platform, devices: set[str], options: FleetOptions) -> None:
-        super().__init__(platform.settings.kafka_bootstrap_servers, platform.settings.topics, options)
+    def __init__(
+        self, platform: Platform, devices: set[str], options: FleetOptions, mqtt: MqttEndpoint
+    ) -> None:
+        super().__init__(
+            platform.settings.kafka_bootstrap_servers, platform.settings.topics, options, mqtt=mqtt
+        )
         self.devices = devices
 
     def add_device(self, device_id: str, device_type: str, now: float) -> bool:
@@ -55,10 +61,12 @@ class HomeFleet(Fleet):
 
 
 @contextlib.asynccontextmanager
-async def playing(platform: Platform, devices: set[str], **options: Any) -> AsyncIterator[asyncio.Task[None]]:
-    """Run the fleet in this event loop until the block ends (a stop Event, then a bounded wait)."""
+async def playing(
+    platform: Platform, devices: set[str], mqtt: MqttEndpoint, **options: Any
+) -> AsyncIterator[asyncio.Task[None]]:
+    """Run the fleet (a hub over MQTT, the simulator's account) in this event loop until the block ends."""
     group = f"anomaly-loop-{uuid.uuid4().hex[:8]}"
-    fleet = HomeFleet(platform, devices, FleetOptions(rate=RATE, group_id=group, client_id=group, **options))
+    fleet = HomeFleet(platform, devices, FleetOptions(rate=RATE, client_id=group, **options), mqtt)
     stop = asyncio.Event()
     task = asyncio.create_task(fleet.run(stop))
     try:
@@ -130,12 +138,14 @@ async def publish_default_model(platform: Platform, version: int) -> None:
 
 
 async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
-    platform: Platform, spark: SparkSession, tmp_path: Path
+    platform: Platform, spark: SparkSession, tmp_path: Path, mosquitto: MosquittoBroker
 ) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
     bodies = fleet_devices(home, THERMOSTATS, 0)
     devices = [b["device_id"] for b in bodies]
     drifting, normal = devices[0], devices[1:]
+    simulator = mosquitto.simulator
+    mqtt = MqttEndpoint(port=mosquitto.port, username=simulator.username, password=simulator.password)
     settings = AnalyticsSettings(
         stack=platform.settings,
         checkpoint_dir=tmp_path / "checkpoints",
@@ -154,7 +164,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
         try:
             # 1. Every device reports normally until the journal holds a baseline's worth of readings; the
             # training query learns from what the journal holds when it starts (the fleet plays on).
-            async with playing(platform, set(devices)) as fleet:
+            async with playing(platform, set(devices), mqtt) as fleet:
 
                 async def baseline_reported() -> bool:
                     counts = [await ambient_readings(query, d) for d in devices]
@@ -171,7 +181,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
 
             # 2. The same devices, one of them drifting now, until the actors score it with that version.
             async with playing(
-                platform, set(devices), drifting_ids=frozenset({drifting}), drift_c_per_h=DRIFT_C_PER_H
+                platform, set(devices), mqtt, drifting_ids=frozenset({drifting}), drift_c_per_h=DRIFT_C_PER_H
             ) as fleet:
 
                 async def flagged() -> list[dict[str, Any]]:

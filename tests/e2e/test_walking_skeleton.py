@@ -39,18 +39,20 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
         assert device_id.startswith("thermostat-")  # a home token does not choose it: the server does
         assert created.json()["version"] == 1
 
-        twin = await eventually(lambda: q.get(f"/v1/devices/{device_id}"))
+        # Version 2: the registration's facts are device.registered and device.credentials_issued.
+        twin = await eventually(lambda: q.get(f"/v1/devices/{device_id}", params={"min_version": 2}))
         assert twin.status_code == 200, platform.logs()
         body = twin.json()
         assert (body["home_id"], body["type"], body["name"], body["version"]) == (
             home,
             "thermostat",
             "Hall",
-            1,
+            2,
         )
 
         history = await q.get(f"/v1/devices/{device_id}/events")
-        assert [e["type"] for e in history.json()["items"]] == ["device.registered"]
+        types = [e["type"] for e in history.json()["items"]]
+        assert types == ["device.registered", "device.credentials_issued"]
 
         listed = await q.get("/v1/devices", params={"home_id": home})
         assert [d["device_id"] for d in listed.json()["items"]] == [device_id]

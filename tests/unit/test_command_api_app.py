@@ -21,6 +21,7 @@ from hearth_shared.events import (
     CommandConverged,
     CommandRef,
     Inbound,
+    IssueCredentials,
     RegisterDevice,
     SubmitCommand,
     new_id,
@@ -166,7 +167,7 @@ async def test_wait_returns_once_the_registry_sees_the_status(
     assert answer.json()["status"] == "converged" and answer.json()["timed_out"] is False
 
 
-async def test_an_admin_registers_a_device_as_one_inbox_request(
+async def test_an_admin_registers_a_device_and_gets_its_credentials_once(
     journal: FakeJournal, registry: RegistryView
 ) -> None:
     settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
@@ -179,7 +180,11 @@ async def test_an_admin_registers_a_device_as_one_inbox_request(
             headers=admin,
         )
     assert answer.status_code == 201, answer.text
-    assert answer.json()["version"] == 1 and answer.json()["home_id"] == "h1"
-    [request] = journal.requests
-    assert isinstance(request, RegisterDevice) and request.device_id == "h1-door"
+    assert answer.json()["home_id"] == "h1"
+    credentials = answer.json()["credentials"]
+    assert credentials["username"] == "h1-door" and len(credentials["password"]) >= 32
+    register, issue = journal.requests
+    assert isinstance(register, RegisterDevice) and register.device_id == "h1-door"
+    assert isinstance(issue, IssueCredentials) and issue.password_hash.startswith("$7$")
+    assert credentials["password"] not in issue.password_hash  # only the salted hash leaves the API
     assert registry.devices["h1-door"].home_id == "h1"

@@ -26,7 +26,7 @@ SERVICES: dict[str, dict] = COMPOSE["services"]
 ONE_SHOT = {"init"}  # runs to completion; everything else runs for good
 LONG_RUNNING = sorted(set(SERVICES) - ONE_SHOT)
 RESTARTING = {"always", "unless-stopped", "on-failure"}
-PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092}
+PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092, "mosquitto": 1883}
 SCHEMA = "check_jsonschema/builtin_schemas/vendor/compose-spec.json"
 WORKSPACE_PACKAGES = [
     "hearth_shared",
@@ -34,6 +34,7 @@ WORKSPACE_PACKAGES = [
     "hearth_device_actor",
     "hearth_read_models",
     "hearth_analytics",
+    "hearth_device_gateway",
     "hearth",
 ]
 

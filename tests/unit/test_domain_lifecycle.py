@@ -35,6 +35,7 @@ from hearth_shared.events import (
     Event,
     Inbound,
     RegisterDevice,
+    ReportAvailability,
     ReportState,
     StateReported,
     SubmitCommand,
@@ -121,6 +122,10 @@ class Device:
         request = AcknowledgeCommand(
             request_id=uuid.uuid4(), device_id="t1", sent_at=now, command_id=command_id, ok=ok, reason=reason
         )
+        return self.send(request, now)
+
+    def availability(self, now: datetime, *, online: bool) -> list[type[Event]]:
+        request = ReportAvailability(request_id=uuid.uuid4(), device_id="t1", sent_at=now, online=online)
         return self.send(request, now)
 
     @property
@@ -322,6 +327,25 @@ def test_offline_device_holds_commands_and_gets_them_when_it_comes_back() -> Non
     assert device.report(at(200), ambient_c=19.5) == [DeviceCameOnline, CommandDispatched, StateReported]
     assert device.journal[-2].correlation_id == hvac
     assert (device.status(hvac), device.status(expiring)) == ("dispatched", "accepted")
+
+
+def test_the_will_takes_a_device_offline_at_once_and_online_brings_it_back() -> None:
+    device = online_device()
+    device.report(at(5), ambient_c=19.5)
+    assert device.availability(at(6), online=False) == [DeviceWentOffline]
+    assert (device.state.online, device.state.last_seen) == (False, at(5))  # last heard at 5, not 6
+    assert device.availability(at(7), online=False) == []  # a repeated will changes nothing
+    held = device.command(at(8), 22.0)
+    assert device.status(held) == "accepted"  # held while offline
+    assert device.availability(at(9), online=True) == [DeviceCameOnline, CommandDispatched]
+    assert (device.state.online, device.state.last_seen, device.status(held)) == (True, at(9), "dispatched")
+    assert device.availability(at(10), online=True) == []  # already online
+
+
+def test_availability_of_an_unregistered_device_changes_nothing() -> None:
+    device = Device()
+    assert device.availability(T0, online=True) == []
+    assert device.availability(T0, online=False) == []
 
 
 def test_evolve_ignores_facts_it_already_applied() -> None:

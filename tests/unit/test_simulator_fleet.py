@@ -7,17 +7,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth.simulator.fleet import Fleet, FleetOptions, SimulatorSettings, fleet_devices
+from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth.simulator.models import SimLock, SimThermostat
+from hearth.simulator.registration import fleet_devices
+from hearth.simulator.settings import SimulatorSettings
+from hearth_device import Command
+from hearth_device_gateway.edge import to_request
 from hearth_shared.events import (
     AcknowledgeCommand,
-    DeviceCommand,
     DeviceRegistered,
     DeviceRegisteredPayload,
     ReportState,
     StateReported,
     StateReportedPayload,
-    decode_inbound,
 )
 from hearth_shared.topics import Topics
 
@@ -30,7 +32,9 @@ def fleet(**options: object) -> Fleet:
     return Fleet("unused:9092", Topics("test"), FleetOptions(**options))  # type: ignore[arg-type]
 
 
-def registered(device_id: str, device_type: str, version: int = 1) -> DeviceRegistered:
+def registered(
+    device_id: str, device_type: str, version: int = 1, *, simulated: bool = True
+) -> DeviceRegistered:
     at = datetime.fromtimestamp(T0, UTC)
     return DeviceRegistered(
         event_id=uuid.uuid4(),
@@ -39,12 +43,12 @@ def registered(device_id: str, device_type: str, version: int = 1) -> DeviceRegi
         version=version,
         occurred_at=at,
         recorded_at=at,
-        payload=DeviceRegisteredPayload(device_type=device_type, name=device_id),
+        payload=DeviceRegisteredPayload(device_type=device_type, name=device_id, simulated=simulated),
     )
 
 
-def command(device_id: str, name: str, params: dict[str, object], expires_in_s: float = 30) -> DeviceCommand:
-    return DeviceCommand(
+def command(device_id: str, name: str, params: dict[str, object], expires_in_s: float = 30) -> Command:
+    return Command(
         command_id=uuid.uuid4(),
         device_id=device_id,
         name=name,
@@ -56,12 +60,13 @@ def command(device_id: str, name: str, params: dict[str, object], expires_in_s: 
 def play(
     gateway: Fleet, start: float, until: float, every: float = 0.05
 ) -> list[ReportState | AcknowledgeCommand]:
-    """Tick the gateway over ``(start, until]``; every record it sent, decoded, checking each key."""
+    """Tick the hub over ``(start, until]``; every MQTT message it published, as the device gateway
+    turns it into an inbox request."""
     sent = []
     for i in range(1, round((until - start) / every) + 1):
-        for key, value in gateway.tick(start + i * every):
-            request = decode_inbound(value)
-            assert key == request.device_id.encode()
+        now = start + i * every
+        for topic, payload in gateway.tick(now):
+            request = to_request(topic, payload, datetime.fromtimestamp(now, UTC))
             assert isinstance(request, ReportState | AcknowledgeCommand)
             sent.append(request)
     return sent
@@ -71,8 +76,9 @@ def reports(sent: list[ReportState | AcknowledgeCommand], device_id: str) -> lis
     return [r for r in sent if isinstance(r, ReportState) and r.device_id == device_id]
 
 
-def test_it_plays_the_registered_devices_of_the_types_it_knows() -> None:
+def test_it_plays_the_simulated_devices_of_the_types_it_knows() -> None:
     gateway = fleet()
+    gateway.learn(registered("real-1", "thermostat", simulated=False), T0)  # a real device: not ours
     gateway.learn(registered("t1", "thermostat"), T0)
     gateway.learn(registered("l1", "lock"), T0)
     gateway.learn(registered("x1", "toaster"), T0)

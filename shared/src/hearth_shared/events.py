@@ -52,6 +52,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=F
 class DeviceRegisteredPayload(Payload, frozen=True, kw_only=True):
     device_type: str
     name: str
+    simulated: bool = False  # played by the local stack's simulator hub (facts before it decode as False)
 
 
 class CommandRequestedPayload(Payload, frozen=True, kw_only=True):
@@ -95,6 +96,22 @@ class StateReportedPayload(Payload, frozen=True, kw_only=True):
     reported: JSON
     device_seq: int
     device_time: datetime
+
+
+class CredentialsIssuedPayload(Payload, frozen=True, kw_only=True):
+    """A device's MQTT secret, as its salted hash only (``hearth_shared.credentials``: Mosquitto's ``$7$``
+    PBKDF2-SHA512 format, the very string the broker checks). The plaintext is never in the journal."""
+
+    credential_id: uuid.UUID
+    password_hash: str
+    issued_at: datetime
+
+
+class CredentialsRevokedPayload(Payload, frozen=True, kw_only=True):
+    """The credential stops working; ``reason`` is ``revoked`` (DELETE) or ``rotated`` (a new one issued)."""
+
+    credential_id: uuid.UUID
+    reason: str
 
 
 class ConnectivityPayload(Payload, frozen=True, kw_only=True):
@@ -191,6 +208,14 @@ class StateReported(Event, frozen=True, kw_only=True, tag="device.state_reported
     payload: StateReportedPayload
 
 
+class DeviceCredentialsIssued(Event, frozen=True, kw_only=True, tag="device.credentials_issued"):
+    payload: CredentialsIssuedPayload
+
+
+class DeviceCredentialsRevoked(Event, frozen=True, kw_only=True, tag="device.credentials_revoked"):
+    payload: CredentialsRevokedPayload
+
+
 class DeviceWentOffline(Event, frozen=True, kw_only=True, tag="device.went_offline"):
     payload: ConnectivityPayload
 
@@ -221,6 +246,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     DeviceWentOffline,
     DeviceCameOnline,
     AnomalyDetected,
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
 )
 AnyEvent = Union[EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 
@@ -274,6 +301,7 @@ class RegisterDevice(Inbound, frozen=True, kw_only=True, tag="register_device"):
     home_id: str
     device_type: str
     name: str
+    simulated: bool = False
 
 
 class SubmitCommand(Inbound, frozen=True, kw_only=True, tag="submit_command"):
@@ -299,7 +327,35 @@ class AcknowledgeCommand(Inbound, frozen=True, kw_only=True, tag="ack_command"):
     message: str = ""
 
 
-INBOUND_TYPES: tuple[type[Inbound], ...] = (RegisterDevice, SubmitCommand, ReportState, AcknowledgeCommand)
+class ReportAvailability(Inbound, frozen=True, kw_only=True, tag="report_availability"):
+    """A device's MQTT ``availability``: ``online`` when it connects, ``offline`` as its will (the broker
+    publishes it when the connection drops), so the device goes offline at once, not after the silence
+    timeout. Repeating it changes nothing (the twin is already in that state)."""
+
+    online: bool
+
+
+class IssueCredentials(Inbound, frozen=True, kw_only=True, tag="issue_credentials"):
+    """Give the device a new MQTT secret (its hash only); a credential it had is revoked as ``rotated``.
+    ``credential_id`` makes a redelivered request harmless."""
+
+    credential_id: uuid.UUID
+    password_hash: str
+
+
+class RevokeCredentials(Inbound, frozen=True, kw_only=True, tag="revoke_credentials"):
+    """The device's MQTT credential stops working (nothing happens if it has none)."""
+
+
+INBOUND_TYPES: tuple[type[Inbound], ...] = (
+    RegisterDevice,
+    SubmitCommand,
+    ReportState,
+    AcknowledgeCommand,
+    ReportAvailability,
+    IssueCredentials,
+    RevokeCredentials,
+)
 AnyInbound = Union[INBOUND_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 
 

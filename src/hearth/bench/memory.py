@@ -39,8 +39,8 @@ import msgspec
 import psutil
 
 from hearth.bench.stack import bench_stack, console
-from hearth.simulator.fleet import fleet_devices
 from hearth.simulator.models import SimThermostat
+from hearth.simulator.registration import fleet_devices
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.domain import Twin
 from hearth_shared.events import (

@@ -37,7 +37,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hearth.simulator.fleet import register_fleet
+from hearth.simulator.registration import register_fleet
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
 from hearth.stack.postgres import PostgresServer

@@ -1,4 +1,4 @@
-"""``python -m hearth.simulator``: play every registered device of a known type until Ctrl-C / SIGTERM."""
+"""``python -m hearth.simulator``: play every simulated device of a known type over MQTT until stopped."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 
-from hearth.simulator.fleet import SimulatorSettings, run_fleet
+from hearth.simulator.fleet import run_fleet
+from hearth.simulator.settings import SimulatorSettings
 
 
 async def _main(settings: SimulatorSettings) -> None:
@@ -15,7 +16,11 @@ async def _main(settings: SimulatorSettings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await run_fleet(
-        settings.stack.kafka_bootstrap_servers, settings.stack.topics, settings.fleet_options(), stop
+        settings.stack.kafka_bootstrap_servers,
+        settings.stack.topics,
+        settings.fleet_options(),
+        settings.mqtt(),
+        stop,
     )
 
 
@@ -24,6 +29,7 @@ def main() -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    logging.getLogger("gmqtt").setLevel(logging.WARNING)
     asyncio.run(_main(settings))
 
 

@@ -1,18 +1,21 @@
-"""The simulated gateway: plays every registered thermostat and lock over Kafka, as real devices would.
+"""The simulated hub: plays every simulated thermostat and lock over MQTT, as a customer's hub would.
 
-``Fleet`` learns its devices from the journal (``device.registered`` facts of a type it has a model for,
-read from the first offset and then followed, so a device registered later is picked up live), takes
-the commands the device actors dispatch on the device-bound topic, acks and applies them, and puts the
-devices' reports and acks on the inbox keyed by device_id. One producer, sends never awaited one by one
-(the producer batches them), and one loop for all devices: a heap of wake-up times, so a tick touches
-only the devices that have something to say.
+``Fleet`` learns its devices from the journal (``device.registered`` facts with ``simulated`` of a type it
+has a model for, read from the first offset and then followed, so a device registered later is picked up
+live). It is a hub of the device SDK (``hearth_device.DeviceConnection(hub=True)``): one MQTT connection
+with the simulator's credential, which the broker lets act only for simulated devices. It receives each
+device's commands on its ``commands`` topic, applies and acks them, and publishes the devices' reports
+and acks to their ``state`` and ``acks`` topics; the device gateway takes them to the inbox. Nothing here
+writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the broker's receive maximum
+in flight), and one loop serves all devices: a heap of wake-up times, so a tick touches only the devices
+that have something to say.
 
 ``FleetOptions`` make it a poor network on purpose: devices going silent for a while, slow or lost acks,
 reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop the older),
 thermostats whose reading drifts, locks that jam.
 
-The core (``learn``, ``on_command``, ``tick``) is synchronous and returns the records to send, so it runs
-without a broker; ``run`` wires it to Kafka.
+The core (``learn``, ``on_command``, ``tick``) is synchronous and returns the MQTT messages to publish
+(topic, payload), so it runs without a broker; ``run`` wires it to the journal (read only) and MQTT.
 """
 
 from __future__ import annotations
@@ -29,36 +32,27 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
-import httpx
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.errors import KafkaError
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from aiokafka import AIOKafkaConsumer
 
 from hearth.simulator.models import SIM_MODELS, SimDevice, SimLock, SimThermostat
+from hearth_device import Command, DeviceConnection
 from hearth_shared.events import (
-    AcknowledgeCommand,
-    DeviceCommand,
     DeviceRegistered,
     Event,
     MalformedRecord,
-    ReportState,
     StateReported,
-    decode_device_command,
-    encode,
-    new_id,
     wire_name,
 )
-from hearth_shared.kafka import make_producer, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
-Record = tuple[bytes, bytes]  # (key, value) for the inbox
+Record = tuple[str, bytes]  # (MQTT topic, payload) to publish
 
 # Only these journal facts are decoded; a cheap substring test skips every other record.
 _REGISTERED = wire_name(DeviceRegistered).encode()
@@ -83,8 +77,7 @@ class FleetOptions:
     drift_c_per_h: float | None = None  # how fast a drifting reading drifts (signed); None: ±1-3 °C/h, drawn
     jam_probability: float = 0.0  # per lock move
     seed: int = 0
-    group_id: str | None = None  # the consumer group on the device-commands topic; None: "<prefix>-simulator"
-    client_id: str = "hearth-simulator"
+    client_id: str = "hearth-simulator"  # the journal reader's Kafka client id
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -98,7 +91,7 @@ class _Player:
     """One simulated device, and what the gateway keeps about it."""
 
     device_id: str
-    key: bytes
+    state_topic: str
     model: SimDevice
     seq: int  # the last device_seq sent
     last_step: float
@@ -107,8 +100,18 @@ class _Player:
     held: bytes | None = None  # a report held back, to be sent after the next one
 
 
+@dataclass(frozen=True)
+class MqttEndpoint:
+    """Where the hub connects, and as whom (the local stack's simulator account)."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    username: str = "_hearth_simulator"
+    password: str = ""
+
+
 class Fleet:
-    """The gateway: every simulated device, the faults it plays, and the Kafka wiring (``run``)."""
+    """The hub: every simulated device, the faults it plays, and the wiring (``run``)."""
 
     def __init__(
         self,
@@ -116,10 +119,12 @@ class Fleet:
         topics: Topics,
         options: FleetOptions,
         *,
+        mqtt: MqttEndpoint | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.bootstrap = bootstrap
         self.topics = topics
+        self.mqtt = mqtt or MqttEndpoint()
         self.options = options
         self.clock = clock
         self.rng = random.Random(options.seed)
@@ -127,7 +132,7 @@ class Fleet:
         self.stats: Counter[str] = Counter()
         self._heap: list[tuple[float, int, _Player]] = []
         self._order = itertools.count()  # heap tie-breaker
-        self._acks: deque[tuple[float, bytes, bytes]] = deque()  # (due, key, value), in due order
+        self._acks: deque[tuple[float, str, bytes]] = deque()  # (due, topic, payload), in due order
         self._poke = asyncio.Event()  # a command arrived or a device was added: tick now
         silent_s = sum(options.offline_s) / 2
         f = options.offline_fraction
@@ -141,21 +146,22 @@ class Fleet:
             return False
         model = self._new_model(device_id, device_type, now)
         # device_seq survives gateway restarts: it starts from the clock (ms), and only ever grows.
-        player = _Player(device_id, device_id.encode(), model, seq=int(now * 1000), last_step=now)
+        player = _Player(device_id, state_topic(device_id), model, seq=int(now * 1000), last_step=now)
         self.players[device_id] = player
         self._schedule(player, model.wake_at)
         self._poke.set()
         return True
 
     def learn(self, event: Event, now: float) -> None:
-        """Take in a journal fact: a registration adds a device, a state report restores what it said."""
-        if isinstance(event, DeviceRegistered):
+        """Take in a journal fact: a simulated device's registration adds it, a state report restores what
+        it said."""
+        if isinstance(event, DeviceRegistered) and event.payload.simulated:
             self.add_device(event.device_id, event.payload.device_type, now)
         elif isinstance(event, StateReported) and (player := self.players.get(event.device_id)):
             player.model.restore(event.payload.reported)
             player.seq = max(player.seq, event.payload.device_seq)
 
-    def on_command(self, command: DeviceCommand, now: float) -> None:
+    def on_command(self, command: Command, now: float) -> None:
         """A command reaches its device: apply it and queue the ack (maybe late, maybe never)."""
         player = self.players.get(command.device_id)
         if player is None or player.silent_until > now:
@@ -172,16 +178,8 @@ class Fleet:
             self.stats["acks_lost"] += 1
             return
         due = now + options.ack_delay_s
-        ack = AcknowledgeCommand(
-            request_id=new_id(),
-            device_id=player.device_id,
-            sent_at=_datetime(due),
-            command_id=command.command_id,
-            ok=ok,
-            reason=reason,
-            message="" if ok else f"{command.name}: {reason}",
-        )
-        self._acks.append((due, player.key, encode(ack)))
+        ack = AckMessage(command_id=command.command_id, result="ok" if ok else "failed", reason=reason)
+        self._acks.append((due, acks_topic(player.device_id), encode_message(ack)))
         self._poke.set()
 
     def tick(self, now: float) -> list[Record]:
@@ -189,8 +187,8 @@ class Fleet:
         out: list[Record] = []
         acks = self._acks
         while acks and acks[0][0] <= now:
-            _, key, value = acks.popleft()
-            out.append((key, value))
+            _, topic, payload = acks.popleft()
+            out.append((topic, payload))
         self.stats["acks"] += len(out)
         heap = self._heap
         while heap and heap[0][0] <= now:
@@ -221,30 +219,20 @@ class Fleet:
         if report is None:
             return
         player.seq += 1
-        at = _datetime(now)
-        value = encode(
-            ReportState(
-                request_id=new_id(),
-                device_id=player.device_id,
-                sent_at=at,
-                device_seq=player.seq,
-                device_time=at,
-                state=report,
-            )
-        )
+        value = encode_message(StateMessage(seq=player.seq, at=_datetime(now), state=report))
         self.stats["reports"] += 1
         if player.held is not None:
-            out.append((player.key, value))
-            out.append((player.key, player.held))  # the older one second: the actor must drop it
+            out.append((player.state_topic, value))
+            out.append((player.state_topic, player.held))  # the older one second: the actor must drop it
             player.held = None
             return
         if options.reorder_fraction and rng.random() < options.reorder_fraction:
             player.held = value
             self.stats["reordered"] += 1
             return
-        out.append((player.key, value))
+        out.append((player.state_topic, value))
         if options.duplicate_fraction and rng.random() < options.duplicate_fraction:
-            out.append((player.key, value))
+            out.append((player.state_topic, value))
             self.stats["duplicated"] += 1
 
     def _schedule(self, player: _Player, at: float) -> None:
@@ -284,7 +272,6 @@ class Fleet:
         """Play the fleet until ``stop`` is set: catch up on the journal, then follow it and play.
 
         The topics must exist (the stack creates them, as for every service)."""
-        producer = make_producer(self.bootstrap, self.options.client_id)
         journal = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=None,
@@ -293,35 +280,36 @@ class Fleet:
             client_id=f"{self.options.client_id}-journal",
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
-        commands = AIOKafkaConsumer(
-            self.topics.device_commands,
-            bootstrap_servers=self.bootstrap,
-            group_id=self.options.group_id or f"{self.topics.prefix}-simulator",
-            auto_offset_reset="earliest",  # a first run still gets commands sent before it started
-            client_id=f"{self.options.client_id}-commands",
+        mqtt = self.mqtt
+        hub = DeviceConnection(
+            username=mqtt.username, password=mqtt.password, host=mqtt.host, port=mqtt.port, hub=True
         )
-        await producer.start()
+        await journal.start()
         try:
-            await journal.start()
             await self._catch_up(journal)
+            await hub.connect()
+            self._join(hub)
             log.info(
                 "simulator: playing %d devices at %g reports/s each", len(self.players), self.options.rate
             )
-            await commands.start()
             async with asyncio.TaskGroup() as tasks:
                 running = [
-                    tasks.create_task(self._follow_journal(journal)),
-                    tasks.create_task(self._take_commands(commands)),
-                    tasks.create_task(self._play_loop(producer)),
+                    tasks.create_task(self._follow_journal(journal, hub)),
+                    tasks.create_task(self._take_commands(hub)),
+                    tasks.create_task(self._play_loop(hub)),
                     tasks.create_task(self._log_stats()),
                 ]
                 await stop.wait()
                 for task in running:
                     task.cancel()
         finally:
-            await commands.stop()
+            await hub.close(offline=False)  # the silence timeout takes them offline, as for a hub gone
             await journal.stop()
-            await producer.stop()  # flushes what is still batched
+
+    def _join(self, hub: DeviceConnection) -> None:
+        """Act for every device played and not yet known to the hub (subscribes to its commands)."""
+        for device_id in self.players.keys() - set(hub.devices):
+            hub.add_device(device_id)
 
     async def _catch_up(self, journal: AIOKafkaConsumer) -> None:
         """Read the journal from the start to its current end: every device, and what it last said."""
@@ -338,13 +326,14 @@ class Fleet:
                     self._read_fact(record.value, now, catching_up=True)
             behind = [tp for tp in behind if await journal.position(tp) < end[tp]]
 
-    async def _follow_journal(self, journal: AIOKafkaConsumer) -> None:
+    async def _follow_journal(self, journal: AIOKafkaConsumer, hub: DeviceConnection) -> None:
         while True:
             batches = await journal.getmany(timeout_ms=1000, max_records=20_000)
             now = self.clock()
             for records in batches.values():
                 for record in records:
                     self._read_fact(record.value, now, catching_up=False)
+            self._join(hub)
 
     def _read_fact(self, value: bytes | None, now: float, *, catching_up: bool) -> None:
         if not value or not (_REGISTERED in value or (catching_up and _REPORTED in value)):
@@ -357,30 +346,19 @@ class Fleet:
         if catching_up or isinstance(event, DeviceRegistered):
             self.learn(event, now)
 
-    async def _take_commands(self, consumer: AIOKafkaConsumer) -> None:
+    async def _take_commands(self, hub: DeviceConnection) -> None:
         while True:
-            batches = await consumer.getmany(timeout_ms=1000, max_records=5_000)
-            now = self.clock()
-            for records in batches.values():
-                for record in records:
-                    try:
-                        self.on_command(decode_device_command(record.value), now)
-                    except MalformedRecord as error:
-                        log.warning("simulator: skipping device command @%d: %s", record.offset, error)
-                    except Exception:  # one command a device cannot carry out stops no other
-                        log.exception("simulator: device command @%d failed", record.offset)
+            command = await hub.commands.get()
+            try:
+                self.on_command(command, self.clock())
+            except Exception:  # one command a device cannot carry out stops no other
+                log.exception("simulator: device command %s failed", command.command_id)
 
-    async def _play_loop(self, producer: AIOKafkaProducer) -> None:
-        inbox = self.topics.inbox
+    async def _play_loop(self, hub: DeviceConnection) -> None:
         while True:
             self._poke.clear()
-            for key, value in self.tick(self.clock()):
-                try:
-                    sent = await producer.send(inbox, value, key=key)  # queued; the producer batches
-                except KafkaError as error:
-                    self._count_send_error(error)
-                    continue
-                sent.add_done_callback(self._delivered)
+            for topic, payload in self.tick(self.clock()):
+                hub.link.publish(topic, payload).add_done_callback(self._delivered)
             delay = min(max(self.next_wake_at() - self.clock(), MIN_TICK_S), MAX_TICK_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)
@@ -410,109 +388,11 @@ def _datetime(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
 
 
-async def run_fleet(bootstrap: str, topics: Topics, options: FleetOptions, stop: asyncio.Event) -> None:
-    """Play every registered device of a known type until ``stop`` is set."""
-    await Fleet(bootstrap, topics, options).run(stop)
+async def run_fleet(
+    bootstrap: str, topics: Topics, options: FleetOptions, mqtt: MqttEndpoint, stop: asyncio.Event
+) -> None:
+    """Play every simulated device of a known type over MQTT until ``stop`` is set."""
+    await Fleet(bootstrap, topics, options, mqtt=mqtt).run(stop)
 
 
-# ----------------------------------------------------------------------------------- registration
-
-_THERMOSTAT_NAMES = ("Living room", "Bedroom", "Kitchen", "Office", "Nursery", "Guest room", "Basement")
-_LOCK_NAMES = ("Front door", "Back door", "Garage", "Patio door", "Side gate")
-
-
-def fleet_devices(home_id: str, thermostats: int, locks: int) -> list[dict[str, str]]:
-    """The registration bodies of a home's simulated devices (ids are stable: registering is repeatable)."""
-    bodies = []
-    for device_type, count, names in (
-        (SimThermostat.device_type, thermostats, _THERMOSTAT_NAMES),
-        (SimLock.device_type, locks, _LOCK_NAMES),
-    ):
-        for n in range(1, count + 1):
-            name = names[n - 1] if n <= len(names) else f"{device_type.capitalize()} {n}"
-            device_id = f"{home_id}-{device_type}-{n}"
-            if len(device_id) > 64:
-                raise ValueError(f"home id {home_id!r} is too long to name its devices ({device_id})")
-            bodies.append({"device_id": device_id, "home_id": home_id, "type": device_type, "name": name})
-    return bodies
-
-
-async def register_fleet(
-    api_url: str, token: str, home_id: str, thermostats: int, locks: int, *, concurrency: int = 16
-) -> list[str]:
-    """Register a home's simulated devices through the command API; returns their ids.
-
-    A device registered already (409) is fine, so this can run at every start.
-    """
-    headers = {"Authorization": f"Bearer {token}"}
-    gate = asyncio.Semaphore(concurrency)
-
-    async def register(client: httpx.AsyncClient, body: dict[str, str]) -> str:
-        async with gate:
-            response = await client.post("/v1/devices", json=body)
-        if response.status_code != httpx.codes.CONFLICT:
-            response.raise_for_status()
-        return body["device_id"]
-
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=30.0, limits=limits) as client:
-        return list(
-            await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, thermostats, locks)))
-        )
-
-
-# ---------------------------------------------------------------------------------------- settings
-
-
-class SimulatorSettings(BaseSettings):
-    """``python -m hearth.simulator`` settings, env prefix ``HEARTH_SIMULATOR_`` (see ``FleetOptions``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HEARTH_SIMULATOR_", extra="ignore")
-
-    rate: float = Field(1.0, gt=0, description="Telemetry reports per second per device")
-    offline_fraction: float = Field(0.0, ge=0, lt=1)
-    ack_delay_s: float = Field(0.0, ge=0)
-    lost_ack_fraction: float = Field(0.0, ge=0, le=1)
-    duplicate_fraction: float = Field(0.0, ge=0, le=1)
-    reorder_fraction: float = Field(0.0, ge=0, le=1)
-    drifting_ids: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Comma-separated thermostat ids whose reading drifts"
-    )
-    drifting_fraction: float = Field(0.0, ge=0, le=1)
-    jam_probability: float = Field(0.0, ge=0, le=1)
-    seed: int = 0
-    group_id: str | None = None
-    log_level: str = "info"
-    stack: StackSettings = Field(default_factory=StackSettings)
-
-    @field_validator("drifting_ids", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        return (
-            [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-        )
-
-    def fleet_options(self) -> FleetOptions:
-        return FleetOptions(
-            rate=self.rate,
-            offline_fraction=self.offline_fraction,
-            ack_delay_s=self.ack_delay_s,
-            lost_ack_fraction=self.lost_ack_fraction,
-            duplicate_fraction=self.duplicate_fraction,
-            reorder_fraction=self.reorder_fraction,
-            drifting_ids=frozenset(self.drifting_ids),
-            drifting_fraction=self.drifting_fraction,
-            jam_probability=self.jam_probability,
-            seed=self.seed,
-            group_id=self.group_id,
-        )
-
-
-__all__ = [
-    "Fleet",
-    "FleetOptions",
-    "SimulatorSettings",
-    "fleet_devices",
-    "register_fleet",
-    "run_fleet",
-]
+__all__ = ["Fleet", "FleetOptions", "MqttEndpoint", "run_fleet"]

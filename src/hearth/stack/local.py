@@ -1,4 +1,4 @@
-"""The whole local stack (``hearth up``): Kafka, PostgreSQL, Redis, the three services, the simulator.
+"""The whole local stack (``hearth up``): Kafka, Mosquitto, PostgreSQL, Redis, the services, the simulator.
 
 Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
 the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Parts start in
@@ -28,6 +28,7 @@ import httpx
 
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.kafka_cluster import KafkaCluster
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth.stack.redis import RedisServer
@@ -48,6 +49,8 @@ class StackPorts:
     redis: int = 6379
     command_api: int = 8000
     query_api: int = 8001
+    mqtt: int = 1883
+    mqtts: int = 8883
 
 
 def token_secret(home: Path) -> str:
@@ -90,10 +93,17 @@ class Services:
     data: Path
     command_api_port: int = 8000
     query_api_port: int = 8001
+    mqtt_port: int = 1883
+    mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
+    # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
+    mqtt_access_dir: Path | None = None
+    mqtt_pid_file: Path | None = None
+    mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         s = self.settings
+        broker = self.data / "mosquitto"  # LocalStack's MosquittoBroker data dir
         return {
             "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
             "HEARTH_KAFKA_REPLICATION_FACTOR": str(s.kafka_replication_factor),
@@ -104,6 +114,13 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
+            "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
+            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
+            "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
+            "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -113,7 +130,7 @@ class Services:
 
     @staticmethod
     def names(*, simulate: bool, analytics: bool = False) -> list[str]:
-        names = ["device-actor", "projector", "query-api", "command-api"]
+        names = ["broker-access", "device-actor", "device-gateway", "projector", "query-api", "command-api"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -122,6 +139,13 @@ class Services:
         log = self.logs / f"{name}.log"
         argv, healthy, url, timeout_s = {
             "device-actor": (["hearth_device_actor"], log_says(log, "[^worker]: ready"), "", 90.0),
+            "broker-access": (
+                ["hearth_device_gateway.broker_access"],
+                log_says(log, "broker access caught up"),
+                "",
+                60.0,
+            ),
+            "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
@@ -156,6 +180,8 @@ class LocalStack:
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     service_env: dict[str, str] = field(default_factory=dict)  # extra HEARTH_* settings (tests)
     supervisor: Supervisor | None = None
+    mqtt_certfile: Path | None = None  # a real certificate for the MQTT TLS listener (else self-signed)
+    mqtt_keyfile: Path | None = None
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
@@ -181,6 +207,14 @@ class LocalStack:
             data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
         )
         self.redis = RedisServer(data_dir=self.data / "redis", port=self.ports.redis, log_dir=self.logs)
+        self.mosquitto = MosquittoBroker(
+            data_dir=self.data / "mosquitto",
+            port=self.ports.mqtt,
+            tls_port=self.ports.mqtts,
+            log_dir=self.logs,
+            certfile=self.mqtt_certfile,
+            keyfile=self.mqtt_keyfile,
+        )
 
     @property
     def settings(self) -> StackSettings:
@@ -249,18 +283,26 @@ class LocalStack:
             data=self.data,
             command_api_port=self.ports.command_api,
             query_api_port=self.ports.query_api,
+            mqtt_port=self.ports.mqtt,
+            mqtt_password=self.mosquitto.admin.password,
+            mqtt_access_dir=self.mosquitto.access_dir,
+            mqtt_pid_file=self.mosquitto.pid_file,
+            mqtt_simulator_password=self.mosquitto.simulator.password,
             extra_env=self.service_env,
         )
         needs = {
+            "broker-access": [*brokers, "mosquitto"],  # writes the broker's access files, makes it reload
             "device-actor": brokers,
+            "device-gateway": [*brokers, "mosquitto", "broker-access"],
             "projector": [*brokers, "postgres", "redis"],
             "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
-            "simulator": [*brokers, "command-api"],
+            "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
         }
         specs = [
             *kafka,
+            PartSpec("mosquitto", self.mosquitto.process, 30, url=self.mosquitto.url),
             PartSpec(
                 "postgres", postgres_process, 30, after_healthy=self.postgres.ensure_database, url=pg.dsn
             ),

@@ -1,10 +1,13 @@
-"""Health probes for the parts that serve no HTTP: ``python -m hearth.stack.probe device-actor|projector``.
+"""Health probes for the parts that serve no HTTP: ``python -m hearth.stack.probe device-actor|device-gateway|
+projector``.
 
 compose.yaml runs them as health checks (exit 0: healthy, 1: not, with the reason on stderr), so that
 what waits for these services waits for them to work, not merely to have started:
 
 - ``device-actor``: the workers' faust consumer group (``<app_id>-<topic prefix>``) is Stable with at
   least one member: some worker holds the twins' partitions and so reads the inbox.
+- ``device-gateway``: the gateways' consumer group of the device-bound topic is Stable with at least one
+  member: some gateway is connected and publishes dispatched commands to devices.
 - ``projector``: the projector has consumed every journal partition up to ``--max-lag`` records of its
   end (its offsets are committed with the views, in PostgreSQL): it is keeping the views current.
 
@@ -26,13 +29,9 @@ from psycopg import sql
 from hearth_shared.kafka import topic_partitions
 
 
-async def device_actor_group() -> str | None:
-    """None if the device actor's consumer group has a stable member, else why not."""
-    from hearth_device_actor.settings import DeviceActorSettings
-
-    settings = DeviceActorSettings()
-    group = f"{settings.app_id}-{settings.stack.topic_prefix}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.stack.kafka_bootstrap_servers)
+async def stable_group(bootstrap_servers: str, group: str) -> str | None:
+    """None if the consumer group ``group`` is Stable with at least one member, else why not."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     await admin.start()
     try:
         responses = await admin.describe_consumer_groups([group])
@@ -44,6 +43,23 @@ async def device_actor_group() -> str | None:
             if g.get("group") == group and g.get("state") == "Stable" and g.get("members"):
                 return None
     return f"the consumer group {group} has no stable member"
+
+
+async def device_actor_group() -> str | None:
+    """None if the device actor's consumer group has a stable member, else why not."""
+    from hearth_device_actor.settings import DeviceActorSettings
+
+    settings = DeviceActorSettings()
+    group = f"{settings.app_id}-{settings.stack.topic_prefix}"
+    return await stable_group(settings.stack.kafka_bootstrap_servers, group)
+
+
+async def device_gateway_group() -> str | None:
+    """None if the device gateways' consumer group has a stable member, else why not."""
+    from hearth_device_gateway.settings import DeviceGatewaySettings
+
+    settings = DeviceGatewaySettings()
+    return await stable_group(settings.stack.kafka_bootstrap_servers, settings.kafka_group())
 
 
 async def projector_lag(max_lag: int) -> str | None:
@@ -71,6 +87,7 @@ async def projector_lag(max_lag: int) -> str | None:
 
 CHECKS: dict[str, Callable[[list[str]], Coroutine[Any, Any, str | None]]] = {
     "device-actor": lambda _: device_actor_group(),
+    "device-gateway": lambda _: device_gateway_group(),
     "projector": lambda argv: projector_lag(
         int(argv[argv.index("--max-lag") + 1]) if "--max-lag" in argv else 10_000
     ),
@@ -79,7 +96,8 @@ CHECKS: dict[str, Callable[[list[str]], Coroutine[Any, Any, str | None]]] = {
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in CHECKS:
-        print("usage: python -m hearth.stack.probe device-actor | projector [--max-lag N]", file=sys.stderr)
+        usage = "usage: python -m hearth.stack.probe device-actor | device-gateway | projector [--max-lag N]"
+        print(usage, file=sys.stderr)
         return 2
     try:
         problem = asyncio.run(asyncio.wait_for(CHECKS[argv[0]](argv[1:]), 20))

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
+from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.settings import CommandApiSettings
@@ -72,6 +73,7 @@ def make_app(
     app.state.registry = registry
     app.include_router(router)
     app.include_router(tokens_router)
+    app.include_router(credentials_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

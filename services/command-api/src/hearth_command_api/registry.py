@@ -46,6 +46,7 @@ def fingerprint(name: str, params: dict[str, Any]) -> bytes:
 class DeviceEntry:
     home_id: str
     device_type: str
+    simulated: bool = False
 
 
 @dataclass(slots=True)
@@ -68,7 +69,8 @@ class RegistryView:
 
     def apply(self, event: Event) -> None:
         if isinstance(event, DeviceRegistered):
-            self.devices[event.device_id] = DeviceEntry(event.home_id, event.payload.device_type)
+            payload = event.payload
+            self.devices[event.device_id] = DeviceEntry(event.home_id, payload.device_type, payload.simulated)
             return
         status = COMMAND_STATUS_BY_EVENT.get(type(event))
         if status is None:
@@ -83,8 +85,10 @@ class RegistryView:
             for waiter in entry.waiters:
                 waiter.set()
 
-    def remember_device(self, device_id: str, home_id: str, device_type: str) -> None:
-        self.devices.setdefault(device_id, DeviceEntry(home_id, device_type))
+    def remember_device(
+        self, device_id: str, home_id: str, device_type: str, simulated: bool = False
+    ) -> None:
+        self.devices.setdefault(device_id, DeviceEntry(home_id, device_type, simulated))
 
     def remember_command(self, command_id: uuid.UUID, device_id: str, print_: bytes) -> CommandEntry:
         return self.commands.setdefault(command_id, CommandEntry(device_id, print_))

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Path, Query, Response, status
 
+from hearth_command_api.credentials import issue_credential
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import RegistryView, fingerprint
 from hearth_command_api.schemas import CommandAccepted, RegisterDeviceBody, SubmitCommandBody, WaitFor
@@ -73,7 +74,11 @@ def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: R
     },
 )
 async def register_device(
-    body: RegisterDeviceBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    body: RegisterDeviceBody,
+    principal: CurrentPrincipal,
+    journal: Journal,
+    registry: Registry,
+    settings: Settings,
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
         raise HTTPException(
@@ -88,9 +93,12 @@ async def register_device(
         home_id=body.home_id,
         device_type=body.type,
         name=body.name,
+        simulated=body.simulated,
     )
     await journal.submit(request)
-    registry.remember_device(device_id, body.home_id, body.type)
+    registry.remember_device(device_id, body.home_id, body.type, body.simulated)
+    # Its MQTT credential, answered this once (a simulated device has none: the simulator hub plays it).
+    credentials = None if body.simulated else await issue_credential(journal, device_id, settings.mqtt_url)
     # The twin the device actor will create: the same pure functions, applied here to show it.
     twin = None
     for event in stamp(
@@ -103,7 +111,10 @@ async def register_device(
     ):
         twin = evolve(twin, event)
     assert twin is not None
-    return twin_view(twin)
+    view = twin_view(twin)
+    if credentials is not None:
+        view["credentials"] = credentials.model_dump(mode="json")
+    return view
 
 
 @router.post(

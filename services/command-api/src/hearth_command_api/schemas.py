@@ -22,6 +22,7 @@ class RegisterDeviceBody(BaseModel):
     name: str = Field(
         min_length=1, max_length=120, description="Any text on one line (no control characters)"
     )
+    simulated: bool = Field(False, description="Played by the local stack's simulator hub; no credentials")
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,9 @@ class CommandApiSettings(BaseSettings):
     max_body_bytes: int = Field(
         DEFAULT_MAX_BODY_BYTES, ge=0, description="Request bodies over this many bytes get 413, unread"
     )
+    mqtt_url: str = Field(
+        "mqtt://127.0.0.1:1883", description="The broker URL handed to devices with credentials"
+    )
     stack: StackSettings = Field(default_factory=StackSettings)
     cors_origins: list[str] = Field(
         default=["http://127.0.0.1:8001", "http://localhost:8001"],

@@ -28,6 +28,7 @@ from hearth_shared.events import (
     CommandFailed,
     CommandRejected,
     CommandRequested,
+    DeviceCredentialsIssued,
     DeviceRegistered,
     Event,
     MalformedRecord,
@@ -100,6 +101,8 @@ class Projection:
             return
         twin = evolve(twin, event)  # what can fail runs before anything of the batch changes
         view = twin_view(twin)
+        if isinstance(event, DeviceCredentialsIssued):  # the views say a credential was issued, not its hash
+            wire = encode(_without_hash(event))
         wire = wire or encode(event)
         self.twins[device_id] = twin
         self.changed_twins.add(device_id)
@@ -122,6 +125,16 @@ class Projection:
         row["updated_at"] = event.recorded_at
         row["history"] = [*row["history"], _step(status, event.recorded_at, event.version, reason)]
         self.changed_commands.add(row["command_id"])
+
+
+def _without_hash(event: DeviceCredentialsIssued) -> DeviceCredentialsIssued:
+    """The fact as the views keep it: the device's password hash is the broker's business only (the
+    broker-access follower reads it from the journal), never a home's history or live feed."""
+    payload = msgspec.structs.replace(event.payload, password_hash=REDACTED)
+    return msgspec.structs.replace(event, payload=payload)
+
+
+REDACTED = "(redacted)"
 
 
 @singledispatch

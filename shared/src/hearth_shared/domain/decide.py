@@ -14,7 +14,7 @@ import msgspec
 
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import Twin
+from hearth_shared.domain.twin import CommandState, Twin
 from hearth_shared.events import (
     AcknowledgeCommand,
     CommandAccepted,
@@ -32,16 +32,23 @@ from hearth_shared.events import (
     CommandSuperseded,
     CommandSupersededPayload,
     ConnectivityPayload,
+    CredentialsIssuedPayload,
+    CredentialsRevokedPayload,
     DesiredSetPayload,
     DeviceCameOnline,
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
     Event,
     Inbound,
+    IssueCredentials,
     Payload,
     RegisterDevice,
+    ReportAvailability,
     ReportState,
+    RevokeCredentials,
     StateReported,
     StateReportedPayload,
     SubmitCommand,
@@ -70,7 +77,9 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
     if isinstance(request, RegisterDevice):
         if twin is not None or request.device_type not in DEVICE_TYPES:
             return []
-        payload = DeviceRegisteredPayload(device_type=request.device_type, name=request.name)
+        payload = DeviceRegisteredPayload(
+            device_type=request.device_type, name=request.name, simulated=request.simulated
+        )
         return [Change(DeviceRegistered, payload)]
     if twin is None:  # only a registration creates a device; the API checks existence first
         return []
@@ -80,6 +89,10 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         return _report(twin, request, now)
     if isinstance(request, AcknowledgeCommand):
         return _acknowledge(twin, request)
+    if isinstance(request, ReportAvailability):
+        return _availability(twin, request, now)
+    if isinstance(request, IssueCredentials | RevokeCredentials):
+        return _credentials(twin, request, now)
     return []
 
 
@@ -131,10 +144,7 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online:
-        changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=now)))
-        held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
-        changes += [_about(c.command_id, CommandDispatched) for c in held]
-        in_flight += held
+        in_flight += _come_online(twin, now, changes)
     changed = {
         key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value
     }
@@ -153,6 +163,51 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
             changes.append(_about(command.command_id, CommandFailed, failed))
         elif command.status == "acknowledged" and kind.converged(command.desired, reported):
             changes.append(_about(command.command_id, CommandConverged))
+    return changes
+
+
+def _come_online(twin: Twin, now: datetime, changes: list[Change]) -> list[CommandState]:
+    """The device is back: say so and dispatch the commands held for it; returns those commands."""
+    changes.append(Change(DeviceCameOnline, ConnectivityPayload(last_seen=now)))
+    held = [c for c in twin.commands.values() if c.status == "accepted" and c.expires_at > now]
+    changes += [_about(c.command_id, CommandDispatched) for c in held]
+    return held
+
+
+def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> list[Change]:
+    """``online`` brings an offline device back (and dispatches what was held for it); ``offline`` (the
+    will of a dropped connection) takes an online one offline at once. Anything else changes nothing, so
+    a redelivered or repeated availability message is harmless."""
+    changes: list[Change] = []
+    if request.online and not twin.online:
+        _come_online(twin, now, changes)
+    elif not request.online and twin.online:
+        changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
+    return changes
+
+
+def _credentials(twin: Twin, request: IssueCredentials | RevokeCredentials, now: datetime) -> list[Change]:
+    """A device has at most one credential: issuing one revokes the one in force (``rotated``); a revoke
+    without one, or a redelivered issue (a credential id in force or revoked already), changes nothing.
+    Revoking the credential of an online device takes it offline: the broker drops the connection on its
+    reload without publishing the device's will (measured with Mosquitto 2.0.11); a device that has the
+    new secret says ``online`` again when it reconnects."""
+    if isinstance(request, IssueCredentials) and (
+        request.credential_id == twin.credential_id or request.credential_id in twin.revoked_credentials
+    ):
+        return []
+    changes: list[Change] = []
+    if twin.credential_id is not None:
+        reason = "rotated" if isinstance(request, IssueCredentials) else "revoked"
+        revoked = CredentialsRevokedPayload(credential_id=twin.credential_id, reason=reason)
+        changes.append(Change(DeviceCredentialsRevoked, revoked))
+        if twin.online:  # the broker drops its connection, and Mosquitto sends no will for that
+            changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
+    if isinstance(request, IssueCredentials):
+        issued = CredentialsIssuedPayload(
+            credential_id=request.credential_id, password_hash=request.password_hash, issued_at=now
+        )
+        changes.append(Change(DeviceCredentialsIssued, issued))
     return changes
 
 

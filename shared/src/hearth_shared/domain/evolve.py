@@ -14,6 +14,8 @@ from hearth_shared.events import (
     CommandRequested,
     DesiredSetPayload,
     DeviceCameOnline,
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
     DeviceRegistered,
     DeviceWentOffline,
     Event,
@@ -36,6 +38,7 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
             reported=kind.initial_reported() if kind else {},
             version=event.version,
             updated_at=event.recorded_at,
+            simulated=event.payload.simulated,
         )
     if event.version <= twin.version:
         return twin
@@ -52,6 +55,13 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
             "last_device_seq": payload.device_seq,
             "last_seen": event.recorded_at,  # when the platform heard it: its clock, not the device's
         }
+    if isinstance(event, DeviceCredentialsIssued):
+        return {"credential_id": payload.credential_id}
+    if isinstance(event, DeviceCredentialsRevoked):
+        revoked = (*twin.revoked_credentials, payload.credential_id)[-FINISHED_KEPT:]
+        if twin.credential_id == payload.credential_id:
+            return {"credential_id": None, "revoked_credentials": revoked}
+        return {"revoked_credentials": revoked}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
     if isinstance(payload, DesiredSetPayload):  # thermostat.target_set, lock.desired_state_set, ...

@@ -46,6 +46,12 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     # The last few commands that ended, so a request redelivered after its command ended (a worker
     # restarted between recording facts and committing its inbox offsets) is not decided again.
     finished: tuple[str, ...] = ()
+    simulated: bool = False  # registered with "simulated": true (the stack's simulator hub plays it)
+    # The device's MQTT credential in force (device.credentials_issued), None before one or after a revoke.
+    credential_id: uuid.UUID | None = None
+    # The last few credentials revoked, so an issue request redelivered after a later rotation does not
+    # bring its (revoked) credential back.
+    revoked_credentials: tuple[uuid.UUID, ...] = ()
 
     @property
     def delta(self) -> JSON:

@@ -1,0 +1,1 @@
+"""The Hearth device gateway: MQTT <-> Kafka."""

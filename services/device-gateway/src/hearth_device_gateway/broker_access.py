@@ -1,0 +1,219 @@
+"""The broker-access follower: keeps Mosquitto's password and ACL files equal to the journal's facts.
+
+``python -m hearth_device_gateway.broker_access`` reads the journal from its first offset, folds the
+credential and registration facts into ``MosquittoAccess`` and, once caught up and after every batch of
+facts that changed something, rewrites the broker's ``passwd`` and ``acl`` files (atomically, only when
+their text changed) and sends the broker SIGHUP. On SIGHUP Mosquitto re-reads both files and checks every
+connected client again, disconnecting those no longer allowed: that is how a revoked or rotated
+credential drops a connected device.
+
+Why a password file and an ACL with ``%u`` patterns rather than the dynamic-security plugin (both were
+tried against Debian's mosquitto 2.0.11):
+
+* The hash Hearth computes is the one the broker checks. The password file holds Mosquitto's ``$7$``
+  PBKDF2-SHA512 strings, exactly those in the ``device.credentials_issued`` facts, so the broker's whole
+  access state is rebuilt from the journal and the plaintext exists only in the command API's answer.
+  dynsec's ``createClient``/``setClientPassword`` take the plaintext (the broker hashes it), so Hearth
+  would have to keep or forward the secret, and a rebuild from facts could not restore anyone.
+* One set of ``pattern`` lines covers every device. dynsec 2.0.11 substitutes ``%u`` in publish ACLs but
+  not in subscribe ACLs (measured: ``subscribePattern hearth/devices/%u/commands`` refused the device its
+  own topic), so it would need a role per device.
+* Measured revoke -> disconnect: a SIGHUP reload re-checks every connected client, so its cost grows
+  with them: with 10,000 credentials and 5,000 connected devices (10 PBKDF2 iterations, see
+  ``hearth_shared.credentials``) the broker answered again 0.2-0.4 s after the SIGHUP and the revoked
+  device was dropped 0.4 s after it (with 100 connected: 50 ms). dynsec's ``deleteClient`` kicks one
+  client in O(1). End to end through the command API, actor and journal the integration tests assert
+  under 5 s (tests/integration/test_mqtt_credentials.py).
+
+The costs: the follower must share the broker's filesystem and be able to signal it (same host, or in
+compose the same volume and ``pid: service:mosquitto``); a reload re-reads the files and re-checks every
+connected client (PBKDF2 each), so changes are batched, one reload per poll of the journal; Mosquitto
+2.0's ACL file grants a SUBSCRIBE to another device's topic but never delivers a message on it (read
+access is checked per message), where dynsec would refuse the SUBACK. Not solved yet: a device may
+connect with another device's client id and so knock it off (session takeover); forcing client id =
+username (``use_username_as_clientid``) needs a listener of its own for the gateway processes, which
+share one username.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+
+from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
+from hearth_device_gateway.settings import BrokerAccessSettings
+from hearth_shared.events import (
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
+    DeviceRegistered,
+    MalformedRecord,
+    decode_event,
+    fact_type,
+    wire_name,
+)
+from hearth_shared.kafka import topic_partitions
+
+log = logging.getLogger("hearth_device_gateway.broker_access")
+
+FACT_TYPES = frozenset(
+    wire_name(t) for t in (DeviceRegistered, DeviceCredentialsIssued, DeviceCredentialsRevoked)
+)
+
+
+def signal_broker(pid_file: Path) -> None:
+    """SIGHUP the broker: it re-reads its password and ACL files and drops clients no longer allowed."""
+    os.kill(int(pid_file.read_text().strip()), signal.SIGHUP)
+
+
+class BrokerAccessFollower:
+    """Follows the journal and applies ``MosquittoAccess`` to the broker's files."""
+
+    def __init__(
+        self,
+        settings: BrokerAccessSettings,
+        *,
+        access: MosquittoAccess | None = None,
+        reload: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.access = access or MosquittoAccess()
+        self.reload = reload or (lambda: signal_broker(settings.pid_file))
+        self.caught_up = asyncio.Event()
+        self.reloads = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.settings.gateway_password or self.settings.simulator_password:  # compose: accounts from env
+            passwd, acl = service_files(self.settings.gateway_password, self.settings.simulator_password)
+            _replace_if_changed(self.settings.access_dir / "services.passwd", passwd)
+            _replace_if_changed(self.settings.access_dir / "services.acl", acl)
+        stack = self.settings.stack
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=stack.kafka_bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await self.consumer.start()
+        tps = await topic_partitions(self.consumer, stack.topics.journal)
+        self.consumer.assign(tps)
+        await self.consumer.seek_to_beginning(*tps)
+        self._end = {tp: off for tp, off in (await self.consumer.end_offsets(tps)).items() if off > 0}
+        self._task = asyncio.create_task(self._run(), name="broker-access")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # an error: see ``failed``
+                await self._task
+        await self.consumer.stop()
+
+    async def _run(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=self.settings.poll_ms, max_records=20_000)
+            changed = False
+            for tp, records in batches.items():
+                for record in records:
+                    if fact_type(record.value) in FACT_TYPES:
+                        with contextlib.suppress(MalformedRecord):  # the projector dead-letters it
+                            changed |= self.access.apply(decode_event(record.value))
+                if tp in self._end and records and records[-1].offset + 1 >= self._end[tp]:
+                    del self._end[tp]
+            if not self.caught_up.is_set():
+                if not self._end:  # the first files and reload: the whole journal is in
+                    self._apply_files(force=True)
+            elif changed:
+                self._apply_files()
+
+    async def wait_stopped(self) -> None:
+        """Returns when the follower's task ended (raising what ended it, if anything)."""
+        assert self._task is not None
+        await self._task
+
+    @property
+    def failed(self) -> BaseException | None:
+        """What ended the follower's task, if it ended with an error."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    def _apply_files(self, *, force: bool = False) -> None:
+        """Render both files; write those whose text changed and reload the broker if any did."""
+        access_dir = self.settings.access_dir
+        services_passwd = (access_dir / "services.passwd").read_text()
+        services_acl = (access_dir / "services.acl").read_text()
+        written = _replace_if_changed(access_dir / "passwd", self.access.password_file(services_passwd))
+        written |= _replace_if_changed(access_dir / "acl", self.access.acl_file(services_acl))
+        if written or force:
+            self.reload()
+            self.reloads += 1
+        if not self.caught_up.is_set():
+            log.info(
+                "broker access caught up with the journal: %d device credentials, %d simulated devices",
+                len(self.access.hashes),
+                len(self.access.simulated),
+            )
+            self.caught_up.set()
+        elif written:
+            log.info(
+                "broker access files rewritten and the broker reloaded (%d credentials)",
+                len(self.access.hashes),
+            )
+
+
+def _replace_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically (mode 0600) unless it holds it already; True if written."""
+    with contextlib.suppress(FileNotFoundError):
+        if path.read_text() == text:
+            return False
+    partial = path.with_name(f".{path.name}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    partial.replace(path)
+    return True
+
+
+def make_follower(
+    settings: BrokerAccessSettings | None = None, *, reload: Callable[[], None] | None = None
+) -> BrokerAccessFollower:
+    """The composition root: nothing connects until ``start``."""
+    return BrokerAccessFollower(settings or BrokerAccessSettings(), reload=reload)
+
+
+async def _serve() -> None:
+    follower = make_follower()
+    await follower.start()
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    try:
+        # Whichever comes first: a stop signal, or the follower failing (then the process exits with it).
+        await asyncio.wait(
+            [asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(follower.wait_stopped())],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        await follower.stop()
+    if follower.failed is not None:
+        raise follower.failed
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["BrokerAccessFollower", "BrokerAccessSettings", "make_follower", "signal_broker"]

@@ -1,0 +1,107 @@
+"""Hearth -> device: dispatched commands from the device-bound topic become QoS 1 messages on each
+device's ``commands`` topic.
+
+The gateways share the device-bound topic's partitions as one Kafka consumer group. A batch's offsets
+are committed only after the broker has acknowledged every message of the batch (their PUBACKs): a
+gateway killed before that leaves the offsets where they were, and whoever takes the partitions over
+publishes the batch again. A device may so see a command twice; its ``command_id`` says so, and the
+device actor decides a second ack of it as nothing. If the MQTT session is lost with messages still
+unacknowledged, the batch is read again from its first offset.
+
+A command already past its ``expires_at`` is not sent (the device actor expires it anyway), so a
+gateway starting with a backlog does not flood devices with stale commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError
+
+from hearth_shared.events import DeviceCommand, MalformedRecord, decode_device_command, utcnow
+from hearth_shared.kafka import DeadLetters
+from hearth_shared.mqtt import CommandMessage, commands_topic, encode_message
+from hearth_shared.mqtt_link import SessionLost
+
+log = logging.getLogger(__name__)
+
+PublishConfirmed = Callable[[str, bytes], "asyncio.Future[None]"]
+MAX_RECORDS = 1000
+
+
+class Downlink:
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        publish: PublishConfirmed,
+        dead_letters: DeadLetters,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.consumer = consumer
+        self.publish = publish
+        self.dead_letters = dead_letters
+        self.clock = clock
+        self.sent = 0
+        self.stale = 0
+
+    async def run(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=500, max_records=MAX_RECORDS)
+            if batches:
+                await self._deliver(batches)
+
+    async def _deliver(self, batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        now = self.clock()
+        acknowledged: list[asyncio.Future[None]] = []
+        for records in batches.values():
+            for record in records:
+                command = await self._decode(record)
+                if command is None:
+                    continue
+                if command.expires_at <= now:
+                    self.stale += 1
+                    continue
+                acknowledged.append(self.publish(commands_topic(command.device_id), _message(command)))
+        try:
+            await asyncio.gather(*acknowledged)
+        except SessionLost:
+            log.warning("gateway: MQTT session lost with commands unacknowledged; sending the batch again")
+            for tp, records in batches.items():
+                self.consumer.seek(tp, records[0].offset)
+            return
+        self.sent += len(acknowledged)
+        offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
+        try:
+            await self.consumer.commit(offsets)
+        except CommitFailedError as error:  # partitions moved on: their new owner sends them again
+            log.warning("gateway: device-command offsets not committed (%s)", error)
+
+    async def _decode(self, record: ConsumerRecord[bytes, bytes]) -> DeviceCommand | None:
+        try:
+            return decode_device_command(record.value or b"")
+        except MalformedRecord as error:
+            await self.dead_letters.send(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=record.key,
+                value=record.value,
+                error=error,
+            )
+            return None
+
+
+def _message(command: DeviceCommand) -> bytes:
+    return encode_message(
+        CommandMessage(
+            command_id=command.command_id,
+            name=command.name,
+            params=command.params,
+            expires_at=command.expires_at,
+        )
+    )

@@ -1,0 +1,84 @@
+"""Puts device requests on the inbox in batches, and tells each sender when the broker has its record.
+
+``put`` returns once the record is in Kafka (acks=all, idempotent producer): only then may the gateway
+acknowledge the MQTT message it came from. Records are gathered for ``linger_s`` (or until ``batch_size``)
+and queued with one record batch per partition (``send_batched``). Queuing happens under a lock, in the
+order ``put`` was called, so the records of one device reach its partition in the order they arrived;
+waiting for the broker happens outside it, so the next batch is gathered meanwhile.
+
+If the broker refuses a batch, every ``put`` of it raises: their MQTT messages stay unacknowledged and
+the broker delivers them again (after the gateway reconnects or restarts). Nothing is acknowledged that
+Kafka does not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from hearth_shared.kafka import send_batched
+
+
+class InboxWriter:
+    def __init__(self, producer: AIOKafkaProducer, topic: str, *, batch_size: int, linger_s: float) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.batch_size = batch_size
+        self.linger_s = linger_s
+        self.written = 0
+        self._records: list[tuple[bytes, bytes]] = []
+        self._done: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._queue_lock = asyncio.Lock()
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        """Queue one record; returns when the broker has it (raises if it refused it)."""
+        if self._done is None:
+            self._done = asyncio.get_running_loop().create_future()
+            self._done.add_done_callback(_retrieve)  # no "never retrieved" warning if every put is gone
+            self._timer = asyncio.get_running_loop().call_later(self.linger_s, self._flush)
+        done = self._done
+        self._records.append((key, value))
+        if len(self._records) >= self.batch_size:
+            self._flush()
+        await asyncio.shield(done)
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        records, done = self._records, self._done
+        self._records, self._done = [], None
+        if done is None:
+            return
+        task = asyncio.create_task(self._send(records, done))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _send(self, records: list[tuple[bytes, bytes]], done: asyncio.Future[None]) -> None:
+        try:
+            async with self._queue_lock:
+                futures = await send_batched(self.producer, self.topic, records)
+            await asyncio.gather(*futures)
+        except Exception as error:  # the puts raise it; their messages are delivered again later
+            if not done.done():
+                done.set_exception(error)
+            return
+        self.written += len(records)
+        if not done.done():
+            done.set_result(None)
+
+    async def close(self) -> None:
+        """Send what is gathered and wait for every batch under way."""
+        self._flush()
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        future.exception()

@@ -1,0 +1,100 @@
+"""Who may connect to Mosquitto and what each may do, folded from the journal's facts. Pure: no I/O.
+
+``MosquittoAccess`` applies ``device.registered`` (is the device simulated?) and
+``device.credentials_issued`` / ``device.credentials_revoked`` (its hash in force) and renders the two
+files the broker reads (``hearth.stack.mosquitto``): the password file (``username:$7$...`` lines) and
+the ACL file. Rendering is deterministic (sorted), so the same journal always gives the same files and the
+broker's whole access state can be rebuilt from the journal alone.
+
+The ACL gives:
+
+* every device (username = device id, ``%u``) write on its own ``state``, ``acks`` and ``availability``
+  and read on its own ``commands`` and ``errors``, and nothing else: one set of ``pattern`` lines for all
+  devices, so registering a device adds no ACL line;
+* the simulator hub account the same five topics of each simulated device, one ``topic`` line each
+  (a wildcard would let it act for real devices too);
+* the service accounts what ``services.acl`` gives them (written by the stack, copied first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hearth_shared.credentials import hash_secret, is_password_hash
+from hearth_shared.events import DeviceCredentialsIssued, DeviceCredentialsRevoked, DeviceRegistered, Event
+from hearth_shared.ids import is_identifier
+from hearth_shared.mqtt import (
+    ACKS,
+    AVAILABILITY,
+    COMMANDS,
+    ERRORS,
+    GATEWAY_ACCOUNT,
+    SIMULATOR_ACCOUNT,
+    STATE,
+    topic,
+)
+
+DEVICE_WRITES = (STATE, ACKS, AVAILABILITY)
+DEVICE_READS = (COMMANDS, ERRORS)
+
+
+@dataclass
+class MosquittoAccess:
+    """Device credentials in force and the simulated devices, applied fact by fact."""
+
+    hashes: dict[str, str] = field(default_factory=dict)  # device id -> its $7$ hash in force
+    credential_ids: dict[str, str] = field(default_factory=dict)  # device id -> credential id in force
+    simulated: set[str] = field(default_factory=set)
+
+    def apply(self, event: Event) -> bool:
+        """Apply one fact; True when the broker's files change because of it."""
+        device_id = event.device_id
+        if not is_identifier(device_id):  # never a username or topic level the broker would misread
+            return False
+        if isinstance(event, DeviceRegistered):
+            if event.payload.simulated and device_id not in self.simulated:
+                self.simulated.add(device_id)
+                return True
+            return False
+        if isinstance(event, DeviceCredentialsIssued):
+            payload = event.payload
+            if not is_password_hash(payload.password_hash):
+                return False
+            self.hashes[device_id] = payload.password_hash
+            self.credential_ids[device_id] = str(payload.credential_id)
+            return True
+        if isinstance(event, DeviceCredentialsRevoked):
+            if self.credential_ids.get(device_id) != str(event.payload.credential_id):
+                return False  # an older credential: the one in force stays
+            del self.hashes[device_id], self.credential_ids[device_id]
+            return True
+        return False
+
+    def password_file(self, services: str) -> str:
+        """The broker's password file: the service accounts' lines, then one line per device credential."""
+        lines = [line for line in services.splitlines() if line.strip()]
+        lines += [f"{device_id}:{self.hashes[device_id]}" for device_id in sorted(self.hashes)]
+        return "\n".join(lines) + "\n"
+
+    def acl_file(self, services: str) -> str:
+        """The broker's ACL file: service accounts, the simulator hub's devices, the device patterns."""
+        parts = [services.rstrip("\n"), "", f"user {SIMULATOR_ACCOUNT}"]
+        for device_id in sorted(self.simulated):
+            parts += [f"topic write {topic(device_id, channel)}" for channel in DEVICE_WRITES]
+            parts += [f"topic read {topic(device_id, channel)}" for channel in DEVICE_READS]
+        parts += ["", "# every device: its own topics only (%u is the username, which is the device id)"]
+        parts += [f"pattern write {topic('%u', channel)}" for channel in DEVICE_WRITES]
+        parts += [f"pattern read {topic('%u', channel)}" for channel in DEVICE_READS]
+        return "\n".join(parts) + "\n"
+
+
+def service_files(gateway_password: str, simulator_password: str) -> tuple[str, str]:
+    """(``services.passwd``, ``services.acl``): the service accounts' hashed lines and the gateway's ACL
+    (every device topic, ``$SYS`` read); the simulator's ACL lines come from the journal."""
+    accounts = {GATEWAY_ACCOUNT: gateway_password, SIMULATOR_ACCOUNT: simulator_password}
+    passwd = "".join(f"{name}:{hash_secret(secret)}\n" for name, secret in accounts.items() if secret)
+    acl = f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\n"
+    return passwd, acl
+
+
+__all__ = ["MosquittoAccess", "service_files"]

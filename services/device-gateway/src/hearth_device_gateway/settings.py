@@ -1,0 +1,65 @@
+"""Device gateway settings, env prefix ``HEARTH_DEVICE_GATEWAY_``.
+
+Every gateway process of a deployment shares ``share_group`` (the MQTT 5 shared subscription group, so the
+broker hands each device message to one of them) and ``consumer_group`` (the Kafka consumer group of the
+device-bound topic, so each dispatched command is published by one of them). ``instance`` must be unique
+per process and stable across its restarts: it names the process's persistent MQTT session, so messages
+the broker handed to a gateway that was killed before acknowledging them come back when it restarts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.settings import StackSettings
+
+
+class DeviceGatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_DEVICE_GATEWAY_", extra="ignore")
+
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = Field(1883, gt=0, lt=65536)
+    mqtt_username: str = Field("_hearth_gateway", description="The broker account of Hearth's own components")
+    mqtt_password: str = ""
+    mqtt_keepalive_s: int = Field(10, gt=0)
+    mqtt_session_expiry_s: int = Field(
+        3600, ge=0, description="How long the broker keeps messages for a gateway that went away"
+    )
+    instance: str = Field("gateway-1", pattern=IDENTIFIER_PATTERN, description="Unique, stable per process")
+    share_group: str | None = Field(
+        None, pattern=IDENTIFIER_PATTERN, description="MQTT share group; None: '<prefix>-gateway'"
+    )
+    consumer_group: str | None = Field(None, description="Kafka group; None: '<topic prefix>-device-gateway'")
+    batch_size: int = Field(5000, gt=0, description="Device messages put on the inbox in one batch at most")
+    linger_ms: float = Field(2.0, ge=0, description="How long a batch waits for more messages")
+    receive_maximum: int = Field(
+        20000, gt=0, lt=65536, description="Device messages the broker may have in flight to this process"
+    )
+    log_level: str = "info"
+    stack: StackSettings = Field(default_factory=StackSettings)
+
+    def mqtt_group(self) -> str:
+        return self.share_group or f"{self.stack.topic_prefix}-gateway"
+
+    def kafka_group(self) -> str:
+        return self.consumer_group or f"{self.stack.topic_prefix}-device-gateway"
+
+
+class BrokerAccessSettings(BaseSettings):
+    """Env prefix ``HEARTH_BROKER_ACCESS_``; where the broker keeps its access files and its pid."""
+
+    model_config = SettingsConfigDict(env_prefix="HEARTH_BROKER_ACCESS_", extra="ignore")
+
+    access_dir: Path = Field(Path(".hearth/data/mosquitto/access"), description="passwd, acl, services.*")
+    pid_file: Path = Field(Path(".hearth/data/mosquitto/mosquitto.pid"), description="The broker's pid file")
+    poll_ms: int = Field(
+        100, gt=0, description="How long one journal poll waits; at most one reload per poll"
+    )
+    # Where no launcher writes services.passwd (compose): the service accounts' secrets, hashed on start.
+    gateway_password: str = ""
+    simulator_password: str = ""
+    stack: StackSettings = Field(default_factory=StackSettings)

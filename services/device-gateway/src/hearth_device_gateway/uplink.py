@@ -1,0 +1,92 @@
+"""Device -> Hearth: each MQTT message from a device becomes an inbox request, or a dead letter.
+
+A good message (``edge.to_request``) is put on the inbox keyed by device_id; the handler returns, and so
+the MQTT message is acknowledged, only once Kafka has the record. A message the edge refuses goes to the
+dead-letter topic with its reason (the MQTT topic as source, partition and offset -1: it never was in
+Kafka), and an ``errors`` message goes back to the device; the bad message is then acknowledged, so it
+is not delivered again, and the device stays connected.
+
+If Kafka fails, the handler raises: the message stays unacknowledged and ``failed`` is set, so the
+gateway stops and its restart gets the message again from its persistent MQTT session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from hearth_device_gateway.edge import to_request
+from hearth_device_gateway.inbox_writer import InboxWriter
+from hearth_shared.events import MalformedRecord, encode, utcnow
+from hearth_shared.ids import is_identifier
+from hearth_shared.kafka import DeadLetters
+from hearth_shared.mqtt import ErrorMessage, encode_message, errors_topic, parse_topic
+
+log = logging.getLogger(__name__)
+
+NOT_FROM_KAFKA = -1  # the dead letter's partition and offset: it came from MQTT
+
+Publish = Callable[[str, bytes], object]
+
+
+class Uplink:
+    def __init__(
+        self,
+        inbox: InboxWriter,
+        dead_letters: DeadLetters,
+        publish_error: Publish,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.inbox = inbox
+        self.dead_letters = dead_letters
+        self.publish_error = publish_error
+        self.clock = clock
+        self.accepted = 0
+        self.refused = 0
+        self.failed = asyncio.Event()
+
+    async def handle(self, topic: str, payload: bytes) -> None:
+        try:
+            request = to_request(topic, payload, self.clock())
+        except MalformedRecord as error:
+            await self._refuse(topic, payload, error)
+            return
+        try:
+            await self.inbox.put(request.device_id.encode(), encode(request))
+        except Exception:
+            log.exception("gateway: the inbox refused a record; stopping so the message is delivered again")
+            self.failed.set()
+            raise
+        self.accepted += 1
+
+    async def _refuse(self, topic: str, payload: bytes, error: MalformedRecord) -> None:
+        device_id = _device_id(topic)
+        try:
+            await self.dead_letters.send(
+                topic=topic,
+                partition=NOT_FROM_KAFKA,
+                offset=NOT_FROM_KAFKA,
+                key=device_id.encode() if device_id else None,
+                value=payload,
+                error=error,
+            )
+        except Exception:
+            log.exception("gateway: no dead letter written; stopping so the message is delivered again")
+            self.failed.set()
+            raise
+        self.refused += 1
+        if device_id:
+            message = ErrorMessage(error=error.reason, reason=error.detail[:500], topic=topic)
+            self.publish_error(errors_topic(device_id), encode_message(message))
+
+
+def _device_id(topic: str) -> str | None:
+    """The device a refused message came from, if its topic names a valid one."""
+    try:
+        return parse_topic(topic).device_id
+    except MalformedRecord:
+        parts = topic.split("/")
+        return parts[2] if len(parts) > 2 and is_identifier(parts[2]) else None

@@ -1,0 +1,63 @@
+"""``python -m hearth.simulator`` settings, env prefix ``HEARTH_SIMULATOR_`` (see ``FleetOptions``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from hearth.simulator.fleet import FleetOptions, MqttEndpoint
+from hearth_shared.settings import StackSettings
+
+
+class SimulatorSettings(BaseSettings):
+    """``python -m hearth.simulator`` settings, env prefix ``HEARTH_SIMULATOR_`` (see ``FleetOptions``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HEARTH_SIMULATOR_", extra="ignore")
+
+    rate: float = Field(1.0, gt=0, description="Telemetry reports per second per device")
+    offline_fraction: float = Field(0.0, ge=0, lt=1)
+    ack_delay_s: float = Field(0.0, ge=0)
+    lost_ack_fraction: float = Field(0.0, ge=0, le=1)
+    duplicate_fraction: float = Field(0.0, ge=0, le=1)
+    reorder_fraction: float = Field(0.0, ge=0, le=1)
+    drifting_ids: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated thermostat ids whose reading drifts"
+    )
+    drifting_fraction: float = Field(0.0, ge=0, le=1)
+    jam_probability: float = Field(0.0, ge=0, le=1)
+    seed: int = 0
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = Field(1883, gt=0, lt=65536)
+    mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
+    mqtt_password: str = ""
+    log_level: str = "info"
+    stack: StackSettings = Field(default_factory=StackSettings)
+
+    @field_validator("drifting_ids", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return (
+            [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+        )
+
+    def fleet_options(self) -> FleetOptions:
+        return FleetOptions(
+            rate=self.rate,
+            offline_fraction=self.offline_fraction,
+            ack_delay_s=self.ack_delay_s,
+            lost_ack_fraction=self.lost_ack_fraction,
+            duplicate_fraction=self.duplicate_fraction,
+            reorder_fraction=self.reorder_fraction,
+            drifting_ids=frozenset(self.drifting_ids),
+            drifting_fraction=self.drifting_fraction,
+            jam_probability=self.jam_probability,
+            seed=self.seed,
+        )
+
+    def mqtt(self) -> MqttEndpoint:
+        return MqttEndpoint(self.mqtt_host, self.mqtt_port, self.mqtt_username, self.mqtt_password)
+
+
+__all__ = ["SimulatorSettings"]

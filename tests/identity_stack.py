@@ -1,0 +1,136 @@
+"""What device-identity tests run: the parts identity needs, and how to use them.
+
+``identity_stack`` starts its own broker, broker-access follower, device actor and command API on their
+own topics, rather than the session's whole platform: identity needs no gateway or read models, and the
+broker's access files are then this stack's alone (the platform's follower owns the session broker's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer
+
+from hearth.stack.kafka import KafkaBroker
+from hearth.stack.local import Services
+from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
+from hearth.stack.postgres import PostgresServer
+from hearth.stack.process import ManagedProcess, free_port, tail
+from hearth.stack.redis import RedisServer
+from hearth_shared.events import decode_event
+from hearth_shared.kafka import ensure_topics, topic_partitions
+from hearth_shared.settings import StackSettings
+from tests.conftest import Platform, _started, make_settings
+from tests.mosquitto_clients import Subscriber, wait_connect_code
+
+
+@dataclass
+class Identity:
+    """The running identity parts: their settings, command API and broker."""
+
+    settings: StackSettings
+    command_api: str
+    broker: MosquittoBroker
+    parts: dict[str, ManagedProcess]
+
+    def client(self, home_id: str | None) -> httpx.AsyncClient:
+        """A client with a token of ``home_id`` (None: an admin token)."""
+        return Platform(self.settings, self.command_api, "", self.parts).client(self.command_api, home_id)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{tail(p.log_path, 30)}" for name, p in self.parts.items())
+
+
+@contextmanager
+def identity_stack(
+    kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer, root: Path
+) -> Iterator[Identity]:
+    """Its own broker, broker-access follower, device actor and command API, on its own topics."""
+    broker = MosquittoBroker(
+        data_dir=root / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=root
+    )
+    settings = make_settings(kafka, postgres, redis_server, f"id{uuid.uuid4().hex[:8]}")
+    asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
+    services = Services(
+        settings,
+        logs=root / "services",
+        data=root / "data",
+        command_api_port=free_port(),
+        query_api_port=free_port(),
+        mqtt_port=broker.port,
+        mqtt_password=broker.admin.password,
+        mqtt_access_dir=broker.access_dir,
+        mqtt_pid_file=broker.pid_file,
+    )
+    parts: dict[str, ManagedProcess] = {}
+    try:
+        parts["mosquitto"] = _started(broker.process(), 30)
+        for name in ("broker-access", "device-actor", "command-api"):
+            part, timeout_s = services.part(name)
+            parts[name] = _started(part, timeout_s * 2)  # twice the stack's patience: a shared, busy machine
+        yield Identity(settings, f"http://127.0.0.1:{services.command_api_port}", broker, parts)
+    finally:
+        for part in reversed(parts.values()):
+            part.stop()
+
+
+async def journal_facts(
+    settings: StackSettings, device_id: str, wire_type: str, timeout_s: float = 30.0
+) -> list[Any]:
+    """The device's facts of ``wire_type`` in the journal (waiting for one), each with its raw record."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = await topic_partitions(consumer, settings.topics.journal)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        found: list[Any] = []
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not found and asyncio.get_running_loop().time() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for record in records:
+                    if record.key == device_id.encode() and wire_type.encode() in record.value:
+                        found.append((decode_event(record.value), record.value))
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict:
+    device_id = f"lock-{uuid.uuid4().hex[:10]}"
+    body = {
+        "device_id": device_id,
+        "home_id": home_id,
+        "type": "lock",
+        "name": "Door",
+        "simulated": simulated,
+    }
+    response = await api.post("/v1/devices", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def account(credentials: dict) -> MqttAccount:
+    return MqttAccount(credentials["username"], credentials["password"])
+
+
+async def connected_device(
+    identity: Identity, tmp_path: Path, home_id: str
+) -> tuple[str, MqttAccount, Subscriber]:
+    """A registered device whose ``mosquitto_sub`` is connected with its credential, on its commands."""
+    async with identity.client(home_id) as api:
+        twin = await register(api, home_id)
+    device, mosquitto = account(twin["credentials"]), identity.broker
+    await wait_connect_code(mosquitto, device, 0)
+    sub = Subscriber(mosquitto, device, [f"hearth/devices/{device.username}/commands"], tmp_path / "sub.out")
+    sub.start()
+    await asyncio.sleep(0.5)
+    assert sub.proc is not None and sub.proc.poll() is None, sub.lines()
+    return twin["device_id"], device, sub

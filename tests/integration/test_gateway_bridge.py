@@ -1,0 +1,163 @@
+"""The device gateway alone, in this process, between the real broker and real Kafka (its own topics):
+what a device publishes becomes inbox requests with derived ids, what it cannot accept becomes dead
+letters and errors messages, and dispatched commands reach the device with their offsets committed only
+then. (test_device_gateway.py runs it with the whole platform.)"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import msgspec
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from hearth.stack.mosquitto import MosquittoBroker
+from hearth_device import DeviceConnection
+from hearth_device_gateway.app import DeviceGateway, make_app
+from hearth_device_gateway.edge import request_id
+from hearth_device_gateway.settings import DeviceGatewaySettings
+from hearth_shared.events import (
+    DeadLetter,
+    DeviceCommand,
+    ReportAvailability,
+    ReportState,
+    decode_inbound,
+    encode,
+    utcnow,
+)
+from hearth_shared.kafka import KafkaJournal
+from hearth_shared.mqtt import state_topic
+from hearth_shared.settings import StackSettings
+from tests.mqtt_devices import read_topic
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def gateway(stack: StackSettings, mosquitto: MosquittoBroker) -> AsyncIterator[DeviceGateway]:
+    settings = DeviceGatewaySettings(
+        mqtt_port=mosquitto.port,
+        mqtt_password=mosquitto.admin.password,
+        instance=f"{stack.topic_prefix}-1",
+        stack=stack,
+    )
+    gateway = make_app(settings)
+    stop = asyncio.Event()
+    running = asyncio.create_task(gateway.run(stop))
+    ready = asyncio.create_task(gateway.ready.wait())
+    await asyncio.wait({running, ready}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    assert gateway.ready.is_set(), running.exception() if running.done() else "not ready in 60 s"
+    yield gateway
+    stop.set()
+    await asyncio.wait_for(running, 30)
+
+
+@pytest.fixture
+async def hub(mosquitto: MosquittoBroker) -> AsyncIterator[DeviceConnection]:
+    """A hub on Hearth's own account (it may act for any device id: no registration needed here)."""
+    account = mosquitto.admin
+    connection = DeviceConnection(
+        username=account.username,
+        password=account.password,
+        port=mosquitto.port,
+        hub=True,
+        client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
+    )
+    await connection.connect()
+    yield connection
+    await connection.close()
+
+
+async def test_reports_and_availability_become_inbox_requests_with_ids_derived_from_the_device(
+    stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
+) -> None:
+    device_id = f"dev-{uuid.uuid4().hex[:8]}"
+    hub.add_device(device_id)  # says `online` (retained)
+    await hub.report({"ambient_c": 20.0}, device_id=device_id, seq=7)
+    await hub.report({"ambient_c": 20.0}, device_id=device_id, seq=7)  # as a redelivery would
+    records = await read_topic(stack.kafka_bootstrap_servers, stack.topics.inbox, lambda r: len(r) >= 3)
+    requests = [decode_inbound(r.value) for r in records]
+    assert all(r.key == device_id.encode() for r in records)
+    reports = [r for r in requests if isinstance(r, ReportState)]
+    assert [(r.request_id, r.device_seq, r.state) for r in reports] == 2 * [
+        (request_id(device_id, "state", "7"), 7, {"ambient_c": 20.0})
+    ]
+    assert [r.online for r in requests if isinstance(r, ReportAvailability)] == [True]
+
+
+async def test_a_bad_payload_is_dead_lettered_and_answered_on_the_errors_topic(
+    stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
+) -> None:
+    device_id = f"dev-{uuid.uuid4().hex[:8]}"
+    hub.add_device(device_id)
+    await hub.publish_raw(state_topic(device_id), b'{"seq": -1, "at": "2026-01-01T00:00:00Z", "state": {}}')
+    error = await hub.next_error(timeout_s=30)
+    assert (error.device_id, error.error, error.topic) == (
+        device_id,
+        "invalid_fields",
+        state_topic(device_id),
+    )
+    records = await read_topic(
+        stack.kafka_bootstrap_servers, stack.topics.dead_letters, lambda r: len(r) >= 1
+    )
+    letter = msgspec.json.decode(records[0].value, type=DeadLetter)
+    assert (letter.source_topic, letter.reason, letter.key) == (
+        state_topic(device_id),
+        "invalid_fields",
+        device_id,
+    )
+    await hub.report({"ambient_c": 21.0}, device_id=device_id)  # still connected, still heard
+    await read_topic(
+        stack.kafka_bootstrap_servers,
+        stack.topics.inbox,
+        lambda r: any(isinstance(decode_inbound(x.value), ReportState) for x in r),
+    )
+
+
+async def test_dispatched_commands_reach_the_device_and_only_then_are_committed(
+    stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
+) -> None:
+    device_id = f"dev-{uuid.uuid4().hex[:8]}"
+    hub.add_device(device_id)
+    await asyncio.sleep(0.5)  # the hub's subscription to its commands topic
+    now = utcnow()
+    fresh = DeviceCommand(
+        command_id=uuid.uuid4(),
+        device_id=device_id,
+        name="lock",
+        params={},
+        expires_at=now + timedelta(minutes=1),
+    )
+    stale = msgspec.structs.replace(fresh, command_id=uuid.uuid4(), expires_at=now - timedelta(seconds=1))
+    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="test")
+    await journal.start()
+    try:
+        for command in (stale, fresh):
+            await journal.producer.send_and_wait(
+                stack.topics.device_commands, encode(command), key=device_id.encode()
+            )
+    finally:
+        await journal.stop()
+    received = await hub.next_command(timeout_s=30)
+    assert (received.device_id, received.command_id, received.name) == (device_id, fresh.command_id, "lock")
+    assert hub.commands.empty()  # the expired one was not sent
+
+    settings = gateway.settings
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=stack.kafka_bootstrap_servers, group_id=settings.kafka_group()
+    )
+    await consumer.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 30
+        partitions = [TopicPartition(stack.topics.device_commands, p) for p in range(12)]
+        while True:
+            committed = [await consumer.committed(tp) for tp in partitions]
+            if sum(c or 0 for c in committed) == 2:
+                break
+            assert asyncio.get_running_loop().time() < deadline, committed
+            await asyncio.sleep(0.2)
+    finally:
+        await consumer.stop()

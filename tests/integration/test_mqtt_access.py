@@ -1,0 +1,124 @@
+"""What a device may do on the broker: only its own topics; simulated devices only through the simulator
+hub; and a person being a device with Debian's mosquitto clients, as the README shows."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from hearth.stack.mosquitto import MosquittoBroker
+from tests.conftest import Platform
+from tests.identity_stack import Identity, account, register
+from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_device_can_neither_publish_nor_read_another_devices_topics(
+    identity: Identity, tmp_path: Path
+) -> None:
+    mosquitto = identity.broker
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with identity.client(home) as api:
+        mine, other = (
+            account((await register(api, home))["credentials"]),
+            (await register(api, home))["device_id"],
+        )
+    await wait_connect_code(mosquitto, mine, 0)
+    watcher = Subscriber(
+        mosquitto, mosquitto.admin, [f"hearth/devices/{other}/#"], tmp_path / "watch.out"
+    ).start()
+    spy = Subscriber(mosquitto, mine, [f"hearth/devices/{other}/commands"], tmp_path / "spy.out").start()
+    try:
+        await asyncio.sleep(0.5)
+        forged = publish(mosquitto, mine, f"hearth/devices/{other}/state", '{"seq": 1}', mqtt5=True)
+        assert "not authori" in (forged.stdout + forged.stderr).lower(), forged
+        own = publish(mosquitto, mine, f"hearth/devices/{mine.username}/state", '{"seq": 1}')
+        assert own.returncode == 0, own.stderr
+        marker = f"marker-{uuid.uuid4().hex}"
+        sent = publish(mosquitto, mosquitto.admin, f"hearth/devices/{other}/commands", marker)
+        assert sent.returncode == 0, sent.stderr
+        await watcher.wait_for_line(marker)  # it was delivered to a reader that may read it...
+        await asyncio.sleep(0.5)
+        assert not any(marker in line for line in spy.lines())  # ...and never to the other device
+        assert not any('"seq": 1' in line for line in watcher.lines())  # the forged report never arrived
+    finally:
+        watcher.stop()
+        spy.stop()
+
+
+async def test_a_simulated_device_has_no_credential_and_only_the_simulator_hub_acts_for_it(
+    identity: Identity, tmp_path: Path
+) -> None:
+    mosquitto = identity.broker
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with identity.client(home) as api:
+        simulated = await register(api, home, simulated=True)
+        real = await register(api, home)
+        assert "credentials" not in simulated
+        refused = await api.post(f"/v1/devices/{simulated['device_id']}/credentials")
+        assert refused.status_code == 409, refused.text
+    hub = mosquitto.simulator
+    watcher = Subscriber(
+        mosquitto,
+        mosquitto.admin,
+        [f"hearth/devices/{simulated['device_id']}/state", f"hearth/devices/{real['device_id']}/state"],
+        tmp_path / "watch.out",
+    ).start()
+    try:
+        await asyncio.sleep(0.5)
+        for attempt in range(100):  # until the follower has given the hub the new device
+            publish(mosquitto, hub, f"hearth/devices/{simulated['device_id']}/state", f"sim-{attempt}")
+            if any("sim-" in line for line in watcher.lines()):
+                break
+            await asyncio.sleep(0.1)
+        await watcher.wait_for_line(f"hearth/devices/{simulated['device_id']}/state sim-")
+        forged = publish(
+            mosquitto, hub, f"hearth/devices/{real['device_id']}/state", "hub-forged", mqtt5=True
+        )
+        assert "not authori" in (forged.stdout + forged.stderr).lower(), forged
+        await asyncio.sleep(0.5)
+        assert not any("hub-forged" in line for line in watcher.lines())
+    finally:
+        watcher.stop()
+
+
+async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
+    platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path
+) -> None:
+    """The README's "Be a device from a terminal": mosquitto_sub for commands, mosquitto_pub for the
+    availability, the ack and the state; the command converges."""
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with platform.client(platform.command_api, home) as api:
+        twin = await register(api, home)
+        device_id, device = twin["device_id"], account(twin["credentials"])
+        await wait_connect_code(mosquitto, device, 0)
+        base = f"hearth/devices/{device_id}"
+        sub = Subscriber(
+            mosquitto, device, [f"{base}/commands", f"{base}/errors"], tmp_path / "dev.out"
+        ).start()
+        try:
+            await asyncio.sleep(0.5)
+            online = publish(mosquitto, device, f"{base}/availability", "online", retain=True)
+            assert online.returncode == 0, online.stderr
+            report = '{"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"lock_state": "locked"}}'
+            assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
+            sent = await api.post(f"/v1/devices/{device_id}/commands", json={"name": "unlock", "params": {}})
+            assert sent.status_code == 202, sent.text
+            command_id = sent.json()["command_id"]
+            await sub.wait_for_line(command_id, timeout_s=30)
+            ack = f'{{"command_id": "{command_id}", "result": "ok"}}'
+            assert publish(mosquitto, device, f"{base}/acks", ack).returncode == 0
+            report = '{"seq": 2, "at": "2026-11-23T12:00:01Z", "state": {"lock_state": "unlocked"}}'
+            assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
+            for _ in range(100):
+                status = await api.get(f"{platform.query_api}/v1/commands/{command_id}")
+                if status.status_code == 200 and status.json().get("status") == "converged":
+                    break
+                await asyncio.sleep(0.2)
+            assert status.json().get("status") == "converged", (status.text, sub.lines(), platform.logs())
+        finally:
+            sub.stop()

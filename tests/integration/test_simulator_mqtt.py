@@ -1,0 +1,66 @@
+"""The fleet simulator plays simulated devices over MQTT, as a hub with its own credential: a device
+registered with "simulated": true after the simulator started comes online and converges a command, all
+through the broker and the device gateway (the simulator writes no Kafka)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hearth.stack.local import Services
+from hearth.stack.mosquitto import MosquittoBroker
+from hearth.stack.process import ManagedProcess
+from tests.conftest import Platform
+from tests.integration.test_command_lifecycle import final_command, send, twin_when
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def simulator(platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path) -> Iterator[ManagedProcess]:
+    services = Services(
+        platform.settings,
+        logs=tmp_path / "logs",
+        data=tmp_path / "data",
+        mqtt_port=mosquitto.port,
+        mqtt_simulator_password=mosquitto.simulator.password,
+        extra_env={"HEARTH_SIMULATOR_RATE": "2"},
+    )
+    part, timeout_s = services.part("simulator")
+    part.start()
+    try:
+        part.wait_healthy(timeout_s)
+        yield part
+    finally:
+        part.stop()
+
+
+async def test_a_simulated_device_registered_later_is_played_over_mqtt(
+    platform: Platform, simulator: ManagedProcess
+) -> None:
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    device_id = f"sim-{uuid.uuid4().hex[:8]}"
+    async with (
+        platform.client(platform.command_api, home) as api,
+        platform.client(platform.query_api, home) as query,
+    ):
+        body = {
+            "device_id": device_id,
+            "home_id": home,
+            "type": "thermostat",
+            "name": "Sim",
+            "simulated": True,
+        }
+        registered = await api.post("/v1/devices", json=body)
+        assert registered.status_code == 201, registered.text
+        assert registered.json().get("credentials") is None  # the hub connects for it
+        await twin_when(
+            query, device_id, lambda t: t["connectivity"]["online"] and "ambient_c" in t["reported"], 60
+        )
+        sent = await send(api, device_id, "set_target_temperature", {"target_c": 23.0})
+        assert sent.status_code == 202, sent.text
+        view = await final_command(query, sent.json()["command_id"], timeout_s=60)
+        assert view["status"] == "converged", view

@@ -1,0 +1,106 @@
+"""Being a device (or watching the broker) with Debian's ``mosquitto_pub``/``mosquitto_sub``: MQTT
+clients nobody here wrote. Exit code 5 is the broker's "not authorised" at CONNECT."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
+
+NOT_AUTHORISED = 5
+
+
+def connection_args(broker: MosquittoBroker, account: MqttAccount, *, tls: bool = False) -> list[str]:
+    if tls:
+        return ["-h", "localhost", "-p", str(broker.tls_port), "--cafile", str(broker.cafile),
+                "-u", account.username, "-P", account.password]  # fmt: skip
+    return ["-h", broker.host, "-p", str(broker.port), "-u", account.username, "-P", account.password]
+
+
+def publish(
+    broker: MosquittoBroker,
+    account: MqttAccount,
+    topic: str,
+    message: str | bytes,
+    *,
+    qos: int = 1,
+    tls: bool = False,
+    mqtt5: bool = False,
+    retain: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """One ``mosquitto_pub``; its exit code and output (stderr says "not authorised" etc.)."""
+    argv = ["mosquitto_pub", *connection_args(broker, account, tls=tls), "-t", topic, "-q", str(qos)]
+    argv += ["-V", "5"] * mqtt5 + ["-r"] * retain
+    payload = message if isinstance(message, bytes) else message.encode()
+    done = subprocess.run([*argv, "-s"], input=payload, capture_output=True, timeout=30, check=False)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    )
+
+
+async def wait_connect_code(
+    broker: MosquittoBroker, account: MqttAccount, expected: int, timeout_s: float = 10.0
+) -> float:
+    """Publish once a tenth of a second until ``mosquitto_pub`` exits with ``expected``; the seconds
+    it took (a credential reaches the broker through the inbox, the actor, the journal and a reload)."""
+    started = time.monotonic()
+    topic = f"hearth/devices/{account.username}/availability"
+    while True:
+        done = await asyncio.to_thread(publish, broker, account, topic, "online")
+        if done.returncode == expected:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(
+                f"mosquitto_pub as {account.username} exited {done.returncode}, not {expected}, "
+                f"for {timeout_s} s: {done.stderr.strip()}"
+            )
+        await asyncio.sleep(0.1)
+
+
+@dataclass
+class Subscriber:
+    """A running ``mosquitto_sub -v`` (topic and payload per line) writing into a file."""
+
+    broker: MosquittoBroker
+    account: MqttAccount
+    topics: list[str]
+    out: Path
+    extra: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Subscriber:
+        argv = ["mosquitto_sub", *connection_args(self.broker, self.account), "-v", "-q", "1", *self.extra]
+        for topic in self.topics:
+            argv += ["-t", topic]
+        with open(self.out, "wb") as sink:
+            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+        return self
+
+    def lines(self) -> list[str]:
+        return self.out.read_text(errors="replace").splitlines()
+
+    async def wait_for_line(self, text: str, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in self.lines()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no line with {text!r} within {timeout_s} s: {self.lines()}")
+            await asyncio.sleep(0.05)
+
+    async def wait_exit(self, timeout_s: float) -> tuple[int, float]:
+        """(exit code, seconds waited) once the client exits (it does when the broker refuses it)."""
+        assert self.proc is not None
+        started = time.monotonic()
+        while self.proc.poll() is None:
+            if time.monotonic() - started > timeout_s:
+                raise AssertionError(f"mosquitto_sub still connected after {timeout_s} s: {self.lines()}")
+            await asyncio.sleep(0.02)
+        return self.proc.returncode, time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)

@@ -1,0 +1,113 @@
+"""The broker's password file and ACL as folded from the journal's facts (MosquittoAccess, pure)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_shared.credentials import hash_secret, new_secret
+from hearth_shared.events import (
+    CredentialsIssuedPayload,
+    CredentialsRevokedPayload,
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
+    DeviceRegistered,
+    DeviceRegisteredPayload,
+    Event,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 23, tzinfo=UTC)
+SERVICES_PASSWD = "_hearth_gateway:$7$101$AAAA$BBBB\n"
+SERVICES_ACL = "user _hearth_gateway\ntopic readwrite hearth/#\n"
+
+
+def envelope(device_id: str, version: int) -> dict:
+    return {
+        "event_id": uuid.uuid4(),
+        "device_id": device_id,
+        "home_id": "h1",
+        "version": version,
+        "occurred_at": NOW,
+        "recorded_at": NOW,
+    }
+
+
+def registered(device_id: str, *, simulated: bool) -> Event:
+    payload = DeviceRegisteredPayload(device_type="lock", name="Door", simulated=simulated)
+    return DeviceRegistered(**envelope(device_id, 1), payload=payload)
+
+
+def issued(device_id: str, credential_id: uuid.UUID, password_hash: str) -> Event:
+    payload = CredentialsIssuedPayload(
+        credential_id=credential_id, password_hash=password_hash, issued_at=NOW
+    )
+    return DeviceCredentialsIssued(**envelope(device_id, 2), payload=payload)
+
+
+def revoked(device_id: str, credential_id: uuid.UUID) -> Event:
+    payload = CredentialsRevokedPayload(credential_id=credential_id, reason="revoked")
+    return DeviceCredentialsRevoked(**envelope(device_id, 3), payload=payload)
+
+
+def test_the_password_file_holds_the_hash_in_force_per_device_after_the_service_accounts() -> None:
+    access = MosquittoAccess()
+    first, second = uuid.uuid4(), uuid.uuid4()
+    hash_b, hash_a, hash_a2 = hash_secret(new_secret()), hash_secret(new_secret()), hash_secret(new_secret())
+    assert access.apply(issued("b-lock", uuid.uuid4(), hash_b))
+    assert access.apply(issued("a-lock", first, hash_a))
+    assert access.apply(issued("a-lock", second, hash_a2))  # rotated
+    assert not access.apply(revoked("a-lock", first))  # the older credential: the new one stays
+    assert access.password_file(SERVICES_PASSWD) == f"{SERVICES_PASSWD}a-lock:{hash_a2}\nb-lock:{hash_b}\n"
+    assert access.apply(revoked("a-lock", second))
+    assert access.password_file(SERVICES_PASSWD) == f"{SERVICES_PASSWD}b-lock:{hash_b}\n"
+
+
+def test_facts_the_broker_could_misread_change_nothing() -> None:
+    access = MosquittoAccess()
+    assert not access.apply(issued("a-lock", uuid.uuid4(), "plaintext-not-a-hash"))
+    assert not access.apply(issued("bad/id", uuid.uuid4(), hash_secret("x")))  # not an identifier
+    assert not access.apply(registered("+", simulated=True))
+    assert access.password_file("") == "\n" and "+" not in access.acl_file(SERVICES_ACL)
+
+
+def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devices() -> None:
+    access = MosquittoAccess()
+    assert access.apply(registered("sim-2", simulated=True))
+    assert access.apply(registered("sim-1", simulated=True))
+    assert not access.apply(registered("sim-1", simulated=True))  # a replayed fact
+    assert not access.apply(registered("real-1", simulated=False))
+    acl = access.acl_file(SERVICES_ACL).splitlines()
+    assert acl[:2] == SERVICES_ACL.splitlines()
+    hub = acl[acl.index("user _hearth_simulator") + 1 :]
+    hub = hub[: hub.index("")]
+    assert hub == [
+        *(f"topic write hearth/devices/sim-1/{c}" for c in ("state", "acks", "availability")),
+        *(f"topic read hearth/devices/sim-1/{c}" for c in ("commands", "errors")),
+        *(f"topic write hearth/devices/sim-2/{c}" for c in ("state", "acks", "availability")),
+        *(f"topic read hearth/devices/sim-2/{c}" for c in ("commands", "errors")),
+    ]
+    patterns = [line for line in acl if line.startswith("pattern ")]
+    assert patterns == [
+        "pattern write hearth/devices/%u/state",
+        "pattern write hearth/devices/%u/acks",
+        "pattern write hearth/devices/%u/availability",
+        "pattern read hearth/devices/%u/commands",
+        "pattern read hearth/devices/%u/errors",
+    ]
+    assert not any("real-1" in line for line in acl)
+
+
+def test_the_same_facts_in_any_replay_give_the_same_files() -> None:
+    facts = [registered("sim-1", simulated=True), issued("a-lock", uuid.uuid4(), hash_secret("s"))]
+    first, second = MosquittoAccess(), MosquittoAccess()
+    for fact in facts:
+        first.apply(fact)
+    for fact in facts + facts:  # replayed twice, as a restarted follower would
+        second.apply(fact)
+    assert first.password_file(SERVICES_PASSWD) == second.password_file(SERVICES_PASSWD)
+    assert first.acl_file(SERVICES_ACL) == second.acl_file(SERVICES_ACL)

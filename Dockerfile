@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image for every Hearth Python service (command API, device actor, read models, `hearth init`).
+# One image for every Hearth Python service (command API, device actor, device gateway and broker access,
+# read models, `hearth init`).
 # The Spark job has its own image: analytics/Dockerfile.
 
 FROM python:3.11-slim AS build
@@ -12,6 +13,7 @@ WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 COPY shared/ shared/
 COPY services/ services/
+COPY sdk/ sdk/
 COPY analytics/ analytics/
 COPY src/ src/
 # --no-editable: the venv holds every workspace package itself, so the sources stay in this stage.

@@ -208,3 +208,18 @@ def test_dockerfile_copy_sources_exist(dockerfile: str) -> None:
     for args in copies:
         for source in [a for a in args if not a.startswith("--")][:-1]:
             assert (context / source).exists(), f"{dockerfile}: COPY source {source} does not exist"
+
+
+def test_the_services_image_copies_every_workspace_member() -> None:
+    """`uv sync --frozen` in the image needs every workspace member's sources (sdk/ was once missed)."""
+    import tomllib
+
+    members = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
+    copied = {
+        line.split()[1].rstrip("/")
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+    }
+    for member in members:
+        top = member.split("/")[0]
+        assert top in copied, f"Dockerfile does not COPY {top}/ (workspace member {member})"

@@ -125,7 +125,8 @@ def chaos_platform(
     parts: dict[str, ManagedProcess] = {}
     try:
         waits = {}
-        for name in services.names(simulate=False):  # all at once: each mostly waits for the broker
+        # All at once: each mostly waits for the broker. Devices are played on the inbox (DeviceLink).
+        for name in services.names(simulate=False, devices_over_mqtt=False):
             parts[name], waits[name] = services.part(name)
             parts[name].start()
         for name, part in parts.items():

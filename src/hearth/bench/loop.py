@@ -204,7 +204,8 @@ async def measure(
     fleet = Fleet(
         settings.kafka_bootstrap_servers,
         settings.topics,
-        FleetOptions(rate=rate, client_id=group),  # TODO: needs the bench stack to run mosquitto + gateway
+        FleetOptions(rate=rate, client_id=group),
+        mqtt=stack.simulator_mqtt,  # the fleet plays its devices over MQTT through the stack's gateway
     )
     seen, stop = Seen(), asyncio.Event()
     following = asyncio.create_task(follow(settings, seen, stop))
@@ -326,7 +327,7 @@ def main(
         "HEARTH_ANALYTICS_MODEL_MIN_COUNT": str(min_count),
     }
     services = ("device-actor", "command-api", "analytics")
-    with bench_stack("loop", services=services, databases=False, env=env) as stack:
+    with bench_stack("loop", services=services, databases=False, mqtt=True, env=env) as stack:
         figures = asyncio.run(
             measure(
                 stack,

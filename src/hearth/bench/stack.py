@@ -37,14 +37,17 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from hearth.simulator.fleet import MqttEndpoint
 from hearth.simulator.registration import register_fleet
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
+from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
 from hearth.stack.redis import RedisServer
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics, topic_partitions
+from hearth_shared.mqtt import SIMULATOR_ACCOUNT
 from hearth_shared.settings import StackSettings
 
 console = Console(stderr=True)
@@ -59,6 +62,14 @@ class BenchStack:
     @property
     def command_api(self) -> str:
         return f"http://127.0.0.1:{self.services.command_api_port}"
+
+    @property
+    def simulator_mqtt(self) -> MqttEndpoint:
+        """The broker account an in-process simulator hub connects with (see ``bench_stack(mqtt=...)``)."""
+        password = self.services.mqtt_simulator_password
+        if not password:
+            raise RuntimeError("this bench stack runs no MQTT broker: bench_stack(..., mqtt=True)")
+        return MqttEndpoint("127.0.0.1", self.services.mqtt_port, SIMULATOR_ACCOUNT, password)
 
     @property
     def query_api(self) -> str:
@@ -128,9 +139,12 @@ def bench_stack(
     *,
     services: Sequence[str],
     databases: bool = True,
+    mqtt: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[BenchStack]:
-    """Temporary servers plus the ``services`` (names as in ``Services.part``), for one bench run."""
+    """Temporary servers plus the ``services`` (names as in ``Services.part``), for one bench run. With
+    ``mqtt`` or the simulator (it plays its devices over MQTT, as real devices would), Mosquitto, the
+    broker-access follower and a device gateway run too."""
     with tempfile.TemporaryDirectory(prefix=f"hearth-bench-{name}-") as tmp:
         work = Path(tmp)
         parts: dict[str, ManagedProcess] = {}
@@ -160,6 +174,22 @@ def bench_stack(
                 start(redis.process(), 30)
                 settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
             asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
+            mqtt: dict[str, Any] = {}
+            if mqtt or "simulator" in services:
+                mosquitto = MosquittoBroker(
+                    data_dir=work / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=work
+                )
+                start(mosquitto.process(), 30)
+                mqtt = {
+                    "mqtt_port": mosquitto.port,
+                    "mqtt_password": mosquitto.admin.password,
+                    "mqtt_access_dir": mosquitto.access_dir,
+                    "mqtt_pid_file": mosquitto.pid_file,
+                    "mqtt_simulator_password": mosquitto.simulator.password,
+                }
+                needed = [s for s in ("broker-access", "device-gateway") if s not in services]
+                at = list(services).index("simulator") if "simulator" in services else len(services)
+                services = [*services[:at], *needed, *services[at:]]
             runner = Services(
                 settings,
                 logs=work / "logs",
@@ -167,6 +197,7 @@ def bench_stack(
                 command_api_port=free_port(),
                 query_api_port=free_port(),
                 extra_env=dict(env or {}),
+                **mqtt,
             )
             for service in services:
                 start(*runner.part(service))

@@ -129,8 +129,11 @@ class Services:
         }
 
     @staticmethod
-    def names(*, simulate: bool, analytics: bool = False) -> list[str]:
-        names = ["broker-access", "device-actor", "device-gateway", "projector", "query-api", "command-api"]
+    def names(*, simulate: bool, analytics: bool = False, devices_over_mqtt: bool = True) -> list[str]:
+        """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
+        and the device gateway (for tests whose devices talk to the inbox directly)."""
+        mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:

@@ -104,9 +104,7 @@ async def journal_facts(
 
 
 async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict:
-    device_id = f"lock-{uuid.uuid4().hex[:10]}"
-    body = {
-        "device_id": device_id,
+    body = {  # no device_id: a home token does not choose it (the server names it)
         "home_id": home_id,
         "type": "lock",
         "name": "Door",

@@ -4,7 +4,6 @@ the credential it was issued (the SDK), and read a Kafka topic (mosquitto_pub/su
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -19,10 +18,10 @@ from hearth_shared.kafka import topic_partitions
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str = "thermostat") -> tuple[str, str]:
     """Register a device; returns its id and the MQTT password it was issued (this once)."""
-    device_id = f"{device_type}-{uuid.uuid4().hex[:10]}"
-    body = {"device_id": device_id, "home_id": home, "type": device_type, "name": device_type}
+    body = {"home_id": home, "type": device_type, "name": device_type}  # the server names it
     response = await api.post("/v1/devices", json=body)
     assert response.status_code == 201, response.text
+    device_id = str(response.json()["device_id"])
     credentials = response.json()["credentials"]
     assert credentials["username"] == device_id
     return device_id, str(credentials["password"])

@@ -35,7 +35,7 @@ from hearth_shared.events import (
 )
 from hearth_shared.kafka import KafkaJournal, topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.integration.test_actor_recovery import read_journal, worker
+from tests.integration.test_actor_recovery import journal_with_reports, worker
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +156,7 @@ async def test_a_gateway_killed_under_load_loses_and_doubles_nothing(
         assert at_kill < DEVICES * REPORTS, "the kill happened under load"
 
         assert set(watch.copies) == {(d, s) for d in device_ids for s in range(1, REPORTS + 1)}
-        events = await read_journal(stack, DEVICES * REPORTS, timeout_s=120)
+        events = await journal_with_reports(stack, DEVICES * REPORTS, timeout_s=120)
     finally:
         await hub.close(offline=False)
         watching.cancel()

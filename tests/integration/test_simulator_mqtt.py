@@ -42,13 +42,11 @@ async def test_a_simulated_device_registered_later_is_played_over_mqtt(
     platform: Platform, simulator: ManagedProcess
 ) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
-    device_id = f"sim-{uuid.uuid4().hex[:8]}"
     async with (
         platform.client(platform.command_api, home) as api,
         platform.client(platform.query_api, home) as query,
     ):
-        body = {
-            "device_id": device_id,
+        body = {  # no device_id: a home token does not choose it
             "home_id": home,
             "type": "thermostat",
             "name": "Sim",
@@ -57,6 +55,7 @@ async def test_a_simulated_device_registered_later_is_played_over_mqtt(
         registered = await api.post("/v1/devices", json=body)
         assert registered.status_code == 201, registered.text
         assert registered.json().get("credentials") is None  # the hub connects for it
+        device_id = registered.json()["device_id"]
         await twin_when(
             query, device_id, lambda t: t["connectivity"]["online"] and "ambient_c" in t["reported"], 60
         )

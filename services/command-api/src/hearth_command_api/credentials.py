@@ -21,10 +21,12 @@ from pydantic import BaseModel, Field
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import DeviceEntry
+from hearth_command_api.schemas import DeviceId
 from hearth_shared.auth import Principal
 from hearth_shared.credentials import hash_secret, new_credential_id, new_secret
 from hearth_shared.events import IssueCredentials, RevokeCredentials, new_id, utcnow
 from hearth_shared.http import not_found
+from hearth_shared.http_errors import error_responses
 from hearth_shared.kafka import KafkaJournal
 
 router = APIRouter(prefix="/v1", tags=["credentials"])
@@ -75,9 +77,10 @@ def _device(registry: Registry, principal: Principal, device_id: str) -> DeviceE
     status_code=status.HTTP_201_CREATED,
     response_model=DeviceCredentials,
     summary="Issue a new MQTT secret for a device (the old one stops working and its connection drops)",
+    responses=error_responses(400, 401, 404, 409, 413),
 )
 async def rotate_credentials(
-    device_id: str, principal: CurrentPrincipal, journal: Journal, registry: Registry, settings: Settings
+    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry, settings: Settings
 ) -> DeviceCredentials:
     _device(registry, principal, device_id)
     return await issue_credential(journal, device_id, settings.mqtt_url)
@@ -87,9 +90,10 @@ async def rotate_credentials(
     "/devices/{device_id}/credentials",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Revoke a device's MQTT credential (it can no longer connect; a connection drops within 5 s)",
+    responses=error_responses(400, 401, 404, 409, 413),
 )
 async def revoke_credentials(
-    device_id: str, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry
 ) -> Response:
     _device(registry, principal, device_id)
     await journal.submit(RevokeCredentials(request_id=new_id(), device_id=device_id, sent_at=utcnow()))

@@ -6,18 +6,23 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
 from hearth_command_api.credentials import issue_credential
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import RegistryView, fingerprint
-from hearth_command_api.schemas import CommandAccepted, RegisterDeviceBody, SubmitCommandBody, WaitFor
+from hearth_command_api.schemas import (
+    CommandAccepted,
+    DeviceId,
+    RegisterDeviceBody,
+    SubmitCommandBody,
+    WaitFor,
+)
 from hearth_shared.auth import Principal
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
 from hearth_shared.events import RegisterDevice, SubmitCommand, new_id, utcnow
 from hearth_shared.http import not_found
 from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN
 
 router = APIRouter(prefix="/v1")
 
@@ -26,7 +31,6 @@ router = APIRouter(prefix="/v1")
 # second request for a command id it already has).
 IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
 
-DeviceId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The device's id")]
 
 def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: RegistryView) -> str:
     """The new device's id. Only an admin token (provisioning, the simulator) may choose one, and gets

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hearth_shared.domain import device_type_names
@@ -71,6 +72,8 @@ def printable(value: str) -> str:
         raise ValueError("may not contain NUL or other control characters (tab and newline included)")
     return value
 
+
+DeviceId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The device's id")]
 
 WaitFor = Literal["accepted", "dispatched", "acknowledged", "converged"]
 

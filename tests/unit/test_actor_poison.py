@@ -12,30 +12,15 @@ import pytest
 from hearth_device_actor import actor as actor_module
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.events import (
-    DeviceCommand,
     DeviceRegistered,
-    Event,
-    MalformedRecord,
     RegisterDevice,
     encode,
 )
+from tests.fakes import FakeOutbox
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
-
-
-class FakeOutbox:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.letters: list[tuple[int, str]] = []  # offset, reason
-
-    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
-        self.events += events
-
-    async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
-        assert isinstance(error, MalformedRecord)
-        self.letters.append((record.offset, error.reason))
 
 
 def registration(device_id: str, name: str = "Hall") -> bytes:

@@ -16,42 +16,17 @@ from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.events import (
     CommandDispatched,
     CommandExpired,
-    DeviceCommand,
     DeviceWentOffline,
     Event,
     Inbound,
     encode,
 )
+from tests.fakes import FakeClock, FakeOutbox
 from tests.support import command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
-
-
-class FakeOutbox:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.commands: list[DeviceCommand] = []
-        self.dead: list[tuple[InboxRecord, Exception]] = []
-        self.fail = False
-
-    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
-        if self.fail:
-            raise ConnectionError("broker unreachable")
-        self.events += events
-        self.commands += commands
-
-    async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
-        self.dead.append((record, error))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def records(*requests: Inbound | bytes) -> list[InboxRecord]:
@@ -61,8 +36,8 @@ def records(*requests: Inbound | bytes) -> list[InboxRecord]:
     ]
 
 
-def actors(table: dict[bytes, bytes] | None = None) -> tuple[DeviceActors, FakeOutbox, Clock]:
-    outbox, clock = FakeOutbox(), Clock()
+def actors(table: dict[bytes, bytes] | None = None) -> tuple[DeviceActors, FakeOutbox, FakeClock]:
+    outbox, clock = FakeOutbox(), FakeClock(T0)
     return (
         DeviceActors({} if table is None else table, outbox, offline_after_s=60, clock=clock),
         outbox,

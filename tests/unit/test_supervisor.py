@@ -243,16 +243,20 @@ class QuorumNode(FakeProcess):
         return self.code is None and len(self.cluster) == 2 and all(n.started for n in self.cluster)
 
 
+def quorum_node(tmp_path: Path, cluster: list[QuorumNode], name: str, group: str) -> PartSpec:
+    def make() -> QuorumNode:
+        run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
+        cluster.append(run)
+        return run
+
+    return PartSpec(name, make, 10, group=group)
+
+
 def test_a_groups_parts_start_together_and_stop_together(tmp_path: Path) -> None:
     cluster: list[QuorumNode] = []
 
     def node(name: str) -> PartSpec:
-        def make() -> QuorumNode:
-            run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
-            cluster.append(run)
-            return run
-
-        return PartSpec(name, make, 10, group="kafka")
+        return quorum_node(tmp_path, cluster, name, "kafka")
 
     lines: list[str] = []
     brokers = ["kafka-1", "kafka-2"]
@@ -270,16 +274,7 @@ def test_a_groups_parts_start_together_and_stop_together(tmp_path: Path) -> None
 
 def test_without_a_group_a_quorum_node_never_comes_up(tmp_path: Path) -> None:
     cluster: list[QuorumNode] = []
-
-    def node(name: str) -> PartSpec:
-        def make() -> QuorumNode:
-            run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
-            cluster.append(run)
-            return run
-
-        return PartSpec(name, make, 10)
-
-    nodes = [node("kafka-1"), node("kafka-2")]
+    nodes = [quorum_node(tmp_path, cluster, name, "") for name in ("kafka-1", "kafka-2")]
     supervisor = Supervisor(nodes, policy=POLICY, clock=FakeClock(), report=print)
     with pytest.raises(StartupError):
         supervisor.start_all()

@@ -198,7 +198,10 @@ class MosquittoBroker:
             "connection_messages true",
             "log_timestamp_format %Y-%m-%dT%H:%M:%S",
             "set_tcp_nodelay true",
-            "max_queued_messages 10000",
+            # A gateway that falls behind must not lose QoS 1 messages the broker already acknowledged to
+            # a device: no count limit on a client's queue, a memory bound instead (256 MiB per client).
+            "max_queued_messages 0",
+            "max_queued_bytes 268435456",
             f"listener {self.port} {self.host}",
             f"listener {self.tls_port} {self.host}",
             f"certfile {cert.resolve()}",

@@ -183,6 +183,26 @@ def platform(
 
 
 @pytest.fixture
+def home() -> str:
+    """A home of this test's own (its devices are nobody else's)."""
+    return f"home-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def api(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The command API with the token of the test's home."""
+    async with platform.client(platform.command_api, home) as client:
+        yield client
+
+
+@pytest.fixture
+async def query(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The query API with the token of the test's home."""
+    async with platform.client(platform.query_api, home) as client:
+        yield client
+
+
+@pytest.fixture
 async def admin_api(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
     async with platform.client(platform.command_api) as client:
         yield client

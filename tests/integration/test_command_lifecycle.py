@@ -25,23 +25,6 @@ async def device(platform: Platform) -> AsyncIterator[DeviceLink]:
         yield link
 
 
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def api(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with platform.client(platform.command_api, home) as client:
-        yield client
-
-
-@pytest.fixture
-async def query(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with platform.client(platform.query_api, home) as client:
-        yield client
-
-
 async def register(api: httpx.AsyncClient, home: str, device_type: str) -> str:
     return await register_device(api, home, device_type, name=device_type)
 

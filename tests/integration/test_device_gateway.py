@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +24,6 @@ from tests.mqtt_devices import connected, read_topic, register
 pytestmark = pytest.mark.integration
 
 THERMOSTAT = {"ambient_c": 19.0, "hvac_mode": "heat", "hvac_action": "idle", "target_c": 19.0}
-
-
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def api(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with platform.client(platform.command_api, home) as client:
-        yield client
-
-
-@pytest.fixture
-async def query(platform: Platform, home: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with platform.client(platform.query_api, home) as client:
-        yield client
 
 
 async def journal_of(platform: Platform, device_id: str, done: Any, timeout_s: float = 30) -> list[Any]:

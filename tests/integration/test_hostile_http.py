@@ -23,11 +23,6 @@ LIMIT = 64 * 1024  # both APIs' default max_body_bytes
 NUL, CONTROL = "\u0000", "\u001b"
 
 
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
-
-
 async def documented(base: str, method: str, path: str, response: httpx.Response) -> None:
     """The response's status is in the operation's OpenAPI responses and its body has that schema's keys."""
     async with httpx.AsyncClient(base_url=base) as client:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -44,11 +43,6 @@ def strict(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
     }
     with query_api_process(platform, tmp_path_factory.mktemp("strict-query-api"), env) as url:
         yield url
-
-
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture

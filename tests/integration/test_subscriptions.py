@@ -63,11 +63,6 @@ async def device(platform: Platform) -> AsyncIterator[DeviceLink]:
         yield link
 
 
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
-
-
 async def history(platform: Platform, home: str, device_id: str, after: int) -> list[Message]:
     async with platform.client(platform.query_api, home) as query:
         response = await query.get(f"/v1/devices/{device_id}/events", params={"after_version": after})

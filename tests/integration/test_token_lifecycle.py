@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -66,11 +65,6 @@ async def closed_with(ws: websockets.ClientConnection, timeout_s: float) -> tupl
                 await ws.recv()
     frame = closed.value.rcvd
     return (frame.code, frame.reason) if frame else (None, "")
-
-
-@pytest.fixture
-def home() -> str:
-    return f"home-{uuid.uuid4().hex[:8]}"
 
 
 async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_websocket_4401(

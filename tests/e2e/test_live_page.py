@@ -25,6 +25,7 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token
 from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
+from tests.live_feed import query_api_process
 
 pytestmark = pytest.mark.e2e
 
@@ -220,17 +221,8 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
 @pytest.fixture
 def short_lived_pages(platform: Platform, tmp_path: Path) -> Iterator[str]:
     """A query API beside the platform's whose page tokens live 6 s (the page renews them after 4 s)."""
-    env = {"HEARTH_READ_MODELS_PAGE_TOKEN_LIFETIME_S": "6", "HEARTH_READ_MODELS_API_WORKERS": "1"}
-    port = free_port()
-    part, timeout_s = Services(
-        platform.settings, logs=tmp_path, data=tmp_path, query_api_port=port, extra_env=env
-    ).part("query-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
+    with query_api_process(platform, tmp_path, {"HEARTH_READ_MODELS_PAGE_TOKEN_LIFETIME_S": "6"}) as url:
+        yield url
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")

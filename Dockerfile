@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # One image for every Hearth Python service (command API, device actor, device gateway and broker access,
-# read models, `hearth init`).
+# read models and their `init`). It carries the services and their shared code only: `uv sync --no-dev`
+# installs the root's dependencies, which name no tool (tests/unit/test_image_dependencies.py checks
+# uv.lock); the `hearth` CLI, local stack, simulator and benchmarks (tools/) stay out, as do Spark and pandas.
 # The Spark job has its own image: analytics/Dockerfile.
 
 FROM python:3.11-slim AS build
@@ -13,9 +15,9 @@ WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 COPY shared/ shared/
 COPY services/ services/
-COPY sdk/ sdk/
-COPY analytics/ analytics/
-COPY src/ src/
+COPY sdk/pyproject.toml sdk/
+COPY analytics/pyproject.toml analytics/
+COPY tools/pyproject.toml tools/
 # --no-editable: the venv holds every workspace package itself, so the sources stay in this stage.
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable
@@ -31,4 +33,4 @@ USER hearth
 # Services keep relative data dirs (e.g. the device actor's) here; compose mounts a volume on it.
 WORKDIR /var/lib/hearth
 EXPOSE 8000 8001
-CMD ["hearth", "--help"]
+CMD ["python", "-m", "hearth_read_models", "init"]

@@ -3,7 +3,6 @@ then what the schema cannot know: tags, ports, healthchecks, dependencies, comma
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import json
@@ -35,8 +34,18 @@ WORKSPACE_PACKAGES = [
     "hearth_read_models",
     "hearth_analytics",
     "hearth_device_gateway",
-    "hearth",
 ]
+# What the services' image (./Dockerfile, `uv sync --no-dev`) installs; the Spark image adds analytics.
+IMAGE_PACKAGES = {
+    "hearth:0.1.0": {
+        "hearth_shared",
+        "hearth_command_api",
+        "hearth_device_actor",
+        "hearth_read_models",
+        "hearth_device_gateway",
+    },
+    "hearth-spark:0.1.0": {"hearth_shared", "hearth_analytics"},
+}
 
 
 def _ours() -> dict[str, dict]:
@@ -124,29 +133,14 @@ def test_dependencies_wait_for_health_or_completion() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in _ours() if n not in ONE_SHOT))
 def test_python_healthchecks_run_workspace_code(name: str) -> None:
-    """A probe run as `python -m <module> <what>` names a module of the image and a check it knows."""
+    """A probe run as `python -m <package>.probe` names a service's probe module, in the services' image."""
     test = SERVICES[name]["healthcheck"]["test"]
-    if test[:4] != ["CMD", "python", "-m", "hearth.stack.probe"]:
+    if test[:3] != ["CMD", "python", "-m"]:
         return
-    assert SERVICES[name]["image"] == "hearth:0.1.0", f"{name}: the probe is in the hearth image only"
-    from hearth.stack.probe import CHECKS
-
-    assert test[4] in CHECKS, f"{name}: the probe has no check {test[4]!r}"
-
-
-def _cli_commands() -> set[str]:
-    """Top-level commands of the typer CLI: @app.command("name") or @app.command() def name, and
-    app.add_typer(..., name="group")."""
-    names = set()
-    for node in ast.walk(ast.parse((ROOT / "src/hearth/cli.py").read_text())):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for deco in node.decorator_list:
-                if isinstance(deco, ast.Call) and ast.unparse(deco.func) == "app.command":
-                    arg = deco.args[0] if deco.args else None
-                    names.add(arg.value if isinstance(arg, ast.Constant) else node.name.replace("_", "-"))
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "app.add_typer":
-            names |= {kw.value.value for kw in node.keywords if kw.arg == "name"}
-    return names
+    module = test[3]
+    assert SERVICES[name]["image"] == "hearth:0.1.0", f"{name}: the probes are in the hearth image only"
+    assert module.split(".")[0] in IMAGE_PACKAGES["hearth:0.1.0"], f"{name}: {module} is not in the image"
+    assert module.endswith(".probe") and importlib.util.find_spec(module), f"{name}: no probe module {module}"
 
 
 @pytest.mark.parametrize("name", sorted(_ours()))
@@ -154,7 +148,8 @@ def test_service_commands_resolve_to_workspace_code(name: str) -> None:
     cmd = _command(SERVICES[name])
     if cmd[:2] == ["python", "-m"]:
         module = cmd[2]
-        assert module.split(".")[0] in WORKSPACE_PACKAGES, f"{name}: {module} is not a workspace package"
+        image = SERVICES[name]["image"]
+        assert module.split(".")[0] in IMAGE_PACKAGES[image], f"{name}: {module} is not in the image {image}"
         try:
             spec = importlib.util.find_spec(module)
         except ModuleNotFoundError:
@@ -162,9 +157,6 @@ def test_service_commands_resolve_to_workspace_code(name: str) -> None:
         assert spec is not None, f"{name}: no module {module}"
         if spec.submodule_search_locations is not None:  # a package: `python -m` runs its __main__
             assert importlib.util.find_spec(f"{module}.__main__"), f"{name}: {module} has no __main__"
-    elif cmd[:1] == ["hearth"]:
-        assert (ROOT / "src/hearth/cli.py").exists(), "src/hearth/cli.py does not exist"
-        assert cmd[1] in _cli_commands(), f"{name}: the hearth CLI has no {cmd[1]!r} command"
     elif not cmd[0].startswith("/opt/spark/"):
         pytest.fail(f"{name}: unexpected command {cmd}")
 
@@ -211,7 +203,9 @@ def test_dockerfile_copy_sources_exist(dockerfile: str) -> None:
 
 
 def test_the_services_image_copies_every_workspace_member() -> None:
-    """`uv sync --frozen` in the image needs every workspace member's sources (sdk/ was once missed)."""
+    """`uv sync --frozen` in the image needs every workspace member's pyproject.toml to find the workspace
+    (sdk/ was once missed); the members it does not install need nothing more (tried by hand: a copy with
+    only their pyproject.toml files syncs the services)."""
     import tomllib
 
     members = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
@@ -222,4 +216,4 @@ def test_the_services_image_copies_every_workspace_member() -> None:
     }
     for member in members:
         top = member.split("/")[0]
-        assert top in copied, f"Dockerfile does not COPY {top}/ (workspace member {member})"
+        assert top in copied or f"{top}/pyproject.toml" in copied, f"no COPY of {top}/ ({member})"

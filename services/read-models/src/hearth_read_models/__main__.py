@@ -1,10 +1,11 @@
-"""``python -m hearth_read_models projector|api|migrate``."""
+"""``python -m hearth_read_models projector|api|migrate|init`` (init: create the Kafka topics, then migrate;
+compose runs it once before the services start)."""
 
 from __future__ import annotations
 
 import sys
 
-USAGE = "usage: python -m hearth_read_models projector|api|migrate"
+USAGE = "usage: python -m hearth_read_models projector|api|migrate|init"
 
 
 def main() -> None:
@@ -37,11 +38,16 @@ def main() -> None:
             ws_ping_interval=settings.ws_ping_interval_s,
             ws_ping_timeout=settings.ws_ping_timeout_s,
         )
-    elif what == "migrate":
+    elif what in ("migrate", "init"):
+        import asyncio
+
         from hearth_read_models.db import migrate
         from hearth_read_models.settings import ReadModelSettings
+        from hearth_shared.kafka import ensure_topics
 
         settings = ReadModelSettings()
+        if what == "init":
+            asyncio.run(ensure_topics(settings.stack.kafka_bootstrap_servers, settings.stack.topics.specs()))
         migrate(settings.stack.postgres_dsn, settings.schema_name)
     else:
         sys.exit(USAGE)

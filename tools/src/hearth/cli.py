@@ -40,19 +40,6 @@ app.command("status")(cli_stack.status)
 
 
 @app.command()
-def init() -> None:
-    """Create the Kafka topics and migrate the read-model database (compose runs this once)."""
-    from hearth_read_models.db import migrate
-    from hearth_read_models.settings import ReadModelSettings
-    from hearth_shared.kafka import ensure_topics
-
-    settings = ReadModelSettings()
-    asyncio.run(ensure_topics(settings.stack.kafka_bootstrap_servers, settings.stack.topics.specs()))
-    migrate(settings.stack.postgres_dsn, settings.schema_name)
-    console.print("topics created and database migrated")
-
-
-@app.command()
 def simulate(
     devices: Annotated[int, typer.Option(help="Register this many devices (half thermostats) first")] = 0,
     rate: Annotated[float, typer.Option(help="Reports per second per device")] = 1.0,

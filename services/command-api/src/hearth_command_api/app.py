@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
+from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
@@ -74,6 +75,7 @@ def make_app(
     app.include_router(router)
     app.include_router(tokens_router)
     app.include_router(credentials_router)
+    app.include_router(schedules_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

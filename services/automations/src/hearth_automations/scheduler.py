@@ -26,8 +26,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
+import msgspec
+
 from hearth_shared.domain.schedule import next_after, zone
-from hearth_shared.domain.schedule_hold import DeviceSchedule, Firing, due, hold, is_own_command, resume
+from hearth_shared.domain.schedule_hold import (
+    REMEMBERED,
+    DeviceSchedule,
+    Firing,
+    due,
+    hold,
+    is_own_command,
+    resume,
+)
 from hearth_shared.events import CommandRequested, Event, SubmitCommand
 from hearth_shared.home_facts import (
     FiredPayload,
@@ -154,6 +164,10 @@ class Scheduler:
 
     async def _send(self, state: DeviceSchedule, firing: Firing, now: datetime) -> None:
         t = firing.transition
+        # Known as its own before it is sent: the command's requested fact may be read back while the
+        # transition_fired fact is still on its way, and must not be taken for a person's (a hold).
+        remembered = (*state.fired, str(firing.command_id))[-REMEMBERED:]
+        self.view.schedules[state.device_id] = msgspec.structs.replace(state, fired=remembered)
         await self.path.submit(
             SubmitCommand(
                 request_id=uuid.uuid5(REQUEST_NAMESPACE, str(firing.command_id)),

@@ -121,6 +121,7 @@ class Services:
             "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
             "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
+            "HEARTH_AUTOMATIONS_HEARTBEAT_FILE": str(self.data / "automations.heartbeat"),
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -133,7 +134,7 @@ class Services:
         """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api", "automations"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -150,8 +151,9 @@ class Services:
             ),
             "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
-            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
+            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 120.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
+            "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
         }[name]
@@ -300,6 +302,7 @@ class LocalStack:
             "projector": [*brokers, "postgres", "redis"],
             "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
+            "automations": brokers,  # schedules: the home journal in, commands to the inbox
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
         }

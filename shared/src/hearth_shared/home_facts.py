@@ -22,6 +22,7 @@ from typing import Any, Union
 
 import msgspec
 
+from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand
 from hearth_shared.events import MalformedRecord
 
@@ -94,6 +95,83 @@ class ScheduleTransitionFired(HomeFact, frozen=True, kw_only=True, tag="schedule
     payload: FiredPayload
 
 
+class AutomationCreated(HomeFact, frozen=True, kw_only=True, tag="automation.created"):
+    """fact_id = automation_id."""
+
+    payload: Automation
+
+
+class SwitchPayload(msgspec.Struct, frozen=True, kw_only=True):
+    automation_id: uuid.UUID
+    enabled: bool
+
+
+class AutomationSwitched(HomeFact, frozen=True, kw_only=True, tag="automation.switched"):
+    """On (also after a suspension) or off, by a person."""
+
+    payload: SwitchPayload
+
+
+class SuspendedPayload(msgspec.Struct, frozen=True, kw_only=True):
+    automation_id: uuid.UUID
+    reason: str  # "own_action" | "too_many_runs"
+    detail: str
+    trigger_fact_id: uuid.UUID
+
+
+class AutomationSuspended(HomeFact, frozen=True, kw_only=True, tag="automation.suspended"):
+    """The loop breaker stopped it; it runs again once switched on."""
+
+    payload: SuspendedPayload
+
+
+class ActionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    kind: str  # "command" | "notify"
+    action_id: uuid.UUID  # the command id, or the notification's dedupe key
+    device_id: str | None = None
+    name: str | None = None
+
+
+class TriggerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    fact_id: uuid.UUID
+    type: str
+    device_id: str
+    occurred_at: datetime
+
+
+class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
+    automation_id: uuid.UUID
+    run_id: uuid.UUID
+    trigger: TriggerRecord
+    conditions: tuple[bool, ...]
+    fired: bool  # the conditions held and the mode admitted it: the actions were taken
+    admission: str  # "start" | "drop" | "queue" (the mode's answer)
+    actions: tuple[ActionRecord, ...] = ()
+
+
+class AutomationRan(HomeFact, frozen=True, kw_only=True, tag="automation.ran"):
+    """One run (fact_id = run_id): its trigger fact, the conditions' results, each action with its id."""
+
+    payload: RunPayload
+
+
+class NotificationPayload(msgspec.Struct, frozen=True, kw_only=True):
+    notification_id: uuid.UUID  # the dedupe key: one alert, one notification
+    automation_id: uuid.UUID | None
+    attempts: int
+    status: int | None = None  # the receiver's last HTTP status
+    error: str = ""
+
+
+class NotificationDelivered(HomeFact, frozen=True, kw_only=True, tag="notification.delivered"):
+    payload: NotificationPayload
+
+
+class NotificationGaveUp(HomeFact, frozen=True, kw_only=True, tag="notification.gave_up"):
+    payload: NotificationPayload
+
+
 HOME_FACT_TYPES: tuple[type[HomeFact], ...] = (
     HomeTimezoneSet,
     HomeNotificationsSet,
@@ -101,6 +179,12 @@ HOME_FACT_TYPES: tuple[type[HomeFact], ...] = (
     ScheduleResumed,
     ScheduleHoldStarted,
     ScheduleTransitionFired,
+    AutomationCreated,
+    AutomationSwitched,
+    AutomationSuspended,
+    AutomationRan,
+    NotificationDelivered,
+    NotificationGaveUp,
 )
 AnyHomeFact = Union[HOME_FACT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 

@@ -8,16 +8,26 @@ names its command), so a replay, or two schedulers writing the same fact, is har
 
 from __future__ import annotations
 
+import uuid
+from collections import OrderedDict
 from datetime import datetime
 
 import msgspec
 
+from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
 from hearth_shared.home_facts import (
+    AutomationCreated,
+    AutomationRan,
+    AutomationSuspended,
+    AutomationSwitched,
     HomeFact,
     HomeNotificationsSet,
     HomeTimezoneSet,
+    NotificationDelivered,
+    NotificationGaveUp,
     NotificationsPayload,
+    RunPayload,
     ScheduleHoldStarted,
     ScheduleResumed,
     ScheduleSet,
@@ -25,6 +35,18 @@ from hearth_shared.home_facts import (
 )
 
 DEFAULT_TIMEZONE = "UTC"
+RUNS_KEPT = 500  # per automation, in memory (the journal keeps them all)
+DELIVERIES_KEPT = 500  # per home
+
+
+class AutomationState(msgspec.Struct, kw_only=True):
+    definition: Automation
+    enabled: bool = True
+    suspended: str | None = None  # the loop breaker's reason
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.suspended is None
 
 
 class HomesView:
@@ -33,6 +55,9 @@ class HomesView:
         self.notifications: dict[str, NotificationsPayload] = {}
         self.schedules: dict[str, DeviceSchedule] = {}
         self.resumes: dict[str, datetime] = {}  # device -> when it was last resumed
+        self.automations: dict[uuid.UUID, AutomationState] = {}
+        self.runs: dict[uuid.UUID, OrderedDict[uuid.UUID, RunPayload]] = {}
+        self.deliveries: dict[str, OrderedDict[uuid.UUID, HomeFact]] = {}
 
     def timezone(self, home_id: str) -> str:
         return self.timezones.get(home_id, DEFAULT_TIMEZONE)
@@ -47,6 +72,15 @@ class HomesView:
             return None
         if isinstance(fact, HomeNotificationsSet):
             self.notifications[fact.home_id] = fact.payload
+            return None
+        if isinstance(fact, AutomationCreated | AutomationSwitched | AutomationSuspended | AutomationRan):
+            self._apply_automation(fact)
+            return None
+        if isinstance(fact, NotificationDelivered | NotificationGaveUp):
+            kept = self.deliveries.setdefault(fact.home_id, OrderedDict())
+            kept[fact.payload.notification_id] = fact
+            while len(kept) > DELIVERIES_KEPT:
+                kept.popitem(last=False)
             return None
         if fact.device_id is None:
             return None
@@ -88,3 +122,23 @@ class HomesView:
             return None
         self.schedules[fact.device_id] = state
         return state
+
+    def _apply_automation(self, fact: HomeFact) -> None:
+        if isinstance(fact, AutomationCreated):
+            self.automations.setdefault(fact.payload.automation_id, AutomationState(definition=fact.payload))
+            return
+        automation_id = fact.payload.automation_id  # type: ignore[attr-defined]
+        state = self.automations.get(automation_id)
+        if state is None:
+            return
+        if isinstance(fact, AutomationSwitched):
+            state.enabled = fact.payload.enabled
+            if fact.payload.enabled:
+                state.suspended = None
+        elif isinstance(fact, AutomationSuspended):
+            state.suspended = fact.payload.reason
+        elif isinstance(fact, AutomationRan):
+            runs = self.runs.setdefault(automation_id, OrderedDict())
+            runs[fact.payload.run_id] = fact.payload
+            while len(runs) > RUNS_KEPT:
+                runs.popitem(last=False)

@@ -15,8 +15,13 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+import httpx
+
+from hearth_automations.engine import Engine
+from hearth_automations.notifier import Notifier
 from hearth_automations.scheduler import Scheduler
 from hearth_automations.settings import AutomationsSettings
+from hearth_automations.webhooks import WebhookSender
 from hearth_shared.events import CommandRequested as CommandRequestedFact
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, utcnow, wire_name
 from hearth_shared.home_facts import HomeFact, decode_home_fact
@@ -50,12 +55,25 @@ class AutomationsService:
         self.settings = settings
         self.journal = journal
         stack = settings.stack
+        view = HomesView()
         self.scheduler = Scheduler(
-            HomesView(),
+            view,
             KafkaCommandPath(journal),
             owns=self.owns,
             clock=clock,
             expires_in_s=settings.command_expires_in_s,
+        )
+        self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s)
+        sender = WebhookSender(
+            self.http,
+            attempts=settings.webhook_attempts,
+            backoff_s=settings.webhook_backoff_s,
+            max_backoff_s=settings.webhook_max_backoff_s,
+        )
+        path = KafkaCommandPath(journal)
+        self.notifier = Notifier(view, path, sender, clock)
+        self.engine = Engine(
+            view, path, self.notifier, owns=self.owns, clock=clock, expires_in_s=settings.command_expires_in_s
         )
         self.homes_feed = TopicFollower(
             stack.kafka_bootstrap_servers, [stack.topics.home_journal], self._home_record, "home-journal"
@@ -78,14 +96,14 @@ class AutomationsService:
         await self.scheduler.on_home_fact(fact)
 
     async def _journal_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
-        if fact_type(value) != _REQUESTED:
-            return
         try:
             event = decode_fact(value)
         except MalformedRecord as error:  # the projector dead-letters it; here it is only skipped
             log.warning("skipping %s[%d]@%d: %s", topic, partition, offset, error)
             return
-        await self.scheduler.on_journal_fact(event)
+        if fact_type(value) == _REQUESTED:
+            await self.scheduler.on_journal_fact(event)
+        await self.engine.on_fact(event)
 
     async def start(self) -> None:
         await self.journal.start()
@@ -94,9 +112,12 @@ class AutomationsService:
         await self.journal_feed.start()
         await self.journal_feed.caught_up.wait()
         await self.scheduler.go_live()
+        self.engine.undelivered()
         log.info("automations instance %d/%d live", self.settings.instance, self.settings.instances)
 
     async def stop(self) -> None:
+        await self.notifier.stop()
+        await self.http.aclose()
         await self.journal_feed.stop()
         await self.homes_feed.stop()
         await self.journal.stop()

@@ -26,6 +26,12 @@ class AutomationsSettings(BaseSettings):
     heartbeat_file: str = Field(
         ".hearth/automations.heartbeat", description="Touched every tick once live; the probe reads it"
     )
+    webhook_attempts: int = Field(6, ge=1, description="Tries per notification before a gave_up fact")
+    webhook_backoff_s: float = Field(
+        0.5, gt=0, description="The first retry's wait; it doubles (with jitter)"
+    )
+    webhook_max_backoff_s: float = Field(60.0, gt=0)
+    webhook_timeout_s: float = Field(10.0, gt=0)
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)
 

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
+from hearth_command_api.automations import router as automations_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
@@ -76,6 +77,7 @@ def make_app(
     app.include_router(tokens_router)
     app.include_router(credentials_router)
     app.include_router(schedules_router)
+    app.include_router(automations_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

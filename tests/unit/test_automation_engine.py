@@ -102,3 +102,38 @@ async def test_a_notification_without_its_delivery_fact_is_sent_again_after_a_re
     engine(FakePath(), again, [CREATED, *path.facts]).undelivered()
     assert again.sent == notify.sent
     assert msgspec.json.encode(path.facts[0])  # the run fact encodes for the journal
+
+
+async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_that_device_off() -> None:
+    from hearth_automations.defaults import default_id
+    from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
+
+    path, notify = FakePath(), FakeNotify()
+    e = engine(path, notify, [])
+    registered = DeviceRegistered(
+        event_id=uuid.uuid4(), device_id="t9", home_id="h", version=1, occurred_at=T0, recorded_at=T0,
+        payload=DeviceRegisteredPayload(device_type="thermostat", name="t9"),
+    )  # fmt: skip
+    await e.on_fact(registered)
+    await e.on_fact(registered)
+    created = [f for f in path.facts if isinstance(f, AutomationCreated)]
+    assert len(created) == 3
+    await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1)), device_id="t9"))
+    assert [(r.device_id, r.name, r.params) for r in path.requests] == [
+        ("t9", "set_hvac_mode", {"mode": "off"})
+    ]
+    assert len(notify.sent) == 1
+    # switched off, it does nothing
+    from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
+
+    e.view.apply(
+        AutomationSwitched(
+            fact_id=uuid.uuid4(),
+            home_id="h",
+            occurred_at=T0,
+            recorded_at=T0,
+            payload=SwitchPayload(automation_id=default_id("h", "anomalous-thermostat"), enabled=False),
+        )
+    )
+    await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=2)), device_id="t9"))
+    assert len(path.requests) == 1

@@ -73,7 +73,13 @@ class AutomationsService:
         path = KafkaCommandPath(journal)
         self.notifier = Notifier(view, path, sender, clock)
         self.engine = Engine(
-            view, path, self.notifier, owns=self.owns, clock=clock, expires_in_s=settings.command_expires_in_s
+            view,
+            path,
+            self.notifier,
+            owns=self.owns,
+            clock=clock,
+            expires_in_s=settings.command_expires_in_s,
+            defaults=settings.default_automations,
         )
         self.homes_feed = TopicFollower(
             stack.kafka_bootstrap_servers, [stack.topics.home_journal], self._home_record, "home-journal"

@@ -21,17 +21,22 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+import msgspec
+
+from hearth_automations.defaults import TRIGGER_DEVICE, default_automations
 from hearth_automations.rules import LoopBreaker, admit, conditions_hold, fact_triggers, state_triggers
 from hearth_shared.domain.automation import Automation, action_id, run_id
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
+    DeviceRegistered,
     Event,
     StateReported,
     SubmitCommand,
 )
 from hearth_shared.home_facts import (
     ActionRecord,
+    AutomationCreated,
     AutomationRan,
     AutomationSuspended,
     HomeFact,
@@ -64,7 +69,9 @@ class Engine:
         owns: Callable[[str], bool],
         clock: Callable[[], datetime],
         expires_in_s: float,
+        defaults: bool = True,
     ) -> None:
+        self.defaults = defaults
         self.view = view
         self.path = path
         self.notify = notify
@@ -85,6 +92,8 @@ class Engine:
             before = dict(self.reported.get(event.device_id, {}))
             self.reported.setdefault(event.device_id, {}).update(event.payload.reported)
         await self._track_commands(event)
+        if isinstance(event, DeviceRegistered) and self.defaults:
+            await self._create_defaults(event)
         for state in list(self.view.automations.values()):
             automation = state.definition
             if automation.home_id != event.home_id or not state.active:
@@ -170,6 +179,8 @@ class Engine:
             aid = action_id(rid, i)
             if action.command is not None:
                 c = action.command
+                if c.device_id == TRIGGER_DEVICE:
+                    c = msgspec.structs.replace(c, device_id=event.device_id)
                 self.running.setdefault(automation.automation_id, set()).add(aid)
                 self.owner[aid] = automation.automation_id
                 await self.path.submit(
@@ -190,6 +201,18 @@ class Engine:
             elif action.notify is not None:
                 records.append(ActionRecord(index=i, kind="notify", action_id=aid))
         return records
+
+    async def _create_defaults(self, event: Event) -> None:
+        """The home's corrective automations, once (ids derived from the home; see ``defaults``)."""
+        for automation in default_automations(event.home_id, event.occurred_at):
+            if automation.automation_id in self.view.automations:
+                continue
+            fact = AutomationCreated(
+                fact_id=automation.automation_id, home_id=event.home_id, occurred_at=event.occurred_at,
+                recorded_at=self.clock(), causation_id=event.event_id, payload=automation,
+            )  # fmt: skip
+            await self.path.append(fact)
+            self.view.apply(fact)
 
     def enqueue_notification(self, automation: Automation, run: RunPayload, action: ActionRecord) -> None:
         notify = automation.actions[action.index].notify

@@ -32,6 +32,9 @@ class AutomationsSettings(BaseSettings):
     )
     webhook_max_backoff_s: float = Field(60.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
+    default_automations: bool = Field(
+        True, description="Give every home the corrective automations (hearth_automations.defaults)"
+    )
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)
 

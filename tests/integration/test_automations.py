@@ -10,6 +10,7 @@ import hmac
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -73,6 +74,7 @@ async def runs(query: httpx.AsyncClient, automation_id: str) -> dict[str, Any]:
 async def test_a_fact_sends_a_command_and_one_signed_webhook(
     api: httpx.AsyncClient, query: httpx.AsyncClient, home: str, receiver: Receiver
 ) -> None:
+    started = datetime.now(UTC) - timedelta(seconds=5)
     watched = await register_device(api, home, "thermostat", name="living room")
     follower = await register_device(api, home, "thermostat", name="bedroom")
     response = await api.put(
@@ -129,6 +131,13 @@ async def test_a_fact_sends_a_command_and_one_signed_webhook(
         return [d["outcome"] for d in found] == ["notification.delivered"]
 
     await eventually(delivered, "the delivery fact", timeout_s=15)
+
+    # a backtest over the recorded stretch counts what the live run counted, and acts on nothing
+    stretch = {"from": started.isoformat(), "to": (datetime.now(UTC) + timedelta(seconds=5)).isoformat()}
+    response = await query.post(f"/v1/automations/{automation_id}/backtest", json=stretch)
+    assert response.status_code == 200, response.text
+    assert response.json()["fired"] == len((await runs(query, automation_id))["runs"]) == 1
+    assert len(receiver.received) == 1
 
 
 async def test_an_automation_triggered_by_its_own_command_is_suspended(

@@ -124,3 +124,25 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body() -> None:
     expected = hmac.new(b"s3cret-s3cret-s3cret", body, hashlib.sha256).hexdigest()
     assert signature("s3cret-s3cret-s3cret", body) == f"sha256={expected}"
     assert signature("s3cret-s3cret-s3cret", body + b" ") != f"sha256={expected}"
+
+
+def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
+    from hearth_shared.domain.automation import Automation, backtest
+
+    automation = Automation(
+        automation_id=uuid.uuid4(), home_id="h", name="hot", created_at=T0,
+        trigger=Trigger(state=StateTest(device_id="t1", key="ambient_c", above=25)),
+        conditions=(StateTest(device_id="l1", key="door", equals="closed"),),
+        actions=(Action(notify=NotifyAction(message="hot")),),
+    )  # fmt: skip
+    at = [T0 + timedelta(minutes=i) for i in range(6)]
+    facts = [
+        ("device.state_reported", "l1", at[0], {"door": "closed"}),
+        ("device.state_reported", "t1", at[1], {"ambient_c": 26}),  # edge, door closed: fires
+        ("device.state_reported", "t1", at[2], {"ambient_c": 27}),  # still above: no edge
+        ("device.state_reported", "t1", at[3], {"ambient_c": 20}),
+        ("device.state_reported", "l1", at[4], {"door": "open"}),
+        ("device.state_reported", "t1", at[5], {"ambient_c": 30}),  # edge, door open: does not fire
+    ]
+    result = backtest(automation, facts)
+    assert (result.facts, result.triggered, result.fired, result.fired_at) == (6, 2, 1, [at[1]])

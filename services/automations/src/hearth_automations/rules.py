@@ -21,32 +21,13 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
-from hearth_shared.domain.automation import Mode, StateTest, Trigger
+from hearth_shared.domain.automation import Mode, conditions_hold, fact_triggers, state_triggers
+
+__all__ = ["LoopBreaker", "admit", "conditions_hold", "fact_triggers", "state_triggers"]
 
 Admission = Literal["start", "drop", "queue"]
-
-
-def fact_triggers(trigger: Trigger, fact_type: str, device_id: str) -> bool:
-    return trigger.fact == fact_type and (trigger.device_id is None or trigger.device_id == device_id)
-
-
-def state_triggers(trigger: Trigger, device_id: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """A report moved ``key`` from not matching to matching (the edge)."""
-    test = trigger.state
-    if test is None or test.device_id != device_id or test.key not in after:
-        return False
-    return test.holds(after[test.key]) and not (test.key in before and test.holds(before[test.key]))
-
-
-def conditions_hold(conditions: tuple[StateTest, ...], reported: dict[str, dict[str, Any]]) -> list[bool]:
-    """Each condition's result on the devices' last reported state (a missing value does not hold)."""
-    results = []
-    for test in conditions:
-        state = reported.get(test.device_id, {})
-        results.append(test.key in state and test.holds(state[test.key]))
-    return results
 
 
 def admit(mode: Mode, running: int) -> Admission:

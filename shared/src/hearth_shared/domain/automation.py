@@ -10,6 +10,7 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -100,3 +101,57 @@ def run_id(automation_id: uuid.UUID, trigger_fact_id: uuid.UUID) -> uuid.UUID:
 def action_id(run: uuid.UUID, index: int) -> uuid.UUID:
     """A command action's command id, or a notify action's dedupe key: one per (run, action)."""
     return uuid.uuid5(AUTOMATION_NAMESPACE, f"action\n{run}\n{index}")
+
+
+def fact_triggers(trigger: Trigger, fact_type: str, device_id: str) -> bool:
+    return trigger.fact == fact_type and (trigger.device_id is None or trigger.device_id == device_id)
+
+
+def state_triggers(trigger: Trigger, device_id: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """A report moved ``key`` from not matching to matching (the edge)."""
+    test = trigger.state
+    if test is None or test.device_id != device_id or test.key not in after:
+        return False
+    return test.holds(after[test.key]) and not (test.key in before and test.holds(before[test.key]))
+
+
+def conditions_hold(conditions: tuple[StateTest, ...], reported: dict[str, dict[str, Any]]) -> list[bool]:
+    """Each condition's result on the devices' last reported state (a missing value does not hold)."""
+    results = []
+    for test in conditions:
+        state = reported.get(test.device_id, {})
+        results.append(test.key in state and test.holds(state[test.key]))
+    return results
+
+
+class BacktestResult(msgspec.Struct, kw_only=True):
+    facts: int = 0  # facts of the home read
+    triggered: int = 0  # facts that matched the trigger
+    fired: int = 0  # ... and whose conditions held: the runs it would have made
+    fired_at: list[datetime] = []  # when (the trigger facts' times), the first 100
+
+
+def backtest(
+    automation: Automation, facts: Iterable[tuple[str, str, datetime, dict[str, Any] | None]]
+) -> BacktestResult:
+    """Replay (fact type, device, time, reported state or None) in journal order through the trigger and
+    the conditions, acting on nothing. Modes and the loop breaker are left out: they depend on commands
+    the replay does not send."""
+    result = BacktestResult()
+    reported: dict[str, dict[str, Any]] = {}
+    for fact_type, device_id, at, state in facts:
+        result.facts += 1
+        before = dict(reported.get(device_id, {}))
+        if state is not None:
+            reported.setdefault(device_id, {}).update(state)
+        hit = fact_triggers(automation.trigger, fact_type, device_id) or (
+            state is not None and state_triggers(automation.trigger, device_id, before, state)
+        )
+        if not hit:
+            continue
+        result.triggered += 1
+        if all(conditions_hold(automation.conditions, reported)):
+            result.fired += 1
+            if len(result.fired_at) < 100:
+                result.fired_at.append(at)
+    return result

@@ -110,6 +110,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
 
     path, notify = FakePath(), FakeNotify()
     e = engine(path, notify, [])
+    e.live = True
     registered = DeviceRegistered(
         event_id=uuid.uuid4(), device_id="t9", home_id="h", version=1, occurred_at=T0, recorded_at=T0,
         payload=DeviceRegisteredPayload(device_type="thermostat", name="t9"),
@@ -137,3 +138,24 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
     )
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=2)), device_id="t9"))
     assert len(path.requests) == 1
+
+
+async def test_defaults_made_while_replaying_an_old_journal_do_not_act_on_its_past() -> None:
+    from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
+
+    path, notify = FakePath(), FakeNotify()
+    e = Engine(
+        HomesView(),
+        path,
+        notify,
+        owns=lambda h: True,
+        clock=FakeClock(T0 + timedelta(days=1)),
+        expires_in_s=60,
+    )
+    registered = DeviceRegistered(
+        event_id=uuid.uuid4(), device_id="t9", home_id="h", version=1, occurred_at=T0, recorded_at=T0,
+        payload=DeviceRegisteredPayload(device_type="thermostat", name="t9"),
+    )  # fmt: skip
+    await e.on_fact(registered)
+    await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(hours=1)), device_id="t9"))
+    assert path.requests == [] and notify.sent == []

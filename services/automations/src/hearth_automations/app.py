@@ -118,6 +118,7 @@ class AutomationsService:
         await self.journal_feed.start()
         await self.journal_feed.caught_up.wait()
         await self.scheduler.go_live()
+        self.engine.live = True
         self.engine.undelivered()
         log.info("automations instance %d/%d live", self.settings.instance, self.settings.instances)
 

@@ -11,7 +11,8 @@
 Pure: the definitions, with ids derived from (home, name), so every process and every restart names the
 same automation and creating it twice is one automation. ``TRIGGER_DEVICE`` as an action's device means
 the trigger fact's device. Each is created when the service first sees a device registered in the home,
-at that fact's time (so no earlier fact triggers it).
+from that fact's time on (no earlier fact triggers it); seen while the service replays the journal at
+start-up (a first start over an old journal), from the moment it replays, so the past triggers nothing.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ class Engine:
         defaults: bool = True,
     ) -> None:
         self.defaults = defaults
+        self.live = False  # the app sets it once the journals were read to their ends
         self.view = view
         self.path = path
         self.notify = notify
@@ -204,7 +205,9 @@ class Engine:
 
     async def _create_defaults(self, event: Event) -> None:
         """The home's corrective automations, once (ids derived from the home; see ``defaults``)."""
-        for automation in default_automations(event.home_id, event.occurred_at):
+        # While replaying, from now on: a first start over an old journal must not act on its past.
+        since = event.occurred_at if self.live else self.clock()
+        for automation in default_automations(event.home_id, since):
             if automation.automation_id in self.view.automations:
                 continue
             fact = AutomationCreated(

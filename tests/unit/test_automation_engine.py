@@ -159,3 +159,20 @@ async def test_defaults_made_while_replaying_an_old_journal_do_not_act_on_its_pa
     await e.on_fact(registered)
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(hours=1)), device_id="t9"))
     assert path.requests == [] and notify.sent == []
+
+
+def test_a_switch_fact_from_another_home_changes_nothing() -> None:
+    from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
+
+    view = HomesView()
+    view.apply(CREATED)
+    view.apply(
+        AutomationSwitched(
+            fact_id=uuid.uuid4(),
+            home_id="someone-else",
+            occurred_at=T0,
+            recorded_at=T0,
+            payload=SwitchPayload(automation_id=AUTOMATION.automation_id, enabled=False),
+        )  # fmt: skip
+    )
+    assert view.automations[AUTOMATION.automation_id].active

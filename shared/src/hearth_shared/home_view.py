@@ -129,8 +129,8 @@ class HomesView:
             return
         automation_id = fact.payload.automation_id  # type: ignore[attr-defined]
         state = self.automations.get(automation_id)
-        if state is None:
-            return
+        if state is None or state.definition.home_id != fact.home_id:
+            return  # unknown, or named from another home: changes nothing
         if isinstance(fact, AutomationSwitched):
             state.enabled = fact.payload.enabled
             if fact.payload.enabled:

@@ -46,8 +46,9 @@ async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime
     try:
         tps = await topic_partitions(consumer, topic)
         consumer.assign(tps)
-        starts = await consumer.offsets_for_times({tp: int(start.timestamp() * 1000) for tp in tps})
-        stops = await consumer.offsets_for_times({tp: int(end.timestamp() * 1000) for tp in tps})
+        first_ms, stop_ms = (max(0, int(moment.timestamp() * 1000)) for moment in (start, end))
+        starts = await consumer.offsets_for_times(dict.fromkeys(tps, first_ms))
+        stops = await consumer.offsets_for_times(dict.fromkeys(tps, stop_ms))
         ends = await consumer.end_offsets(tps)
         ranges = {}
         for tp in tps:

@@ -173,6 +173,6 @@ def test_a_switch_fact_from_another_home_changes_nothing() -> None:
             occurred_at=T0,
             recorded_at=T0,
             payload=SwitchPayload(automation_id=AUTOMATION.automation_id, enabled=False),
-        )  # fmt: skip
+        )
     )
     assert view.automations[AUTOMATION.automation_id].active

@@ -12,11 +12,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from fastapi import APIRouter, HTTPException, Path, status
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
 from hearth_command_api.registry import RegistryView
 from hearth_command_api.schedules import HomeId, ProgramCommandBody
+from hearth_command_api.schemas import printable
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.automation import Automation, RuleInvalid, check_rule
 from hearth_shared.events import new_id, utcnow
@@ -34,6 +35,7 @@ from hearth_shared.ids import IDENTIFIER_PATTERN
 router = APIRouter(prefix="/v1")
 
 DeviceRef = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+Text = Annotated[str, AfterValidator(printable)]  # one line, no control characters (hearth_shared.ids)
 
 
 class StateTestBody(BaseModel):
@@ -43,7 +45,12 @@ class StateTestBody(BaseModel):
     key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
     above: float | None = Field(None, allow_inf_nan=False)
     below: float | None = Field(None, allow_inf_nan=False)
-    equals: str | float | bool | None = None
+    equals: (
+        Annotated[str, AfterValidator(printable), Field(max_length=200)]
+        | Annotated[float, Field(allow_inf_nan=False)]
+        | bool
+        | None
+    ) = None
     for_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="Not supported yet (422)")
 
 
@@ -72,7 +79,7 @@ class CommandActionBody(ProgramCommandBody):
 class NotifyActionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(min_length=1, max_length=500)
+    message: Text = Field(min_length=1, max_length=500)
 
 
 class ActionBody(BaseModel):
@@ -86,7 +93,7 @@ class AutomationBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     home_id: str = Field(pattern=IDENTIFIER_PATTERN)
-    name: str = Field(min_length=1, max_length=120)
+    name: Text = Field(min_length=1, max_length=120)
     trigger: TriggerBody
     conditions: list[StateTestBody] = Field(default_factory=list, max_length=16)
     actions: list[ActionBody] = Field(min_length=1, max_length=16)
@@ -98,7 +105,7 @@ class NotificationsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     webhook_url: AnyHttpUrl
-    secret: str = Field(min_length=16, max_length=256, description="Signs each webhook (HMAC-SHA256)")
+    secret: Text = Field(min_length=16, max_length=256, description="Signs each webhook (HMAC-SHA256)")
 
 
 def _check_devices(body: AutomationBody, registry: RegistryView) -> None:

@@ -12,7 +12,7 @@ are the Spark job's (not built yet).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from aiokafka import AIOKafkaConsumer
@@ -29,6 +29,7 @@ from hearth_shared.storable import decode_fact
 
 router = APIRouter(prefix="/v1")
 MAX_FACTS = 2_000_000
+MAX_STRETCH = timedelta(days=366)
 
 
 class BacktestBody(BaseModel):
@@ -109,6 +110,8 @@ async def backtest_automation(
         raise not_found(f"automation {automation_id}")
     if body.to <= body.from_:
         raise unprocessable(("body", "to"), "empty_stretch", "to must be after from")
+    if body.to - body.from_ > MAX_STRETCH:
+        raise unprocessable(("body", "to"), "stretch_too_long", f"at most {MAX_STRETCH.days} days at once")
     stack = request.app.state.settings.stack
     found = await read_stretch(
         stack.kafka_bootstrap_servers, stack.topics.journal, state.definition.home_id, body.from_, body.to

@@ -1,0 +1,158 @@
+"""The MQTT side of ``hearth bench gateway``, as separate processes (so the devices' CPU is not the
+bench's reading side's): ``python -m hearth.bench.mqtt_load publish|hold`` reads a JSON job on its first
+line of standard input, says ``ready`` on standard output, and starts on a ``go`` line.
+
+* ``publish``: ``connections`` gmqtt connections (``MqttLink``, QoS 1, the devices' client library)
+  publish ``reports`` state reports (``gateway_figures.report_payloads``) on ``<root>/<device id>/state``;
+  each device's reports go through one connection, in seq order. It answers one JSON line: when the first
+  publish started and when the broker had acknowledged the last (wall clock).
+* ``hold``: one connection per device, each with its own credentials (username = device id), subscribed
+  to its own ``commands`` topic with its will on ``availability``, as a device of the SDK does; it says
+  ``connected N`` as they come up and ``held N`` when every one is up (or gave up), then holds them until
+  ``stop``.
+
+The floor's subscriber (``FloorSubscriber``) runs in the bench's process: a gmqtt client with the
+gateway's receive maximum and acknowledgement (the PUBACK when the async handler returns), doing nothing
+but count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+from gmqtt import Client
+from gmqtt.mqtt.constants import MQTTv50
+
+from hearth.bench.gateway_figures import Arrivals, report_payloads
+from hearth_shared.mqtt import availability_topic, commands_topic
+from hearth_shared.mqtt_link import MqttLink
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit (children inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+async def _publish(job: dict[str, Any]) -> dict[str, Any]:
+    ids: list[str] = job["device_ids"]
+    count = int(job["connections"])
+    links = [
+        MqttLink(
+            client_id=f"bench-publisher-{job['name']}-{c}",
+            username=job["username"],
+            password=job["password"],
+            persistent=False,
+        )
+        for c in range(count)
+    ]
+    work: list[list[tuple[str, bytes]]] = [[] for _ in links]
+    for device, payload in report_payloads(len(ids), int(job["reports"]), at=job["at"]):
+        work[device % count].append((f"{job['root']}/{ids[device]}/state", payload))
+    for link in links:
+        await link.connect(job["host"], int(job["port"]))
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # "go"
+    started = time.time()
+    acknowledged = [
+        link.publish(topic, payload)
+        for link, messages in zip(links, work, strict=True)
+        for topic, payload in messages
+    ]
+    await asyncio.gather(*acknowledged)
+    done = time.time()
+    for link in links:
+        await link.disconnect()
+    return {"started": started, "acknowledged": done, "published": len(acknowledged)}
+
+
+async def _hold(job: dict[str, Any]) -> None:
+    raise_open_files_limit()
+    devices: list[list[str]] = job["devices"]  # [device id, password]
+    clients: list[Client] = []
+    failed: list[str] = []
+    gate = asyncio.Semaphore(int(job.get("concurrency", 100)))
+
+    async def connect(device_id: str, password: str) -> None:
+        async with gate:
+            client = Client(device_id, clean_session=True, session_expiry_interval=0)
+            client.set_auth_credentials(device_id, password)
+            client.set_config({"reconnect_retries": 0})
+            try:
+                await client.connect(job["host"], int(job["port"]), keepalive=60, version=MQTTv50)
+                client.subscribe(commands_topic(device_id), qos=1)
+                client.publish(availability_topic(device_id), b"online", qos=1, retain=True)
+            except Exception as error:  # counted and reported, not raised
+                failed.append(f"{device_id}: {type(error).__name__}: {error}")
+                return
+            clients.append(client)
+            if len(clients) % 500 == 0:
+                print(f"connected {len(clients)}", flush=True)
+
+    print("ready", flush=True)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.readline)  # "go"
+    started = time.time()
+    await asyncio.gather(*(connect(d, p) for d, p in devices))
+    took = time.time() - started
+    await asyncio.sleep(2.0)  # the last SUBACKs and births
+    connected = sum(1 for c in clients if c.is_connected)
+    print(
+        json.dumps({"held": connected, "seconds": took, "failed": len(failed), "errors": failed[:5]}),
+        flush=True,
+    )
+    await loop.run_in_executor(None, sys.stdin.readline)  # "stop"
+    print(json.dumps({"still_connected": sum(1 for c in clients if c.is_connected)}), flush=True)
+    await asyncio.gather(*(c.disconnect() for c in clients if c.is_connected), return_exceptions=True)
+
+
+class FloorSubscriber:
+    """The floor: a gmqtt client subscribed (shared, QoS 1) to ``<root>/+/state``, counting arrivals,
+    acknowledging each message when its (empty) async handler returns, like the gateway."""
+
+    def __init__(self, *, host: str, port: int, username: str, password: str, receive_maximum: int) -> None:
+        self.host, self.port = host, port
+        self.arrivals = Arrivals()
+        self.link = MqttLink(
+            client_id="bench-floor-subscriber",
+            username=username,
+            password=password,
+            persistent=False,
+            receive_maximum=receive_maximum,
+        )
+
+    async def start(self, root: str) -> None:
+        self.link.route(self._count)
+        await self.link.connect(self.host, self.port)
+        self.link.subscribe(f"$share/bench-floor/{root}/+/state")
+        await self.link.subscribed()
+
+    async def _count(self, _topic: str, _payload: bytes) -> None:
+        self.arrivals.add(1, time.time())
+
+    async def stop(self) -> None:
+        await self.link.disconnect()
+
+
+def main() -> None:
+    import uvloop
+
+    command = sys.argv[1]
+    job = json.loads(sys.stdin.readline())
+    if command == "publish":
+        print(json.dumps(uvloop.run(_publish(job))), flush=True)
+    elif command == "hold":
+        uvloop.run(_hold(job))
+    else:
+        raise SystemExit(f"unknown command {command!r}: publish or hold")
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -226,12 +227,20 @@ def bench_gateway(
     ] = 10_000,
     roundtrip: Annotated[bool, typer.Option(help="Also the command round trip over MQTT at 200/s")] = True,
     duration: Annotated[float, typer.Option(help="Seconds of commands for the round trip")] = 20.0,
+    profile: Annotated[
+        Path | None, typer.Option(help="py-spy profile of the gateway while it runs (collapsed stacks)")
+    ] = None,
 ) -> None:
     """Device gateway: reports/s into the journal against gmqtt's own floor, connections held, round trip."""
     from hearth.bench.gateway import main as gateway_main
 
     gateway_main(
-        devices=devices, reports=reports, connections=connections, roundtrip=roundtrip, duration_s=duration
+        devices=devices,
+        reports=reports,
+        connections=connections,
+        roundtrip=roundtrip,
+        duration_s=duration,
+        profile=profile,
     )
 
 

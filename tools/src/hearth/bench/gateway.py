@@ -27,118 +27,35 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
-import psutil
 from aiokafka import AIOKafkaConsumer
 
-from hearth.bench.gateway_figures import Arrivals, per_connection_kib, ratio
-from hearth.bench.mqtt_load import FloorSubscriber, raise_open_files_limit
+from hearth.bench.gateway_devices import hold_connections, register_devices, wait_credentials
+from hearth.bench.gateway_figures import Arrivals
+from hearth.bench.gateway_report import PUBLISHERS
+from hearth.bench.mqtt_load import (
+    FloorSubscriber,
+    LoadProcess,
+    Profiler,
+    own_cpu_seconds,
+    raise_open_files_limit,
+)
 from hearth.bench.stack import BenchStack, bench_stack, console, counting_progress, cpu_share
-from hearth_shared.credentials import hash_secret, new_credential_id, new_secret
-from hearth_shared.events import IssueCredentials, RegisterDevice, encode, new_id, utcnow
-from hearth_shared.kafka import make_producer, topic_partitions
+from hearth_shared.credentials import new_secret
+from hearth_shared.events import utcnow
+from hearth_shared.kafka import topic_partitions
 from hearth_shared.mqtt import GATEWAY_ACCOUNT
 
-HOME = "bench-gateway"
-PUBLISHERS = 8  # publisher connections (the broker lets each have a few unacknowledged messages)
 FLOOR_ROOT = "hearth/floor00"  # as long as "hearth/devices": the same bytes on the wire
 DEVICE_ROOT = "hearth/devices"
 RECEIVE_MAXIMUM = 20_000  # the gateway's default (DeviceGatewaySettings.receive_maximum)
 STALL_S = 30.0  # give up waiting when nothing more arrived for this long
 STATE_FACT = b'"type":"device.state_reported"'
 REPORT_REQUEST = b'"kind":"report_state"'
-
-
-class LoadProcess:
-    """One ``python -m hearth.bench.mqtt_load`` process: a JSON job in, lines out."""
-
-    def __init__(self, command: str, job: dict[str, Any]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hearth.bench.mqtt_load", command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(job) + "\n")
-        self.proc.stdin.flush()
-
-    async def line(self) -> str:
-        assert self.proc.stdout is not None
-        line = await asyncio.get_running_loop().run_in_executor(None, self.proc.stdout.readline)
-        if not line:
-            raise RuntimeError(f"the load process ended (exit {self.proc.wait()})")
-        return line.strip()
-
-    def say(self, word: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(word + "\n")
-        self.proc.stdin.flush()
-
-    def cpu_seconds(self) -> float:
-        with suppress(psutil.Error):
-            return float(sum(psutil.Process(self.proc.pid).cpu_times()[:2]))
-        return 0.0
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-async def _register(stack: BenchStack, thermostats: list[str], devices: list[tuple[str, str]]) -> None:
-    """Registration requests on the inbox (and credentials for ``devices``: (id, secret) pairs)."""
-    producer = make_producer(stack.settings.kafka_bootstrap_servers, "bench-gateway-register", linger_ms=20)
-    await producer.start()
-    now, inbox = utcnow(), stack.settings.topics.inbox
-    try:
-        for device_id in [*thermostats, *(d for d, _ in devices)]:
-            request = RegisterDevice(
-                request_id=new_id(),
-                device_id=device_id,
-                sent_at=now,
-                home_id=HOME,
-                device_type="thermostat",
-                name=device_id,
-            )
-            await producer.send(inbox, encode(request), key=device_id.encode())
-        for device_id, secret in devices:
-            issue = IssueCredentials(
-                request_id=new_id(),
-                device_id=device_id,
-                sent_at=now,
-                credential_id=new_credential_id(),
-                password_hash=hash_secret(secret),
-            )
-            await producer.send(inbox, encode(issue), key=device_id.encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
-async def _wait_credentials(stack: BenchStack, count: int, timeout_s: float = 300.0) -> None:
-    """Until the broker's password file holds ``count`` device credentials (plus the service accounts)."""
-    access_dir = stack.services.mqtt_access_dir
-    assert access_dir is not None
-    passwd = access_dir / "passwd"
-    deadline = time.monotonic() + timeout_s
-    with counting_progress() as progress:
-        task = progress.add_task("credentials in the broker's password file", total=count)
-        while True:
-            lines = sum(1 for line in passwd.read_text().splitlines() if line and not line.startswith("_"))
-            progress.update(task, completed=lines)
-            if lines >= count:
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{lines} of {count} credentials reached the broker in {timeout_s:g} s")
-            stack.check_running()
-            await asyncio.sleep(0.5)
 
 
 class TopicCounter:
@@ -242,9 +159,11 @@ async def _floor(stack: BenchStack, ids: list[str], reports: int) -> dict[str, A
     try:
         console.print(f"floor: {reports:,} reports published and subscribed with gmqtt, no gateway")
         job = _publish_job(stack, ids, reports, FLOOR_ROOT, "floor")
+        cpu_before = own_cpu_seconds()
         (published, _), _ = await asyncio.gather(
             _publish(job), _until("floor subscriber", [subscriber.arrivals], reports, None)
         )
+        subscriber_cpu = own_cpu_seconds() - cpu_before
     finally:
         await subscriber.stop()
     a = subscriber.arrivals
@@ -253,10 +172,13 @@ async def _floor(stack: BenchStack, ids: list[str], reports: int) -> dict[str, A
         "seconds": round(a.seconds, 3),
         "rate": round(a.rate),
         "publisher": published,
+        "subscriber_us_per_message": round(subscriber_cpu / max(1, a.count) * 1e6, 1),
     }
 
 
-async def _through_gateway(stack: BenchStack, ids: list[str], reports: int) -> dict[str, Any]:
+async def _through_gateway(
+    stack: BenchStack, ids: list[str], reports: int, profile: Path | None
+) -> dict[str, Any]:
     topics = stack.settings.topics
     inbox = TopicCounter(stack, topics.inbox, REPORT_REQUEST)
     journal = TopicCounter(stack, topics.journal, STATE_FACT)
@@ -264,58 +186,37 @@ async def _through_gateway(stack: BenchStack, ids: list[str], reports: int) -> d
     await journal.start()
     try:
         console.print(f"gateway: {reports:,} reports through one gateway process into the journal")
+        spy = Profiler(stack.pid("device-gateway"), profile) if profile else None
         cpu_before, began = stack.cpu_seconds(), time.monotonic()
         (published, publisher_cpu), _ = await asyncio.gather(
             _publish(_publish_job(stack, ids, reports, DEVICE_ROOT, "gateway")),
             _until("inbox, journal", [inbox.arrivals, journal.arrivals], reports, stack),
         )
         seconds = time.monotonic() - began
-        cpu = cpu_share(cpu_before, stack.cpu_seconds(), seconds)
+        cpu_after = stack.cpu_seconds()
+        cpu = cpu_share(cpu_before, cpu_after, seconds)
         cpu["publisher process"] = round(publisher_cpu / seconds * 100)
+        gateway_cpu = cpu_after["device-gateway"] - cpu_before["device-gateway"]
     finally:
         await inbox.stop()
         await journal.stop()
-    figures = {}
+    figures: dict[str, Any] = {}
     for name, a in (("inbox", inbox.arrivals), ("journal", journal.arrivals)):
         figures[name] = {"received": a.count, "seconds": round(a.seconds, 3), "rate": round(a.rate)}
-    return {**figures, "publisher": published, "cpu_percent_of_one_core": cpu}
-
-
-def _rss(stack: BenchStack, name: str) -> int:
-    return int(psutil.Process(stack.pid(name)).memory_info().rss)
-
-
-async def _hold(stack: BenchStack, devices: list[tuple[str, str]]) -> dict[str, Any]:
-    parts = ("device-gateway", "mosquitto")
-    before = {name: _rss(stack, name) for name in parts}
-    job = {"host": "127.0.0.1", "port": stack.services.mqtt_port, "devices": [list(d) for d in devices]}
-    holder = LoadProcess("hold", job)
-    try:
-        if (line := await holder.line()) != "ready":
-            raise RuntimeError(f"holder: {line}")
-        console.print(f"connections: {len(devices):,} devices connect, each with its own credentials")
-        holder.say("go")
-        while (line := await holder.line()).startswith("connected"):
-            console.print(f"[dim]{line}[/]")
-        held = json.loads(line)
-        await asyncio.sleep(3.0)  # the births through the gateway, the broker's buffers settled
-        after = {name: _rss(stack, name) for name in parts}
-        holder_rss = int(psutil.Process(holder.proc.pid).memory_info().rss)
-        holder.say("stop")
-        held |= json.loads(await holder.line())
-    finally:
-        holder.close()
-    count = max(1, held["held"])
+    if spy is not None:
+        figures["profile_top"] = spy.stop()
     return {
-        **held,
-        "rss_before_mb": {n: round(before[n] / 2**20, 1) for n in parts},
-        "rss_after_mb": {n: round(after[n] / 2**20, 1) for n in parts},
-        "kib_per_connection": {n: round(per_connection_kib(before[n], after[n], count), 2) for n in parts},
-        "holder_rss_mb": round(holder_rss / 2**20, 1),
+        **figures,
+        "publisher": published,
+        "cpu_percent_of_one_core": cpu,
+        "gateway_us_per_report": round(gateway_cpu / reports * 1e6, 1),
+        "gateway_reports_per_cpu_second": round(reports / gateway_cpu) if gateway_cpu > 0 else 0,
     }
 
 
-def run_gateway_bench(*, devices: int, reports: int, connections: int) -> dict[str, Any]:
+def run_gateway_bench(
+    *, devices: int, reports: int, connections: int, profile: Path | None = None
+) -> dict[str, Any]:
     open_files = raise_open_files_limit()
     thermostats = [f"gwbench-thermo-{i:05d}" for i in range(devices)]
     held = [(f"gwbench-conn-{i:05d}", new_secret()) for i in range(connections)]
@@ -323,107 +224,47 @@ def run_gateway_bench(*, devices: int, reports: int, connections: int) -> dict[s
 
         async def main() -> dict[str, Any]:
             console.print(f"registering {devices:,} thermostats and {connections:,} devices with credentials")
-            await _register(stack, thermostats, held)
-            await _wait_credentials(stack, connections)
+            await register_devices(stack, thermostats, held)
+            await wait_credentials(stack, connections)
             floor = await _floor(stack, thermostats, reports)
-            gateway = await _through_gateway(stack, thermostats, reports)
-            hold = await _hold(stack, held) if connections else {}
+            gateway = await _through_gateway(stack, thermostats, reports, profile)
+            hold = await hold_connections(stack, held) if connections else {}
             return {"floor": floor, "gateway": gateway, "connections": hold}
 
         figures = asyncio.run(main())
     return {"open_files_limit": open_files, **figures}
 
 
-def _result(
-    figures: dict[str, Any], *, devices: int, reports: int, roundtrip: dict[str, Any] | None
-) -> dict[str, Any]:
-    floor, gw, hold = figures["floor"], figures["gateway"], figures["connections"]
-    rows = [
-        {
-            "path": "floor: gmqtt publish -> gmqtt subscribe (QoS 1, same broker)",
-            "msg/s": floor["rate"],
-            "ratio": 1.0,
-        },
-        {
-            "path": "MQTT report -> gateway -> inbox record",
-            "msg/s": gw["inbox"]["rate"],
-            "ratio": ratio(gw["inbox"]["rate"], floor["rate"]),
-        },
-        {
-            "path": "MQTT report -> gateway -> actor -> journal fact",
-            "msg/s": gw["journal"]["rate"],
-            "ratio": ratio(gw["journal"]["rate"], floor["rate"]),
-        },
-    ]
-    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    notes = [
-        f"{reports:,} state reports of {devices:,} thermostats (seq 1, 2, 3 ... per device, each a change), "
-        f"published at QoS 1 by one process over {PUBLISHERS} gmqtt connections; one gateway process, one "
-        f"device-actor worker, Kafka and Mosquitto on the same 2 cores; load average (1/5/15 min) {load} "
-        "at the end, other engineers' work included. The floor: the same payloads through the same broker "
-        "to one gmqtt subscriber that only counts, with the gateway's receive maximum and "
-        f"acknowledgement. Counted: floor {floor['received']:,}, inbox {gw['inbox']['received']:,}, facts "
-        f"{gw['journal']['received']:,} of {reports:,}. CPU while the reports ran, in % of one core: "
-        + ", ".join(f"{k} {v}" for k, v in gw["cpu_percent_of_one_core"].items())
-        + "."
-    ]
-    target = gw["inbox"]["rate"] >= 20_000 and gw["inbox"]["rate"] >= 0.5 * floor["rate"]
-    notes.append(
-        "Target (>= 20,000 reports/s per gateway process and >= 0.5 of the floor): "
-        + ("met." if target else "not met here.")
-    )
-    if hold:
-        kib = hold["kib_per_connection"]
-        notes.append(
-            f"Connections: {hold['held']:,} devices held at once, each with its own credential "
-            f"({hold['failed']:,} failed; connecting took {hold['seconds']:.1f} s; open-files limit "
-            f"{figures['open_files_limit']:,}, raised to the hard limit with setrlimit). Resident memory "
-            f"per connection: broker {kib['mosquitto']:.1f} KiB, gateway {kib['device-gateway']:.2f} KiB "
-            f"(the gateway holds one MQTT connection whatever the devices; RSS before/after: "
-            f"{hold['rss_before_mb']}, {hold['rss_after_mb']} MB)."
-        )
-    if roundtrip:
-        s = next((s for s in roundtrip["steps"] if s["rate_per_s"] == 200), roundtrip["steps"][-1])
-        c = s["command_ms"]
-        notes.append(
-            f"Command round trip over MQTT (`hearth bench roundtrip`, simulator over Mosquitto and a "
-            f"gateway) at {s['rate_per_s']:g}/s: p50 {c.get('p50')} ms, p99 {c.get('p99')} ms, "
-            f"{s['converged_share']:.1%} converged; target p99 < 100 ms "
-            + ("met." if c.get("p99", 1e9) < 100 else "not met.")
-        )
-        rows.append(
-            {
-                "path": f"command round trip at {s['rate_per_s']:g}/s, p99 ms",
-                "msg/s": c.get("p99"),
-                "ratio": "",
-            }
-        )
-    return {
-        "title": "Device gateway (issue #10)",
-        "devices": devices,
-        "reports": reports,
-        **figures,
-        "roundtrip": roundtrip,
-        "rows": rows,
-        "notes": " ".join(notes),
-    }
-
-
 def main(
-    *, devices: int, reports: int, connections: int, roundtrip: bool, duration_s: float
+    *,
+    devices: int,
+    reports: int,
+    connections: int,
+    roundtrip: bool,
+    duration_s: float,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
+    from hearth.bench.gateway_report import gateway_result
     from hearth.bench.results import write_result
     from hearth.bench.roundtrip import run_roundtrip_bench
 
-    figures = run_gateway_bench(devices=devices, reports=reports, connections=connections)
+    figures = run_gateway_bench(devices=devices, reports=reports, connections=connections, profile=profile)
     trip = None
     if roundtrip:
         trip = run_roundtrip_bench(
             devices=500, rates=[200.0], duration_s=duration_s, floor_s=5.0, telemetry_rate=0.1
         )
-    result = _result(figures, devices=devices, reports=reports, roundtrip=trip)
+    result = gateway_result(figures, devices=devices, reports=reports, roundtrip=trip)
     path = write_result("gateway", result)
     for row in result["rows"]:
         console.print(row)
+    for kind, frames in figures["gateway"].get("profile_top", {}).items():
+        console.print(f"gateway profile, by {kind} time:")
+        for frame, share in frames:
+            console.print(f"  {share:6.1%}  {frame}")
+    for kind, frames in figures["gateway"].get("profile_top", {}).items():
+        console.print(f"gateway profile, by {kind} time:")
+        for frame, share in frames:
+            console.print(f"  {share:6.1%}  {frame}")
     console.print(f"written to {path}")
     return result

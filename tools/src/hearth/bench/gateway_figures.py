@@ -6,12 +6,14 @@
   interval measured).
 * ``per_connection_kib``: memory per connection from resident sizes before and after ``connections``
   were opened.
+* ``top_frames``: the busiest functions of a py-spy profile (collapsed stacks).
 * ``report_payloads``: the state reports the bench's devices publish: per device seq 1, 2, 3 ... and a
   reading that changes with every report (so every report is a state change, and so a fact).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -72,6 +74,30 @@ def report_payloads(devices: int, reports: int, *, at: str) -> Iterator[tuple[in
         reading = 18.0 + (seq % 50) * 0.1  # never the same twice in a row
         payload = _Report(seq=seq, at=at, state={"ambient_c": round(reading, 1), "humidity_pct": 40.0})
         yield device, _encode(payload)
+
+
+def top_frames(collapsed: str, n: int = 15) -> dict[str, list[tuple[str, float]]]:
+    """The busiest functions of a profile in collapsed-stack form (``frame;frame;... count`` lines, as
+    py-spy's ``--format raw`` writes): by self time (the innermost frame) and by total time (on the stack
+    at all), each as (frame, share of all samples), ``n`` of each, busiest first."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        samples += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            total[frame] += int(count)
+    if not samples:
+        return {"self": [], "total": []}
+    return {
+        "self": [(f, round(c / samples, 3)) for f, c in own.most_common(n)],
+        "total": [(f, round(c / samples, 3)) for f, c in total.most_common(n)],
+    }
 
 
 def ratio(rate: float, floor: float) -> float:

@@ -21,14 +21,20 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
+import shutil
+import signal
+import subprocess
 import sys
 import time
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
+import psutil
 from gmqtt import Client
 from gmqtt.mqtt.constants import MQTTv50
 
-from hearth.bench.gateway_figures import Arrivals, report_payloads
+from hearth.bench.gateway_figures import Arrivals, report_payloads, top_frames
 from hearth_shared.mqtt import availability_topic, commands_topic
 from hearth_shared.mqtt_link import MqttLink
 
@@ -139,6 +145,77 @@ class FloorSubscriber:
 
     async def stop(self) -> None:
         await self.link.disconnect()
+
+
+class LoadProcess:
+    """One ``python -m hearth.bench.mqtt_load`` process: a JSON job in, lines out."""
+
+    def __init__(self, command: str, job: dict[str, Any]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hearth.bench.mqtt_load", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+
+    async def line(self) -> str:
+        assert self.proc.stdout is not None
+        line = await asyncio.get_running_loop().run_in_executor(None, self.proc.stdout.readline)
+        if not line:
+            raise RuntimeError(f"the load process ended (exit {self.proc.wait()})")
+        return line.strip()
+
+    def say(self, word: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(word + "\n")
+        self.proc.stdin.flush()
+
+    def cpu_seconds(self) -> float:
+        with suppress(psutil.Error):
+            return float(sum(psutil.Process(self.proc.pid).cpu_times()[:2]))
+        return 0.0
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) this process used so far."""
+    return float(sum(psutil.Process().cpu_times()[:2]))
+
+
+class Profiler:
+    """``py-spy record`` of a process into ``path`` (collapsed stacks) while it runs, if py-spy is
+    installed (it is no dependency of the project: ``pip install py-spy``); ``stop`` ends it and returns
+    the busiest functions (``gateway_figures.top_frames``)."""
+
+    def __init__(self, pid: int, path: Path) -> None:
+        self.path = path
+        self.proc: subprocess.Popen[bytes] | None = None
+        spy = shutil.which("py-spy")
+        if spy is None:
+            print("py-spy is not installed: no profile", file=sys.stderr)
+            return
+        argv = [spy, "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--output", str(path)]
+        self.proc = subprocess.Popen([*argv, "--nonblocking"], stdout=subprocess.DEVNULL)
+
+    def stop(self) -> dict[str, list[tuple[str, float]]]:
+        if self.proc is None:
+            return {}
+        self.proc.send_signal(signal.SIGINT)
+        with suppress(subprocess.TimeoutExpired):
+            self.proc.wait(30)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self.path.exists():
+            return {}
+        return top_frames(self.path.read_text())
 
 
 def main() -> None:

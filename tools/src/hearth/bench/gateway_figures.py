@@ -13,11 +13,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
+
+_LINE = re.compile(r":\d+\)$")
 
 
 @dataclass
@@ -79,7 +82,8 @@ def report_payloads(devices: int, reports: int, *, at: str) -> Iterator[tuple[in
 def top_frames(collapsed: str, n: int = 15) -> dict[str, list[tuple[str, float]]]:
     """The busiest functions of a profile in collapsed-stack form (``frame;frame;... count`` lines, as
     py-spy's ``--format raw`` writes): by self time (the innermost frame) and by total time (on the stack
-    at all), each as (frame, share of all samples), ``n`` of each, busiest first."""
+    at all), each as (function, share of all samples), ``n`` of each, busiest first. A frame's line
+    number is dropped (``f (file.py:12)`` -> ``f (file.py)``): a function's lines count together."""
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
@@ -87,7 +91,7 @@ def top_frames(collapsed: str, n: int = 15) -> dict[str, list[tuple[str, float]]
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        frames = stack.split(";")
+        frames = [_LINE.sub(")", frame) for frame in stack.split(";")]
         samples += int(count)
         own[frames[-1]] += int(count)
         for frame in set(frames):

@@ -225,7 +225,7 @@ def run_gateway_bench(
         async def main() -> dict[str, Any]:
             console.print(f"registering {devices:,} thermostats and {connections:,} devices with credentials")
             await register_devices(stack, thermostats, held)
-            await wait_credentials(stack, connections)
+            await wait_credentials(stack, held)
             # Connections first: the broker's memory is then not what the reports' queues left behind.
             hold = await hold_connections(stack, held) if connections else {}
             floor = await _floor(stack, thermostats, reports)

@@ -19,6 +19,7 @@ import psutil
 from hearth.bench.gateway_figures import per_connection_kib
 from hearth.bench.mqtt_load import LoadProcess
 from hearth.bench.stack import BenchStack, console, counting_progress
+from hearth.stack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_shared.credentials import hash_secret, new_credential_id
 from hearth_shared.events import IssueCredentials, RegisterDevice, encode, new_id, utcnow
 from hearth_shared.kafka import make_producer
@@ -56,8 +57,12 @@ async def register_devices(stack: BenchStack, thermostats: list[str], devices: l
         await producer.stop()
 
 
-async def wait_credentials(stack: BenchStack, count: int, timeout_s: float = 300.0) -> None:
-    """Until the broker's password file holds ``count`` device credentials (plus the service accounts)."""
+async def wait_credentials(
+    stack: BenchStack, devices: list[tuple[str, str]], timeout_s: float = 300.0
+) -> None:
+    """Until the broker's password file holds every one of ``devices``' credentials and the broker has
+    read it (it accepts the last device's CONNECT: the file is written before the reload)."""
+    count = len(devices)
     access_dir = stack.services.mqtt_access_dir
     assert access_dir is not None
     passwd = access_dir / "passwd"
@@ -67,12 +72,17 @@ async def wait_credentials(stack: BenchStack, count: int, timeout_s: float = 300
         while True:
             lines = sum(1 for line in passwd.read_text().splitlines() if line and not line.startswith("_"))
             progress.update(task, completed=lines)
-            if lines >= count:
+            if lines >= count and (not devices or _accepted(stack, *devices[-1])):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{lines} of {count} credentials reached the broker in {timeout_s:g} s")
             stack.check_running()
             await asyncio.sleep(0.5)
+
+
+def _accepted(stack: BenchStack, device_id: str, secret: str) -> bool:
+    account = MqttAccount(device_id, secret)
+    return mqtt_connect_code("127.0.0.1", stack.services.mqtt_port, account) == 0
 
 
 def _rss(stack: BenchStack, name: str) -> int:

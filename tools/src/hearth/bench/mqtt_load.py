@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import resource
 import shutil
 import signal
@@ -31,12 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from gmqtt import Client
+from gmqtt import Client, Message
 from gmqtt.mqtt.constants import MQTTv50
 
 from hearth.bench.gateway_figures import Arrivals, report_payloads, top_frames
 from hearth_shared.mqtt import availability_topic, commands_topic
 from hearth_shared.mqtt_link import MqttLink
+
+ATTEMPTS = 3  # connection attempts per held device
 
 
 def raise_open_files_limit() -> int:
@@ -81,6 +84,7 @@ async def _publish(job: dict[str, Any]) -> dict[str, Any]:
 
 async def _hold(job: dict[str, Any]) -> None:
     raise_open_files_limit()
+    logging.getLogger("gmqtt").setLevel(logging.CRITICAL)  # refusals are counted here instead
     devices: list[list[str]] = job["devices"]  # [device id, password]
     clients: list[Client] = []
     failed: list[str] = []
@@ -88,17 +92,23 @@ async def _hold(job: dict[str, Any]) -> None:
 
     async def connect(device_id: str, password: str) -> None:
         async with gate:
-            client = Client(device_id, clean_session=True, session_expiry_interval=0)
-            client.set_auth_credentials(device_id, password)
-            client.set_config({"reconnect_retries": 0})
-            try:
-                await client.connect(job["host"], int(job["port"]), keepalive=60, version=MQTTv50)
+            for attempt in range(ATTEMPTS):  # a refused device tries again, as the SDK's backoff does
+                will = Message(availability_topic(device_id), b"offline", qos=1, retain=True)
+                client = Client(device_id, clean_session=True, session_expiry_interval=0, will_message=will)
+                client.set_auth_credentials(device_id, password)
+                client.set_config({"reconnect_retries": 0})
+                try:
+                    await client.connect(job["host"], int(job["port"]), keepalive=60, version=MQTTv50)
+                except Exception as error:  # counted and reported, not raised
+                    if attempt == ATTEMPTS - 1:
+                        failed.append(f"{device_id}: {type(error).__name__}: {error}")
+                        return
+                    await asyncio.sleep(1.0)
+                    continue
                 client.subscribe(commands_topic(device_id), qos=1)
                 client.publish(availability_topic(device_id), b"online", qos=1, retain=True)
-            except Exception as error:  # counted and reported, not raised
-                failed.append(f"{device_id}: {type(error).__name__}: {error}")
-                return
-            clients.append(client)
+                clients.append(client)
+                break
             if len(clients) % 500 == 0:
                 print(f"connected {len(clients)}", flush=True)
 

@@ -77,7 +77,9 @@ def gateway_result(
             f"(the gateway holds one MQTT connection whatever the devices; RSS before/after: "
             f"{hold['rss_before_mb']}, {hold['rss_after_mb']} MB)."
         )
-    if roundtrip:
+    if roundtrip and "error" in roundtrip:
+        notes.append(f"Command round trip over MQTT: not measured in this run ({roundtrip['error']}).")
+    elif roundtrip:
         s = next((s for s in roundtrip["steps"] if s["rate_per_s"] == 200), roundtrip["steps"][-1])
         c = s["command_ms"]
         notes.append(

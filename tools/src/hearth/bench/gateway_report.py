@@ -62,10 +62,14 @@ def gateway_result(
         f"would carry about {gw['gateway_reports_per_cpu_second']:,} reports/s (the floor's subscriber: "
         f"{floor['subscriber_us_per_message']:.0f} µs per message)."
     ]
-    target = gw["inbox"]["rate"] >= 20_000 and gw["inbox"]["rate"] >= 0.5 * floor["rate"]
+    rate, share = gw["inbox"]["rate"], ratio(gw["inbox"]["rate"], floor["rate"])
+    per_core = gw["gateway_reports_per_cpu_second"]
     notes.append(
-        "Target (>= 20,000 reports/s per gateway process and >= 0.5 of the floor): "
-        + ("met." if target else "not met here.")
+        f"Targets: >= 0.5 of the floor {'met' if share >= 0.5 else 'NOT met'} ({share:.2f}); >= 20,000 "
+        f"reports/s per gateway process {'met' if rate >= 20_000 else 'NOT met'} ({rate:,}/s measured, "
+        f"the gateway got {gw['cpu_percent_of_one_core'].get('device-gateway', 0)} % of a core; at its "
+        f"CPU cost a whole core would give about {per_core:,}/s"
+        + (", still short of 20,000)." if per_core < 20_000 else ").")
     )
     if hold:
         kib = hold["kib_per_connection"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -233,7 +234,8 @@ def run_gateway_bench(
             return {"floor": floor, "gateway": gateway, "connections": hold}
 
         figures = asyncio.run(main())
-    return {"open_files_limit": open_files, **figures}
+    # The load while it ran (1, 5, 15 min), other people's work included.
+    return {"open_files_limit": open_files, "load_average": list(os.getloadavg()), **figures}
 
 
 def main(

@@ -48,7 +48,7 @@ def gateway_result(
             "CPU µs/msg (subscriber, gateway)": "",
         },
     ]
-    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = " / ".join(f"{x:.1f}" for x in figures.get("load_average") or os.getloadavg())
     notes = [
         f"{reports:,} state reports of {devices:,} thermostats (seq 1, 2, 3 ... per device, each a change), "
         f"published at QoS 1 by one process over {PUBLISHERS} gmqtt connections; one gateway process, one "
@@ -82,7 +82,8 @@ def gateway_result(
             f"{hold['rss_before_mb']}, {hold['rss_after_mb']} MB)."
         )
     if roundtrip and "error" in roundtrip:
-        notes.append(f"Command round trip over MQTT: not measured in this run ({roundtrip['error']}).")
+        error = roundtrip["error"].splitlines()[0]
+        notes.append(f"Command round trip over MQTT: not measured in this run ({error}).")
     elif roundtrip:
         s = next((s for s in roundtrip["steps"] if s["rate_per_s"] == 200), roundtrip["steps"][-1])
         c = s["command_ms"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +103,7 @@ async def journal_facts(
         await consumer.stop()
 
 
-async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict:
+async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict[str, Any]:
     body = {  # no device_id: a home token does not choose it (the server names it)
         "home_id": home_id,
         "type": "lock",
@@ -112,10 +112,11 @@ async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = Fa
     }
     response = await api.post("/v1/devices", json=body)
     assert response.status_code == 201, response.text
-    return response.json()
+    registered: dict[str, Any] = response.json()
+    return registered
 
 
-def account(credentials: dict) -> MqttAccount:
+def account(credentials: Mapping[str, str]) -> MqttAccount:
     return MqttAccount(credentials["username"], credentials["password"])
 
 

@@ -174,13 +174,13 @@ def bench_stack(
                 start(redis.process(), 30)
                 settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
             asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-            mqtt: dict[str, Any] = {}
+            mqtt_env: dict[str, Any] = {}  # not `mqtt`: that is the flag asking for it
             if mqtt or "simulator" in services:
                 mosquitto = MosquittoBroker(
                     data_dir=work / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=work
                 )
                 start(mosquitto.process(), 30)
-                mqtt = {
+                mqtt_env = {
                     "mqtt_port": mosquitto.port,
                     "mqtt_password": mosquitto.admin.password,
                     "mqtt_access_dir": mosquitto.access_dir,
@@ -197,7 +197,7 @@ def bench_stack(
                 command_api_port=free_port(),
                 query_api_port=free_port(),
                 extra_env=dict(env or {}),
-                **mqtt,
+                **mqtt_env,
             )
             for service in services:
                 start(*runner.part(service))
@@ -386,14 +386,14 @@ async def paced(rate: float, duration_s: float, send: Callable[[int, float], Awa
     the latest start was, in seconds."""
     loop = asyncio.get_running_loop()
     start = loop.time()
-    tasks = []
+    tasks: list[asyncio.Future[None]] = []
     late = 0.0
     for i in range(round(rate * duration_s)):
         due = start + i / rate
         if (wait := due - loop.time()) > 0:
             await asyncio.sleep(wait)
         late = max(late, loop.time() - due)
-        tasks.append(asyncio.create_task(send(i, due)))
+        tasks.append(asyncio.ensure_future(send(i, due)))  # a task for a coroutine
     await asyncio.gather(*tasks)
     return late
 

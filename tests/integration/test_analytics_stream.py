@@ -103,7 +103,7 @@ def iso(t: pd.Timestamp) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def expected_rollups(
+def expected_rollups(  # noqa: C901  (the oracle, written straight from the spec: one pass per figure)
     readings: pd.DataFrame, watermarks: dict[int, pd.Timestamp]
 ) -> dict[str, dict[str, Any]]:
     """The rollups the job should publish, recomputed with pandas from the same readings.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -39,8 +38,8 @@ def java_processes_of(broker: KafkaBroker) -> list[psutil.Process]:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    yield KafkaBroker(
+def broker(tmp_path: Path) -> KafkaBroker:
+    return KafkaBroker(
         data_dir=tmp_path / "kafka", log_dir=tmp_path / "logs", port=free_port(), controller_port=free_port()
     )
 

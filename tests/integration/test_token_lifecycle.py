@@ -20,6 +20,7 @@ import websockets
 
 from hearth_shared.auth import create_token, issue, token_id
 from tests.conftest import SECRET, Platform
+from tests.live_feed import close_code
 
 pytestmark = pytest.mark.integration
 
@@ -57,16 +58,6 @@ async def subscribed(platform: Platform, token: str, home: str) -> websockets.Cl
     return ws
 
 
-async def closed_with(ws: websockets.ClientConnection, timeout_s: float) -> tuple[int | None, str]:
-    """The close code and reason the server sends within ``timeout_s``."""
-    with pytest.raises(websockets.ConnectionClosed) as closed:
-        async with asyncio.timeout(timeout_s):
-            while True:
-                await ws.recv()
-    frame = closed.value.rcvd
-    return (frame.code, frame.reason) if frame else (None, "")
-
-
 async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_websocket_4401(
     platform: Platform, admin_api: httpx.AsyncClient, home: str
 ) -> None:
@@ -78,10 +69,10 @@ async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_webso
         revoked = await admin_api.delete(f"/v1/tokens/{token_id(token)}")
         assert revoked.status_code == 200, revoked.text
         assert revoked.json()["token_id"] == token_id(token)
-        closed = await closed_with(ws, WITHIN_S)
+        _, code, reason = await close_code(ws, WITHIN_S)
     finally:
         await ws.close()
-    assert closed == (4401, "token revoked")
+    assert (code, reason) == (4401, "token revoked")
     assert await eventually(lambda: _both_refuse(platform, token, home)) < WITHIN_S
     await asyncio.sleep(2)  # one process refusing does not mean the other has read the revocation yet
     for _ in range(10):  # new connections each time: every query-API process (2) follows the revocations
@@ -125,10 +116,10 @@ async def test_an_expired_token_gets_401_and_its_websocket_4401(platform: Platfo
     ending = create_token(SECRET, home_id=home, expires_in=timedelta(seconds=3))
     ws = await subscribed(platform, ending, home)
     try:
-        closed = await closed_with(ws, 3 + WITHIN_S)
+        _, code, reason = await close_code(ws, 3 + WITHIN_S)
     finally:
         await ws.close()
-    assert closed == (4401, "token expired")
+    assert (code, reason) == (4401, "token expired")
     assert await statuses(platform, ending, home) == (401, 401)
 
 

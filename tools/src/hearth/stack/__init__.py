@@ -1,1 +1,1 @@
-"""The local stack: embedded Kafka, PostgreSQL, Redis and Mosquitto, and the services, as supervised processes."""
+"""The local stack: embedded Kafka, PostgreSQL, Redis, Mosquitto and the services, supervised."""

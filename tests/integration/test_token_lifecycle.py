@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import websockets
 from hearth_shared.auth import create_token, issue, token_id
 from tests.conftest import SECRET, Platform
 from tests.live_feed import close_code
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -39,15 +39,6 @@ async def statuses(platform: Platform, token: str, home: str) -> tuple[int, int]
         )
         query = await client.get(f"{platform.query_api}/v1/devices", params={"home_id": home})
     return command.status_code, query.status_code
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = WITHIN_S) -> float:
-    """Seconds until ``check()`` is true (fails after ``within_s``)."""
-    start = time.monotonic()
-    while not await check():
-        assert time.monotonic() - start < within_s, f"not within {within_s} s"
-        await asyncio.sleep(0.1)
-    return time.monotonic() - start
 
 
 async def subscribed(platform: Platform, token: str, home: str) -> websockets.ClientConnection:
@@ -73,7 +64,7 @@ async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_webso
     finally:
         await ws.close()
     assert (code, reason) == (4401, "token revoked")
-    assert await eventually(lambda: _both_refuse(platform, token, home)) < WITHIN_S
+    await eventually(lambda: _both_refuse(platform, token, home), "401 from both APIs", timeout_s=WITHIN_S)
     await asyncio.sleep(2)  # one process refusing does not mean the other has read the revocation yet
     for _ in range(10):  # new connections each time: every query-API process (2) follows the revocations
         assert await _both_refuse(platform, token, home)
@@ -102,7 +93,7 @@ async def test_hearth_token_revoke_on_the_command_line(platform: Platform, home:
     )
     assert done.returncode == 0, done.stderr
     assert f"revoked token {token_id(token)}" in done.stderr
-    await eventually(lambda: _both_refuse(platform, token, home))
+    await eventually(lambda: _both_refuse(platform, token, home), "401 from both APIs", timeout_s=WITHIN_S)
 
 
 async def test_an_expired_token_gets_401_and_its_websocket_4401(platform: Platform, home: str) -> None:
@@ -154,7 +145,11 @@ async def test_a_page_link_buys_one_page_session_that_renews_and_ends_with_the_l
 
         assert (await admin_api.delete(f"/v1/tokens/{claims.jti}")).status_code == 200
         for token in (page, renewed.json()["token"]):  # the link's session ends, with every renewal
-            await eventually(lambda token=token: _both_refuse(platform, token, home))
+            await eventually(
+                lambda token=token: _both_refuse(platform, token, home),
+                "401 from both APIs",
+                timeout_s=WITHIN_S,
+            )
         assert (await client.post("/v1/session", headers=bearer(page))).status_code == 401
 
 

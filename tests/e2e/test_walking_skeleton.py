@@ -87,5 +87,7 @@ async def test_no_token_is_401_and_another_home_is_404(platform: Platform) -> No
         platform.client(platform.query_api, home) as mine,
         platform.client(platform.query_api, other) as q,
     ):
-        await poll_until(lambda: mine.get(f"/v1/devices/{device_id}"), found, "the device in its home", timeout_s=30)
+        await poll_until(
+            lambda: mine.get(f"/v1/devices/{device_id}"), found, "the device in its home", timeout_s=30
+        )
         assert (await q.get(f"/v1/devices/{device_id}")).status_code == 404

@@ -26,6 +26,14 @@ from hearth_shared.events import (
 
 Check = Callable[[], bool] | Callable[[], Awaitable[bool]]
 T = TypeVar("T")
+P = TypeVar("P")
+
+
+def payload_of(fact: object, kind: type[P]) -> P:
+    """The payload of a fact (or a decided change), checked to be a ``kind``."""
+    found = getattr(fact, "payload", None)
+    assert isinstance(found, kind), f"{fact!r} carries no {kind.__name__}"
+    return found
 
 
 async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_s: float = 0.05) -> float:

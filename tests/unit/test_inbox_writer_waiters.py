@@ -51,7 +51,7 @@ async def _until(condition: Any) -> None:
 
 
 def _writer(producer: _Producer, batch_size: int = 3) -> InboxWriter:
-    return InboxWriter(producer, "inbox", batch_size=batch_size, linger_s=10.0)  # type: ignore[arg-type]
+    return InboxWriter(producer, "inbox", batch_size=batch_size, linger_s=10.0)
 
 
 async def test_puts_return_only_when_their_batch_is_in_kafka() -> None:

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -136,7 +137,7 @@ def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
         actions=(Action(notify=NotifyAction(message="hot")),),
     )  # fmt: skip
     at = [T0 + timedelta(minutes=i) for i in range(6)]
-    facts = [
+    facts: list[tuple[str, str, datetime, dict[str, Any] | None]] = [
         ("device.state_reported", "l1", at[0], {"door": "closed"}),
         ("device.state_reported", "t1", at[1], {"ambient_c": 26}),  # edge, door closed: fires
         ("device.state_reported", "t1", at[2], {"ambient_c": 27}),  # still above: no edge

@@ -35,8 +35,8 @@ def entry(at: str, target: float, days: tuple[str, ...] = DAYS) -> ProgramEntry:
     )
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def fired_between(

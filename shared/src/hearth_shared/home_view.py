@@ -82,6 +82,9 @@ class HomesView:
             while len(kept) > DELIVERIES_KEPT:
                 kept.popitem(last=False)
             return None
+        return self._apply_schedule(fact)
+
+    def _apply_schedule(self, fact: HomeFact) -> DeviceSchedule | None:
         if fact.device_id is None:
             return None
         state = self.schedules.get(fact.device_id)

@@ -28,7 +28,6 @@ from hearth_shared.home_facts import (
     NotificationsPayload,
     SwitchPayload,
 )
-from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import error_responses, unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN
 
@@ -170,7 +169,7 @@ async def create_automation(
     fact = AutomationCreated(
         fact_id=automation_id, home_id=body.home_id, occurred_at=now, recorded_at=now, payload=automation
     )
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"automation_id": str(automation_id), **msgspec.to_builtins(automation)}
 
 
@@ -201,7 +200,7 @@ async def switch_automation(
         fact_id=new_id(), home_id=body.home_id, occurred_at=now, recorded_at=now,
         payload=SwitchPayload(automation_id=automation_id, enabled=body.enabled),
     )  # fmt: skip
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"automation_id": str(automation_id), "enabled": body.enabled}
 
 
@@ -220,5 +219,5 @@ async def put_notifications(
         fact_id=new_id(), home_id=home_id, occurred_at=now, recorded_at=now,
         payload=NotificationsPayload(webhook_url=str(body.webhook_url), secret=body.secret),
     )  # fmt: skip
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"home_id": home_id, "webhook_url": str(body.webhook_url)}

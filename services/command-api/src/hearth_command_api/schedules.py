@@ -27,7 +27,6 @@ from hearth_shared.home_facts import (
     ScheduleSet,
     TimezonePayload,
 )
-from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http import not_found
 from hearth_shared.http_errors import error_responses, unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN, find_unstorable
@@ -98,7 +97,7 @@ async def put_home(
         fact_id=new_id(), home_id=home_id, occurred_at=now, recorded_at=now,
         payload=TimezonePayload(timezone=body.timezone),
     )  # fmt: skip
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"home_id": home_id, "timezone": body.timezone}
 
 
@@ -138,7 +137,7 @@ async def put_schedule(
         fact_id=new_id(), home_id=device.home_id, device_id=device_id, occurred_at=now, recorded_at=now,
         payload=ProgramPayload(program=tuple(program), device_type=device.device_type),
     )  # fmt: skip
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"device_id": device_id, "home_id": device.home_id, "program": [_entry_json(e) for e in program]}
 
 
@@ -159,7 +158,7 @@ async def resume_schedule(
     fact = ScheduleResumed(
         fact_id=resume_id, home_id=device.home_id, device_id=device_id, occurred_at=now, recorded_at=now
     )
-    await append_home_fact(journal.producer, journal.topics, fact)
+    await journal.append_home(fact)
     return {"device_id": device_id, "resume_id": str(resume_id)}
 
 

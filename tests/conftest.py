@@ -27,6 +27,7 @@ from hearth.stack.redis import RedisServer
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
+from tests.mosquitto_clients import broker_on_free_ports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,9 +83,7 @@ def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def mosquitto(servers_dir: Path) -> Iterator[MosquittoBroker]:
     """The MQTT broker (Debian's mosquitto) on free ports; ``mosquitto.admin`` is Hearth's own account."""
-    broker = MosquittoBroker(
-        data_dir=servers_dir / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=servers_dir
-    )
+    broker = broker_on_free_ports(servers_dir / "mosquitto", servers_dir)
     part = _started(broker.process(), 30)
     yield broker
     part.stop()
@@ -161,6 +160,7 @@ def platform(
         command_api_port=free_port(),
         query_api_port=free_port(),
         mqtt_port=mosquitto.port,
+        mqtt_platform_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
         mqtt_access_dir=mosquitto.access_dir,
         mqtt_pid_file=mosquitto.pid_file,

@@ -42,6 +42,12 @@ OFFLINE: Final = b"offline"
 GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
 SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
 
+# The broker's default ports: devices (plain, TLS) and the platform's own components (service accounts
+# only; see hearth.stack.mosquitto for why they have a listener of their own).
+DEVICE_PORT: Final = 1883
+DEVICE_TLS_PORT: Final = 8883
+PLATFORM_PORT: Final = 1884
+
 MAX_PAYLOAD_BYTES: Final = 16 * 1024  # a state report is a few hundred bytes; this leaves room
 MAX_STATE_KEYS: Final = 64
 MAX_REASON_CHARS: Final = 200

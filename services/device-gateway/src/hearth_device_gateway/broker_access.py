@@ -29,10 +29,10 @@ The costs: the follower must share the broker's filesystem and be able to signal
 compose the same volume and ``pid: service:mosquitto``); a reload re-reads the files and re-checks every
 connected client (PBKDF2 each), so changes are batched, one reload per poll of the journal; Mosquitto
 2.0's ACL file grants a SUBSCRIBE to another device's topic but never delivers a message on it (read
-access is checked per message), where dynsec would refuse the SUBACK. Not solved yet: a device may
-connect with another device's client id and so knock it off (session takeover); forcing client id =
-username (``use_username_as_clientid``) needs a listener of its own for the gateway processes, which
-share one username.
+access is checked per message), where dynsec would refuse the SUBACK. Session takeover (a device
+connecting with another device's client id) is closed by the broker's listeners, not here: the device
+listeners force client id = username, and the platform's accounts have a listener of their own
+(``hearth.stack.mosquitto``).
 """
 
 from __future__ import annotations
@@ -147,9 +147,8 @@ class BrokerAccessFollower:
     def _apply_files(self, *, force: bool = False) -> None:
         """Render both files; write those whose text changed and reload the broker if any did."""
         access_dir = self.settings.access_dir
-        services_passwd = (access_dir / "services.passwd").read_text()
         services_acl = (access_dir / "services.acl").read_text()
-        written = _replace_if_changed(access_dir / "passwd", self.access.password_file(services_passwd))
+        written = _replace_if_changed(access_dir / "passwd", self.access.password_file())
         written |= _replace_if_changed(access_dir / "acl", self.access.acl_file(services_acl))
         if written or force:
             self.reload()

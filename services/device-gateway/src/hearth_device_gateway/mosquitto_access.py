@@ -2,9 +2,10 @@
 
 ``MosquittoAccess`` applies ``device.registered`` (is the device simulated?) and
 ``device.credentials_issued`` / ``device.credentials_revoked`` (its hash in force) and renders the two
-files the broker reads (``hearth.stack.mosquitto``): the password file (``username:$7$...`` lines) and
-the ACL file. Rendering is deterministic (sorted), so the same journal always gives the same files and the
-broker's whole access state can be rebuilt from the journal alone.
+files the broker reads (``hearth.stack.mosquitto``): the device listeners' password file
+(``username:$7$...`` lines, devices only) and the ACL file. Rendering is deterministic (sorted), so
+the same journal always gives the same files and the broker's whole access state can be rebuilt from
+the journal alone.
 
 The ACL gives:
 
@@ -70,11 +71,10 @@ class MosquittoAccess:
             return True
         return False
 
-    def password_file(self, services: str) -> str:
-        """The broker's password file: the service accounts' lines, then one line per device credential."""
-        lines = [line for line in services.splitlines() if line.strip()]
-        lines += [f"{device_id}:{self.hashes[device_id]}" for device_id in sorted(self.hashes)]
-        return "\n".join(lines) + "\n"
+    def password_file(self) -> str:
+        """The device listeners' password file: one line per device credential in force, and nothing else
+        (the service accounts are in ``services.passwd``, which only the platform listener reads)."""
+        return "".join(f"{device_id}:{self.hashes[device_id]}\n" for device_id in sorted(self.hashes))
 
     def acl_file(self, services: str) -> str:
         """The broker's ACL file: service accounts, the simulator hub's devices, the device patterns."""

@@ -15,6 +15,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 
@@ -22,7 +23,7 @@ class DeviceGatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HEARTH_DEVICE_GATEWAY_", extra="ignore")
 
     mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = Field(1883, gt=0, lt=65536)
+    mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
     mqtt_username: str = Field("_hearth_gateway", description="The broker account of Hearth's own components")
     mqtt_password: str = ""
     mqtt_keepalive_s: int = Field(10, gt=0)

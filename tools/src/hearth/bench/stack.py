@@ -69,7 +69,7 @@ class BenchStack:
         password = self.services.mqtt_simulator_password
         if not password:
             raise RuntimeError("this bench stack runs no MQTT broker: bench_stack(..., mqtt=True)")
-        return MqttEndpoint("127.0.0.1", self.services.mqtt_port, SIMULATOR_ACCOUNT, password)
+        return MqttEndpoint("127.0.0.1", self.services.mqtt_platform_port, SIMULATOR_ACCOUNT, password)
 
     @property
     def query_api(self) -> str:
@@ -177,11 +177,16 @@ def bench_stack(
             mqtt: dict[str, Any] = {}
             if mqtt or "simulator" in services:
                 mosquitto = MosquittoBroker(
-                    data_dir=work / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=work
+                    data_dir=work / "mosquitto",
+                    port=free_port(),
+                    tls_port=free_port(),
+                    platform_port=free_port(),
+                    log_dir=work,
                 )
                 start(mosquitto.process(), 30)
                 mqtt = {
                     "mqtt_port": mosquitto.port,
+                    "mqtt_platform_port": mosquitto.platform_port,
                     "mqtt_password": mosquitto.admin.password,
                     "mqtt_access_dir": mosquitto.access_dir,
                     "mqtt_pid_file": mosquitto.pid_file,

@@ -170,7 +170,7 @@ def platform(
     try:
         for name in services.names(simulate=False):
             part, timeout_s = services.part(name)
-            parts[name] = _started(part, timeout_s)
+            parts[name] = _started(part, timeout_s * 2)  # as identity_stack: a shared, busy machine
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",

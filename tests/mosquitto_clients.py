@@ -68,6 +68,12 @@ def publish(
     )
 
 
+def retained(broker: MosquittoBroker, topic: str) -> str:
+    """The retained message on ``topic`` as Hearth's own account reads it ("" if none within 2 s)."""
+    argv = ["mosquitto_sub", *connection_args(broker, broker.admin), "-t", topic, "-C", "1", "-W", "2"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+
+
 async def wait_connect_code(
     broker: MosquittoBroker, account: MqttAccount, expected: int, timeout_s: float = 10.0
 ) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount, mqtt_connect_code
+from hearth.stack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_device import DeviceConnection
 from tests.conftest import _started
 from tests.mosquitto_clients import (
@@ -20,16 +20,11 @@ from tests.mosquitto_clients import (
     Subscriber,
     admit_devices,
     broker_on_free_ports,
-    connection_args,
     publish,
+    retained,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def retained(broker: MosquittoBroker, topic: str) -> str:
-    argv = ["mosquitto_sub", *connection_args(broker, broker.admin), "-t", topic, "-C", "1", "-W", "5"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
 
 
 def test_each_listener_takes_only_its_accounts_and_tls_verifies_the_stacks_certificate(

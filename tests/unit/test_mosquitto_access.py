@@ -62,8 +62,12 @@ def test_the_password_file_holds_the_hash_in_force_per_device_and_no_service_acc
     assert access.apply(issued("a-lock", second, hash_a2))  # rotated
     assert not access.apply(revoked("a-lock", first))  # the older credential: the new one stays
     assert access.password_file() == f"a-lock:{hash_a2}\nb-lock:{hash_b}\n"
+    assert access.revoked == set()  # a rotation: the device has a credential all along
     assert access.apply(revoked("a-lock", second))
     assert access.password_file() == f"b-lock:{hash_b}\n"
+    assert access.revoked == {"a-lock"}  # no credential any more: its availability is Hearth's to set
+    assert access.apply(issued("a-lock", uuid.uuid4(), hash_a))
+    assert access.revoked == set()
 
 
 def test_facts_the_broker_could_misread_change_nothing() -> None:
@@ -85,6 +89,7 @@ def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devic
     hub = acl[acl.index("user _hearth_simulator") + 1 :]
     hub = hub[: hub.index("")]
     assert hub == [
+        "topic write hearth/hubs/_hearth_simulator/availability",  # its will, for its children
         *(f"topic write hearth/devices/sim-1/{c}" for c in ("state", "acks", "availability")),
         *(f"topic read hearth/devices/sim-1/{c}" for c in ("commands", "errors")),
         *(f"topic write hearth/devices/sim-2/{c}" for c in ("state", "acks", "availability")),

@@ -13,7 +13,7 @@ The ACL gives:
   and read on its own ``commands`` and ``errors``, and nothing else: one set of ``pattern`` lines for all
   devices, so registering a device adds no ACL line;
 * the simulator hub account the same five topics of each simulated device, one ``topic`` line each
-  (a wildcard would let it act for real devices too);
+  (a wildcard would let it act for real devices too), and its own hub ``availability`` (its will);
 * the service accounts what ``services.acl`` gives them (written by the stack, copied first).
 """
 
@@ -32,6 +32,7 @@ from hearth_shared.mqtt import (
     GATEWAY_ACCOUNT,
     SIMULATOR_ACCOUNT,
     STATE,
+    hub_availability_topic,
     topic,
 )
 
@@ -46,6 +47,9 @@ class MosquittoAccess:
     hashes: dict[str, str] = field(default_factory=dict)  # device id -> its $7$ hash in force
     credential_ids: dict[str, str] = field(default_factory=dict)  # device id -> credential id in force
     simulated: set[str] = field(default_factory=set)
+    # Devices whose credential was revoked and that have none since: they cannot say anything any more,
+    # so their retained availability is Hearth's to set (availability_keeper.py).
+    revoked: set[str] = field(default_factory=set)
 
     def apply(self, event: Event) -> bool:
         """Apply one fact; True when the broker's files change because of it."""
@@ -63,11 +67,13 @@ class MosquittoAccess:
                 return False
             self.hashes[device_id] = payload.password_hash
             self.credential_ids[device_id] = str(payload.credential_id)
+            self.revoked.discard(device_id)
             return True
         if isinstance(event, DeviceCredentialsRevoked):
             if self.credential_ids.get(device_id) != str(event.payload.credential_id):
                 return False  # an older credential: the one in force stays
             del self.hashes[device_id], self.credential_ids[device_id]
+            self.revoked.add(device_id)
             return True
         return False
 
@@ -79,6 +85,7 @@ class MosquittoAccess:
     def acl_file(self, services: str) -> str:
         """The broker's ACL file: service accounts, the simulator hub's devices, the device patterns."""
         parts = [services.rstrip("\n"), "", f"user {SIMULATOR_ACCOUNT}"]
+        parts += [f"topic write {hub_availability_topic(SIMULATOR_ACCOUNT)}"]
         for device_id in sorted(self.simulated):
             parts += [f"topic write {topic(device_id, channel)}" for channel in DEVICE_WRITES]
             parts += [f"topic read {topic(device_id, channel)}" for channel in DEVICE_READS]

@@ -310,7 +310,7 @@ class Fleet:
                 for task in running:
                     task.cancel()
         finally:
-            await hub.close(offline=False)  # the silence timeout takes them offline, as for a hub gone
+            await hub.close()  # the hub says offline (as its will would): Hearth takes its children offline
             await journal.stop()
 
     def _join(self, hub: DeviceConnection) -> None:

@@ -124,6 +124,8 @@ class Services:
             "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
             "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
+            "HEARTH_BROKER_ACCESS_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",

@@ -4,15 +4,21 @@ hub; and a person being a device with Debian's mosquitto clients, as the README 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
 import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker
+from hearth_shared.events import StateReported
+from hearth_shared.mqtt import state_topic
 from tests.conftest import Platform
 from tests.identity_stack import Identity, account, register
+from tests.integration.test_device_gateway import journal_of
 from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.mqtt_devices import connected
+from tests.mqtt_devices import register as register_device
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +128,25 @@ async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
             assert status.json().get("status") == "converged", (status.text, sub.lines(), platform.logs())
         finally:
             sub.stop()
+
+
+async def test_a_report_published_to_another_devices_topic_changes_nothing_in_the_journal(
+    platform: Platform, mosquitto: MosquittoBroker
+) -> None:
+    """Through the whole platform (broker, gateway, actor): device A's report on device B's ``state``
+    never becomes a fact of B, while A's own report, sent after it, becomes one of A's."""
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with platform.client(platform.command_api, home) as api:
+        mine_id, mine_password = await register_device(api, home)
+        other_id, _ = await register_device(api, home)
+    device = await connected(mosquitto, mine_id, mine_password)
+    try:
+        forged = {"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"ambient_c": 99.0}}
+        await device.publish_raw(state_topic(other_id), json.dumps(forged).encode())
+        await device.report({"ambient_c": 18.5}, seq=2)
+        facts = await journal_of(platform, mine_id, lambda f: any(isinstance(e, StateReported) for e in f))
+        assert [e.payload.device_seq for e in facts if isinstance(e, StateReported)] == [2]
+        others = await journal_of(platform, other_id, lambda f: bool(f))  # its registration, at least
+        assert [type(e).__name__ for e in others if isinstance(e, StateReported)] == []
+    finally:
+        await device.close()

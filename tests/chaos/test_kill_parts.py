@@ -15,6 +15,7 @@ probe command sent after each recovery must converge).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -122,11 +123,14 @@ async def heartbeat(device: DeviceConnection) -> None:
         await device.report({"ambient_c": INITIAL["ambient_c"]})
 
 
-async def status_of(query: httpx.AsyncClient, command_id: str) -> str | None:
-    try:
-        response = await query.get(f"/v1/commands/{command_id}", timeout=5)
-    except httpx.TransportError:
-        return None
+async def status_of(
+    query: httpx.AsyncClient, command_id: str, limit: asyncio.Semaphore | None = None
+) -> str | None:
+    async with limit or contextlib.nullcontext():
+        try:
+            response = await query.get(f"/v1/commands/{command_id}", timeout=5)
+        except httpx.TransportError:
+            return None
     return str(response.json()["status"]) if response.status_code == 200 else None
 
 
@@ -276,7 +280,10 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
         deadline = time.monotonic() + 90  # the default 30 s expiry ends any command left behind
         while True:
             pending = [c for c in ledger.accepted if statuses.get(c) not in TERMINAL_STATUSES]
-            found = await asyncio.gather(*(status_of(query, c) for c in pending))
+            # A thousand commands after a long run: a few requests at a time, or most of them would time
+            # out waiting for a connection on a busy machine (and read as lost).
+            limit = asyncio.Semaphore(16)
+            found = await asyncio.gather(*(status_of(query, c, limit) for c in pending))
             statuses.update(zip(pending, found, strict=True))
             if all(s in TERMINAL_STATUSES for s in statuses.values()) or time.monotonic() > deadline:
                 break

@@ -95,27 +95,30 @@ async def test_a_simulated_device_has_no_credential_and_only_the_simulator_hub_a
 async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
     platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path
 ) -> None:
-    """The README's "Be a device from a terminal": mosquitto_sub for commands, mosquitto_pub for the
-    availability, the ack and the state; the command converges."""
+    """The README's "Be a device from a terminal": mosquitto_pub for the availability, the state and the
+    ack, mosquitto_sub for the commands; the command converges. The broker makes a device's client id its
+    username, so a device has one connection at a time (a second one takes the first over): the person
+    runs mosquitto_sub while waiting for the command and stops it (Ctrl-C) before publishing again."""
     home = f"home-{uuid.uuid4().hex[:8]}"
     async with platform.client(platform.command_api, home) as api:
         twin = await register(api, home)
         device_id, device = twin["device_id"], account(twin["credentials"])
         await wait_connect_code(mosquitto, device, 0)
         base = f"hearth/devices/{device_id}"
+        online = publish(mosquitto, device, f"{base}/availability", "online", retain=True)
+        assert online.returncode == 0, online.stderr
+        report = '{"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"lock_state": "locked"}}'
+        assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
         sub = Subscriber(
             mosquitto, device, [f"{base}/commands", f"{base}/errors"], tmp_path / "dev.out"
         ).start()
         try:
             await asyncio.sleep(0.5)
-            online = publish(mosquitto, device, f"{base}/availability", "online", retain=True)
-            assert online.returncode == 0, online.stderr
-            report = '{"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"lock_state": "locked"}}'
-            assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
             sent = await api.post(f"/v1/devices/{device_id}/commands", json={"name": "unlock", "params": {}})
             assert sent.status_code == 202, sent.text
             command_id = sent.json()["command_id"]
             await sub.wait_for_line(command_id, timeout_s=30)
+            sub.stop()  # Ctrl-C: a clean disconnect (no will), before the device's next connection
             ack = f'{{"command_id": "{command_id}", "result": "ok"}}'
             assert publish(mosquitto, device, f"{base}/acks", ack).returncode == 0
             report = '{"seq": 2, "at": "2026-11-23T12:00:01Z", "state": {"lock_state": "unlocked"}}'

@@ -11,7 +11,9 @@ module writes into the broker's data directory on every start:
   username (``use_username_as_clientid``), so no device can connect under another's client id and take
   its session over (the broker would drop the first connection); the platform listener takes only the
   service accounts (``services.passwd``), whose processes choose their own client ids (several gateway
-  processes share one account, each with its persistent session). Both read the same ACL file;
+  processes share one account, each with its persistent session). Both read the same ACL file. So a
+  device has one connection at a time: a second connection with its credential takes the first over
+  (as with AWS IoT Core's client ids);
 * the TLS certificate is one the stack makes once with the ``openssl`` CLI (a self-signed certificate for
   ``localhost`` and ``127.0.0.1``, kept in ``<data>/tls/``); a client trusts it with
   ``--cafile <data>/tls/server.crt``. For a real certificate, pass ``certfile`` and ``keyfile`` (``hearth

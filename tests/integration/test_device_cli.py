@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from tests.conftest import _started
+from hearth.stack.servers import start_healthy
 from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, admit_devices, broker_on_free_ports, publish
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,7 @@ DEVICE = "cli-lock-1"
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[MosquittoBroker, MqttAccount]]:
     broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     (device,) = admit_devices(broker, DEVICE)
     yield broker, device
     part.stop()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from hearth.stack.mosquitto import MqttAccount, mqtt_connect_code
+from hearth.stack.servers import start_healthy
 from hearth_device import DeviceConnection
-from tests.conftest import _started
 from tests.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,
@@ -31,7 +31,7 @@ def test_each_listener_takes_only_its_accounts_and_tls_verifies_the_stacks_certi
     tmp_path: Path,
 ) -> None:
     broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     try:
         (device,) = admit_devices(broker, "lock-1")
         # The platform listener: the service accounts, and no device.
@@ -66,7 +66,7 @@ def test_each_listener_takes_only_its_accounts_and_tls_verifies_the_stacks_certi
 
 def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Path) -> None:
     broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     admin, certificate = broker.admin, broker.cafile.read_bytes()
     try:
         sent = publish(broker, admin, "hearth/devices/d1/availability", "online", retain=True)
@@ -74,7 +74,7 @@ def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Pa
     finally:
         part.stop()
     again = broker_on_free_ports(broker.data_dir, tmp_path / "again")
-    part = _started(again.process(), 30)
+    part = start_healthy(again.process(), 30)
     try:
         assert again.admin == admin and again.cafile.read_bytes() == certificate
         assert mqtt_connect_code(again.host, again.platform_port, admin) == 0
@@ -90,7 +90,7 @@ async def test_a_client_with_another_devices_client_id_neither_drops_it_nor_acts
     the client id B's username, so A's session is not taken over (A stays connected and keeps getting its
     commands) and B gets nothing of A's and can publish nothing as A."""
     broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     a, b = admit_devices(broker, "lock-a", "lock-b")
     watcher = Subscriber(broker, broker.admin, ["hearth/devices/lock-a/#"], tmp_path / "watch.out").start()
     device_a = DeviceConnection(username=a.username, password=a.password, port=broker.port)

@@ -14,6 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
 from hearth_command_api.credentials import router as credentials_router
+from hearth_command_api.ports import CaughtUpFeed, CommandJournal
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.settings import CommandApiSettings
@@ -21,26 +22,33 @@ from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
 from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
-from hearth_shared.revocations import RevocationFeed
+from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
 
 
 class Health(BaseModel):
     status: str
 
 
+class KafkaCommandJournal(KafkaJournal):
+    """``CommandJournal`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
+
+    async def revoke(self, fact: TokenRevoked) -> None:
+        await publish_revocation(self.producer, self.topics, fact)
+
+
 def make_app(
     settings: CommandApiSettings | None = None,
     *,
-    journal: KafkaJournal | None = None,
+    journal: CommandJournal | None = None,
     registry: RegistryView | None = None,
-    feed: JournalFeed | None = None,
+    feed: CaughtUpFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
     registry = registry or RegistryView()
-    journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="command-api")
+    journal = journal or KafkaCommandJournal(stack.kafka_bootstrap_servers, stack.topics, "command-api")
     feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = revocation_feed or RevocationFeed(

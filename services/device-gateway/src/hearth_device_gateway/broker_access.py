@@ -55,6 +55,7 @@ from hearth_shared.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
+    Event,
     MalformedRecord,
     decode_event,
     fact_type,
@@ -149,16 +150,14 @@ class BrokerAccessFollower:
     async def _run(self) -> None:
         while True:
             batches = await self.consumer.getmany(timeout_ms=self.settings.poll_ms, max_records=20_000)
-            changed, revoked = False, set()
+            changed, revoked = False, set[str]()
             for tp, records in batches.items():
                 for record in records:
-                    if fact_type(record.value) in FACT_TYPES:
-                        with contextlib.suppress(MalformedRecord):  # the projector dead-letters it
-                            event = decode_event(record.value)
-                            if self.access.apply(event):
-                                changed = True
-                                if isinstance(event, DeviceCredentialsRevoked):
-                                    revoked.add(event.device_id)
+                    event = _access_fact(record.value)
+                    if event is not None and self.access.apply(event):
+                        changed = True
+                        if isinstance(event, DeviceCredentialsRevoked):
+                            revoked.add(event.device_id)
                 if tp in self._end and records and records[-1].offset + 1 >= self._end[tp]:
                     del self._end[tp]
             if not self.caught_up.is_set():
@@ -205,6 +204,17 @@ class BrokerAccessFollower:
                 "broker access files rewritten and the broker reloaded (%d credentials)",
                 len(self.access.hashes),
             )
+
+
+def _access_fact(value: bytes | None) -> Event | None:
+    """A registration or credential fact, decoded; None for any other record (or a malformed one: the
+    projector dead-letters it)."""
+    if fact_type(value) not in FACT_TYPES:
+        return None
+    try:
+        return decode_event(value or b"")
+    except MalformedRecord:
+        return None
 
 
 def _log_failure(sent: asyncio.Future[None]) -> None:

@@ -126,12 +126,12 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         for old in twin.commands.values()
         if old.setting == setting and old.status == "accepted"  # held, not dispatched yet
     ]
-    desired_set = DesiredSetPayload(command_id=command_id, desired=desired)
+    desired_set = DesiredSetPayload(command_id=command_id, desired=desired, setting=setting)
     changes = [
         requested,
         _about(command_id, CommandAccepted),
         *superseded,
-        _about(command_id, kind.settings[setting], desired_set),
+        _about(command_id, kind.setting_fact(setting), desired_set),
     ]
     if twin.online:
         changes.append(_about(command_id, CommandDispatched))

@@ -162,20 +162,20 @@ class Setting:
 
 @dataclass(frozen=True)
 class StateMinutes:
-    """A rollup of minutes spent in a state: ``name`` counts the time ``key`` was ``value``."""
+    """A rollup of minutes spent in a state: ``name`` counts the time ``key`` was one of ``values``."""
 
     name: str
     key: str
-    value: str
+    values: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class StateCount:
-    """A rollup counting readings that report ``key`` = ``value`` (e.g. lock operations)."""
+    """A rollup counting readings that report ``key`` at one of ``values`` (e.g. lock operations)."""
 
     name: str
     key: str
-    value: str
+    values: tuple[str, ...]
 
 
 Planner = Callable[[Twin, str, JSON], tuple[str, JSON]]

@@ -3,7 +3,7 @@
 Commands ``lock`` {} and ``unlock`` {} desire ``lock_state`` "locked" / "unlocked". A lock refuses to
 lock with its door open (``door_open``), and a jammed lock refuses every command (``device_jammed``)
 until it reports a good state; a jam reported while a command is in flight fails that command.
-Telemetry: ``battery_pct`` is rolled up; locks, unlocks and jams are counted.
+Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations) and jams are counted.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ TYPE = DeviceType(
     failure=_failure,
     initial_reported={"lock_state": "locked", "door": "closed"},
     counts=(
-        StateCount("locks", "lock_state", "locked"),
-        StateCount("unlocks", "lock_state", "unlocked"),
-        StateCount("jams", "lock_state", "jammed"),
+        StateCount("locks", "lock_state", ("locked",)),
+        StateCount("unlocks", "lock_state", ("unlocked",)),
+        StateCount("lock_operations", "lock_state", ("locked", "unlocked")),
+        StateCount("jams", "lock_state", ("jammed",)),
     ),
 )

@@ -75,7 +75,7 @@ TYPE = DeviceType(
     check=_check,
     initial_reported={"hvac_mode": "off", "hvac_action": "off"},
     minutes=(
-        StateMinutes("heating_minutes", "hvac_action", "heating"),
-        StateMinutes("cooling_minutes", "hvac_action", "cooling"),
+        StateMinutes("heating_minutes", "hvac_action", ("heating",)),
+        StateMinutes("cooling_minutes", "hvac_action", ("cooling",)),
     ),
 )

@@ -105,9 +105,13 @@ class StateKey:
 
 @dataclass(frozen=True)
 class Param:
+    """A command's param; ``state_key``: the state key it sets, if named otherwise (a control shows
+    that key's desired or reported value as its starting value)."""
+
     name: str
     value: Value
     required: bool = True
+    state_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,12 +124,20 @@ class Command:
     forms: tuple[tuple[Param, ...], ...] = ((),)
     description: str = ""
     admin: bool = False
+    label: str = ""  # a control's caption; the name, capitalized, when not given
+
+    @property
+    def caption(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
 
     def params_schema(self) -> JSON:
         def form(params: tuple[Param, ...]) -> JSON:
             return {
                 "type": "object",
-                "properties": {p.name: p.value.json_schema() for p in params},
+                "properties": {
+                    p.name: {**p.value.json_schema(), **({"x-state-key": p.state_key} if p.state_key else {})}
+                    for p in params
+                },
                 "required": [p.name for p in params if p.required],
                 "additionalProperties": False,
             }
@@ -272,7 +284,12 @@ class DeviceType:
                 for k in self.all_state
             },
             "commands": {
-                c.name: {"description": c.description, "admin": c.admin, "params": c.params_schema()}
+                c.name: {
+                    "label": c.caption,
+                    "description": c.description,
+                    "admin": c.admin,
+                    "params": c.params_schema(),
+                }
                 for c in self.all_commands
             },
             "rollups": [k.name for k in self.state if k.rollup]

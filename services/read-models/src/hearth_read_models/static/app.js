@@ -27,7 +27,6 @@ const auth = () => ({ Authorization: `Bearer ${token}` });
 
 const TERMINAL = new Set(["converged", "failed", "rejected", "expired", "superseded"]);
 const PROGRESS = ["sending", "pending", "accepted", "dispatched", "acknowledged"];
-const HVAC_MODES = ["off", "heat", "cool", "heat_cool", "auto"];
 const FATAL_CLOSES = new Set([4400, 4401, 4403]); // retrying would not help
 const RENEW_RETRY_MS = 10000; // a renewal that failed for the network is tried again this much later
 
@@ -158,35 +157,66 @@ function buildCard(d) {
   return ui;
 }
 
-function controls(d) {
+// Controls come from the device's type as GET /v1/device-types describes it (state keys, commands and
+// their params as JSON schema): a command without params is a button, one with params a small form
+// (the first form of a command that has several); this page names no device type of its own.
+const deviceTypes = new Map(); // type name -> its schema
+
+async function loadDeviceTypes() {
+  const response = await fetch("/v1/device-types", { headers: auth() });
+  if (!response.ok) throw new Error(`GET /v1/device-types answered ${response.status}`);
+  for (const schema of (await response.json()).items) deviceTypes.set(schema.type, schema);
+}
+
+function paramInput(twin, name, schema, required) {
+  const key = schema["x-state-key"] || name;
+  const current = twin.desired[key] ?? twin.reported[key];
+  if (schema.enum) {
+    const input = el("select", { name }, ...(required ? [] : [el("option", { value: "" }, "")]),
+      ...schema.enum.map((v) => el("option", { value: v }, v)));
+    input.value = current ?? (required ? schema.enum[0] : "");
+    return input;
+  }
+  const attrs = { type: schema.type === "string" ? "text" : "number", name };
+  for (const [attr, field] of [["min", "minimum"], ["max", "maximum"], ["step", "multipleOf"]]) {
+    if (schema[field] !== undefined) attrs[attr] = schema[field];
+  }
+  if (schema.type !== "string" && attrs.step === undefined) attrs.step = schema.type === "integer" ? 1 : "any";
+  if (current !== undefined && current !== null) attrs.value = current;
+  else if (required && schema.minimum !== undefined) attrs.value = schema.minimum;
+  if (!required) attrs.placeholder = "optional";
+  return el("input", attrs);
+}
+
+function commandControl(d, name, command) {
   const id = d.twin.device_id;
-  if (d.twin.type === "thermostat") {
-    const t = d.twin.desired.target_c ?? d.twin.reported.target_c ?? 20;
-    const target = el("input", { type: "number", name: "target_c", min: 7, max: 35, step: 0.5, value: t });
-    const mode = el("select", { name: "mode" }, ...HVAC_MODES.map((m) => el("option", { value: m }, m)));
-    mode.value = d.twin.reported.hvac_mode || "heat";
-    const submit = (handler) => (event) => {
-      event.preventDefault();
-      handler();
-    };
-    return el(
-      "div",
-      { class: "controls" },
-      el("form", { class: "set-target", onsubmit: submit(() => send(id, "set_target_temperature", { target_c: Number(target.value) })) },
-        el("label", {}, "target °C ", target), el("button", { type: "submit" }, "Set target")),
-      el("form", { class: "set-mode", onsubmit: submit(() => send(id, "set_hvac_mode", { mode: mode.value })) },
-        el("label", {}, "mode ", mode), el("button", { type: "submit" }, "Set mode")),
-    );
+  const form = (command.params.oneOf || [command.params])[0];
+  const names = Object.keys(form.properties || {});
+  if (!names.length) {
+    return el("button", { class: `command-${name}`, onclick: () => send(id, name, {}) }, command.label);
   }
-  if (d.twin.type === "lock") {
-    return el(
-      "div",
-      { class: "controls" },
-      el("button", { class: "lock", onclick: () => send(id, "lock", {}) }, "Lock"),
-      el("button", { class: "unlock", onclick: () => send(id, "unlock", {}) }, "Unlock"),
-    );
-  }
-  return el("div", { class: "controls muted" }, "no controls for this type");
+  const required = new Set(form.required || []);
+  const inputs = names.map((p) => [p, form.properties[p], paramInput(d.twin, p, form.properties[p], required.has(p))]);
+  const submit = (event) => {
+    event.preventDefault();
+    const params = {};
+    for (const [p, schema, input] of inputs) {
+      if (input.value === "") continue; // an optional param left out
+      params[p] = schema.type === "number" || schema.type === "integer" ? Number(input.value) : input.value;
+    }
+    send(id, name, params);
+  };
+  const unit = (schema) => (schema["x-unit"] ? ` ${schema["x-unit"]}` : "");
+  return el("form", { class: `command-${name}`, onsubmit: submit },
+    ...inputs.map(([p, schema, input]) => el("label", {}, `${p.replaceAll("_", " ")}${unit(schema)} `, input)),
+    el("button", { type: "submit" }, command.label));
+}
+
+function controls(d) {
+  const schema = deviceTypes.get(d.twin.type);
+  const shown = Object.entries(schema?.commands || {}).filter(([, command]) => !command.admin);
+  if (!shown.length) return el("div", { class: "controls muted" }, "no controls for this type");
+  return el("div", { class: "controls" }, ...shown.map(([name, command]) => commandControl(d, name, command)));
 }
 
 function renderTwin(d) {
@@ -196,7 +226,7 @@ function renderTwin(d) {
   ui.badge.textContent = online ? "online" : "offline";
   ui.badge.className = `badge ${online ? "online" : "offline"}`;
   ui.meta.replaceChildren(
-    `${twin.device_id} · v${twin.version} · last seen `,
+    `${twin.device_id} · v${twin.version}${twin.firmware_version ? ` · firmware ${twin.firmware_version}` : ""} · last seen `,
     el("span", { class: "last-seen", dataset: { at: twin.connectivity?.last_seen || "" } }, ago(twin.connectivity?.last_seen)),
   );
   const keys = [...new Set([...Object.keys(twin.reported), ...Object.keys(twin.desired)])].sort();
@@ -428,6 +458,7 @@ async function start() {
     notice(`This page link cannot be used (${error.message}): make another with hearth token create --home <home> --link.`);
     return;
   }
+  await loadDeviceTypes().catch((error) => notice(`The device types could not be read, so no controls: ${error.message}`));
   connect();
 }
 

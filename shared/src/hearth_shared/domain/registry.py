@@ -6,19 +6,27 @@ A command every type shares (an admin command such as ``reboot``) is declared on
 
 from __future__ import annotations
 
+import importlib
 import json
 
-from hearth_shared.domain import lock, thermostat
 from hearth_shared.domain.device_type import CommandInvalid, DeviceType
 from hearth_shared.events import JSON
 
-DEVICE_TYPES: dict[str, DeviceType] = {
-    t.name: t
-    for t in (
-        thermostat.TYPE,
-        lock.TYPE,
-    )
-}
+# One line per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>.
+_TYPE_MODULES = (
+    "thermostat",
+    "lock",
+)
+
+
+def _load(module_name: str) -> DeviceType:
+    kind = importlib.import_module(f"hearth_shared.domain.{module_name}").TYPE
+    if not isinstance(kind, DeviceType) or kind.name != module_name:
+        raise TypeError(f"hearth_shared.domain.{module_name}.TYPE must be the DeviceType {module_name!r}")
+    return kind
+
+
+DEVICE_TYPES: dict[str, DeviceType] = {name: _load(name) for name in _TYPE_MODULES}
 
 
 def device_type_names() -> list[str]:

@@ -16,6 +16,7 @@ from hearth_shared.events import JSON
 _TYPE_MODULES = (
     "thermostat",
     "lock",
+    "light",
 )
 
 

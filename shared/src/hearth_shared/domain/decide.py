@@ -111,7 +111,7 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         return [requested, _about(command_id, CommandExpired)]
     kind = DEVICE_TYPES[twin.device_type]
     try:
-        setting, desired = kind.plan(twin, request.name, kind.validate(request.name, request.params))
+        setting, desired = kind.plan_command(twin, request.name, kind.validate(request.name, request.params))
     except CommandInvalid as invalid:
         rejected = CommandRejectedPayload(
             command_id=command_id, reason=invalid.reason, message=invalid.message

@@ -27,6 +27,8 @@ from hearth_shared.domain.twin import Twin
 from hearth_shared.events import JSON, DesiredStateSet, Event
 
 JsonType = Literal["number", "integer", "string", "boolean"]
+# plan(twin, command, params) -> (setting, desired keys), or raise CommandInvalid (the state rules).
+Planner = Callable[[Twin, str, JSON], tuple[str, JSON]]
 
 
 class CommandInvalid(ValueError):
@@ -125,6 +127,8 @@ class Command:
     description: str = ""
     admin: bool = False
     label: str = ""  # a control's caption; the name, capitalized, when not given
+    # The command's own planner (a shared command plans the same for every type); None: the type's plan.
+    plan: Planner | None = None
 
     @property
     def caption(self) -> str:
@@ -190,9 +194,6 @@ class StateCount:
     values: tuple[str, ...]
 
 
-Planner = Callable[[Twin, str, JSON], tuple[str, JSON]]
-
-
 def _no_failure(reported: JSON) -> str | None:
     return None
 
@@ -206,7 +207,8 @@ SHARED_STATE: tuple[StateKey, ...] = (
     StateKey("firmware_version", Value("string"), description="the firmware the device runs"),
 )
 # Commands every device takes (admin commands: reboot, update_firmware...), declared once here with
-# ``admin=True``; their planning is not a type's concern (see the module docstring of registry.py).
+# ``admin=True`` and their own ``plan`` (the same for every type); a setting they name that a type does
+# not declare is recorded with the generic ``device.desired_set``.
 SHARED_COMMANDS: tuple[Command, ...] = ()
 
 
@@ -248,8 +250,12 @@ class DeviceType:
         """Normalized params, or raise ``CommandInvalid``. Stateless: the HTTP API answers 422 with it."""
         return self.check(command, self.command(command).validate(params))
 
+    def plan_command(self, twin: Twin, command: str, params: JSON) -> tuple[str, JSON]:
+        """``(setting, desired keys)`` for validated params: the command's own planner, else the type's."""
+        return (self.command(command).plan or self.plan)(twin, command, params)
+
     def setting_fact(self, setting: str) -> type[Event]:
-        return next(s.fact for s in self.settings if s.name == setting)
+        return next((s.fact for s in self.settings if s.name == setting), DesiredStateSet)
 
     def setting_of(self, fact: type[Event]) -> str:
         """The setting a type-specific fact records ("" for the generic fact: its payload says)."""

@@ -72,6 +72,7 @@ function deviceEntry(twin) {
     d = { twin, commands: [], alerts: [] };
     d.ui = buildCard(d);
     devices.set(twin.device_id, d);
+    loadTrends(d);
     const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
     $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
     $("empty").hidden = true;
@@ -143,6 +144,7 @@ function buildCard(d) {
     rows: el("tbody"),
     commands: el("ul", { class: "commands" }),
     alerts: el("ul", { class: "alerts" }),
+    trends: el("div", { class: "trends" }),
   };
   ui.card = el(
     "article",
@@ -151,6 +153,7 @@ function buildCard(d) {
     ui.meta,
     el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
     controls(d),
+    ui.trends,
     ui.commands,
     ui.alerts,
   );
@@ -243,6 +246,19 @@ function renderTwin(d) {
   );
 }
 
+const STEPS = ["pending", "accepted", "dispatched", "acknowledged", "converged"];
+
+function commandSteps(c) {
+  // Each status a command goes through, those it reached marked; a command that ended otherwise shows
+  // how it ended in place of the rest.
+  const reached = c.reached ?? -1;
+  const ended = TERMINAL.has(c.status) && c.status !== "converged";
+  const done = (i) => i <= reached;
+  return el("span", { class: "steps" },
+    ...STEPS.map((step, i) => el("span", { class: `step${done(i) ? " done" : ""}`, title: step }, "")),
+    ended ? el("span", { class: "step end" }, "") : null);
+}
+
 function renderCommands(d) {
   d.ui.commands.replaceChildren(
     ...d.commands.slice(0, 5).map((c) =>
@@ -250,11 +266,51 @@ function renderCommands(d) {
         "li",
         { class: "command", dataset: { commandId: c.id || "", status: c.status } },
         el("span", { class: "what" }, `${c.name} ${Object.values(c.params).join(" ")}`),
+        commandSteps(c),
         el("span", { class: `status s-${c.status}` }, c.status),
         c.reason ? el("span", { class: "reason" }, c.reason) : null,
       ),
     ),
   );
+}
+
+// Trends: the device's 15-minute rollups of the last 24 hours (what the streaming job writes), one small
+// chart per figure its type rolls up (GET /v1/device-types says which), refreshed every minute.
+const TREND_HOURS = 24;
+
+async function loadTrends(d) {
+  const schema = deviceTypes.get(d.twin.type);
+  if (!schema?.rollups?.length) return;
+  const since = new Date(Date.now() - TREND_HOURS * 3600 * 1000).toISOString();
+  const query = new URLSearchParams({ window: "15m", since, limit: "1000" });
+  const response = await fetch(`/v1/devices/${encodeURIComponent(d.twin.device_id)}/rollups?${query}`, { headers: auth() })
+    .catch(() => null);
+  if (response?.ok) {
+    const windows = (await response.json()).items;
+    const series = schema.rollups.map((figure) => [figure, windows.flatMap((w) => {
+      const value = w.value.metrics?.[figure]?.mean ?? w.value[figure];
+      return typeof value === "number" && w.value.readings ? [[Date.parse(w.window_start), value]] : [];
+    })]);
+    d.ui.trends.replaceChildren(...series.filter(([, points]) => points.length).map(([figure, points]) => trendChart(figure, points)));
+  }
+  setTimeout(() => devices.get(d.twin.device_id) === d && loadTrends(d), 60000);
+}
+
+function trendChart(figure, points) {
+  const W = 300, H = 44, end = Date.now(), start = end - TREND_HOURS * 3600 * 1000;
+  const values = points.map(([, v]) => v);
+  const low = Math.min(...values), high = Math.max(...values), span = high - low || 1;
+  const x = (t) => ((t - start) / (end - start)) * W;
+  const y = (v) => H - 3 - ((v - low) / span) * (H - 6);
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "trend");
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  line.setAttribute("points", points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const last = values[values.length - 1];
+  return el("figure", { class: "trend", dataset: { figure, points: String(points.length) } },
+    el("figcaption", {}, `${figure.replaceAll("_", " ")} · 24 h · ${show(Math.round(last * 10) / 10)} (${show(Math.round(low * 10) / 10)} to ${show(Math.round(high * 10) / 10)})`), svg);
 }
 
 function renderAlerts(d) {
@@ -274,6 +330,7 @@ function rank(status) {
 function advance(c, status, reason) {
   if (rank(status) <= rank(c.status)) return; // statuses never move back (events and polls may race)
   c.status = status;
+  if (STEPS.includes(status)) c.reached = STEPS.indexOf(status);
   if (reason) c.reason = reason;
   const d = devices.get(c.deviceId);
   if (d) renderCommands(d);

@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1")
 @router.get(
     "/device-types",
     summary="Every device type's state keys, commands and params (JSON schema), and rollups",
-    responses=error_responses(401),
+    responses=error_responses(401, 413),
 )
 async def list_device_types(principal: CurrentPrincipal) -> dict[str, Any]:  # a token is needed
     return {"items": device_type_schemas()}

@@ -209,9 +209,15 @@ function commandControl(d, name, command) {
     }
     send(id, name, params);
   };
-  const unit = (schema) => (schema["x-unit"] ? ` ${schema["x-unit"]}` : "");
+  // A param's caption: its name without the unit it ends in (brightness_pct -> "brightness %").
+  const units = { degC: "°C", pct: "%" };
+  const caption = (p, schema) => {
+    const unit = schema["x-unit"];
+    if (!unit) return p.replaceAll("_", " ");
+    return `${p.replace(/_[a-z]+$/, "").replaceAll("_", " ")} ${units[unit] || unit}`;
+  };
   return el("form", { class: `command-${name}`, onsubmit: submit },
-    ...inputs.map(([p, schema, input]) => el("label", {}, `${p.replaceAll("_", " ")}${unit(schema)} `, input)),
+    ...inputs.map(([p, schema, input]) => el("label", {}, `${caption(p, schema)} `, input)),
     el("button", { type: "submit" }, command.label));
 }
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth.simulator.devices.lock import SimLock
-from hearth.simulator.devices.thermostat import SimThermostat
+from hearth.simulator.devices.sim_lock import SimLock
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth.simulator.registration import fleet_devices
 from hearth.simulator.settings import SimulatorSettings

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from hearth.simulator.devices.light import SimLight
+from hearth.simulator.devices.sim_light import SimLight
 from hearth.simulator.fleet import FleetOptions
 
 pytestmark = pytest.mark.unit

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from hearth.simulator.devices.lock import SimLock
-from hearth.simulator.devices.thermostat import SimThermostat
+from hearth.simulator.devices.sim_lock import SimLock
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.sim_device import SimDevice
 
 pytestmark = pytest.mark.unit

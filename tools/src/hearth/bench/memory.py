@@ -39,7 +39,7 @@ import msgspec
 import psutil
 
 from hearth.bench.stack import bench_stack, console
-from hearth.simulator.devices.thermostat import SimThermostat
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.registration import fleet_devices
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.domain import Twin

@@ -1,4 +1,4 @@
-"""The simulated models, found by device type name: ``hearth.simulator.devices.<type name>.MODEL``.
+"""The simulated models, found by device type name: ``hearth.simulator.devices.sim_<type name>.MODEL``.
 
 The domain stays free of simulation, so a type's model lives here, in the dev tools; nothing lists the
 models by hand: every type of the domain registry is looked up by its name, and
@@ -17,9 +17,9 @@ def _find_models() -> dict[str, type[SimDevice]]:
     found: dict[str, type[SimDevice]] = {}
     for name in DEVICE_TYPES:
         try:
-            module = importlib.import_module(f"hearth.simulator.devices.{name}")
+            module = importlib.import_module(f"hearth.simulator.devices.sim_{name}")
         except ModuleNotFoundError as missing:
-            if missing.name != f"hearth.simulator.devices.{name}":
+            if missing.name != f"hearth.simulator.devices.sim_{name}":
                 raise
             continue  # a type the simulator cannot play (the guard test says so)
         model: type[SimDevice] = module.MODEL

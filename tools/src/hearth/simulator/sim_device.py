@@ -1,7 +1,7 @@
 """What every simulated device shares: a deterministic model with no Kafka and no wall clock.
 
 Each device type's model is a ``SimDevice`` subclass named ``MODEL`` in
-``hearth.simulator.devices.<type name>`` (models.py finds it by the type's name).
+``hearth.simulator.devices.sim_<type name>`` (models.py finds it by the type's name).
 
 Time is passed in (``now``: seconds since the epoch, so the time of day is ``now % 86400`` UTC) and every
 random draw comes from the model's own ``random.Random(seed)``: the same seed and the same calls give

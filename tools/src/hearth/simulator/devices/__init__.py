@@ -1,1 +1,1 @@
-"""One simulated model per device type: ``devices/<type name>.py`` defines ``MODEL`` (models.py)."""
+"""One simulated model per device type: ``devices/sim_<type name>.py`` defines ``MODEL`` (models.py)."""

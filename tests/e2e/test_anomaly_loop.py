@@ -141,7 +141,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
     platform: Platform, spark: SparkSession, tmp_path: Path, mosquitto: MosquittoBroker
 ) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
-    bodies = fleet_devices(home, THERMOSTATS, 0)
+    bodies = fleet_devices(home, {"thermostat": THERMOSTATS})
     devices = [b["device_id"] for b in bodies]
     drifting, normal = devices[0], devices[1:]
     simulator = mosquitto.simulator

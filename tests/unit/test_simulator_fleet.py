@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hearth.simulator.devices.sim_lock import SimLock
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.fleet import Fleet, FleetOptions
-from hearth.simulator.models import SimLock, SimThermostat
 from hearth.simulator.registration import fleet_devices
 from hearth.simulator.settings import SimulatorSettings
 from hearth_device import Command
@@ -209,7 +210,7 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_demo_devices_have_stable_ids() -> None:
-    bodies = fleet_devices("home-1", thermostats=2, locks=1)
+    bodies = fleet_devices("home-1", {"thermostat": 2, "lock": 1})
     assert [b["device_id"] for b in bodies] == ["home-1-thermostat-1", "home-1-thermostat-2", "home-1-lock-1"]
-    assert bodies == fleet_devices("home-1", thermostats=2, locks=1)
+    assert bodies == fleet_devices("home-1", {"thermostat": 2, "lock": 1})
     assert {b["type"] for b in bodies} == {"thermostat", "lock"}

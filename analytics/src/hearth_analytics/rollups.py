@@ -17,19 +17,22 @@ Definitions (what the figures mean):
   windows are kept ``retention_s`` past their end for this. A late reading whose window ended more than
   ``retention_s`` before the watermark is counted in ``late_expired`` of the window that holds the
   watermark (the oldest window still open) instead: it is in no window's figures, but never silently.
-* **Readings and metrics**: on-time readings per window; for each numeric metric (``ambient_c``,
-  ``humidity_pct``, ``battery_pct``) the count, mean, min and max of the readings that carried it (a
-  report holds only the keys that changed).
-* **Heating / cooling minutes**: a device is heating from a reading that reports
-  ``hvac_action=heating`` until its next reading that reports ``hvac_action`` (any value); the same
-  for cooling. That time is split over the windows it overlaps. An interval still open is credited up
-  to the watermark each time the home has new readings (a later on-time change cannot be older than the
-  watermark), so a window's minutes are complete once the watermark has passed its end and the home
-  has reported since. Home figures are sums over its devices (device-minutes). Changes are applied in
-  event-time order; an on-time change older than the device's last applied change is counted as a
-  reading but does not move the heating/cooling state.
-* **Lock operations**: readings reporting ``lock_state`` ``locked`` (``locks``) or ``unlocked``
-  (``unlocks``); ``lock_operations`` = locks + unlocks; ``jams`` counts ``jammed``.
+* **Readings and metrics**: on-time readings per window; for each numeric metric (each device type
+  declares its own: ``StateKey.rollup`` in ``hearth_shared.domain``, e.g. ``ambient_c``, ``battery_pct``,
+  ``brightness_pct``) the count, mean, min and max of the readings that carried it (a report holds only
+  the keys that changed).
+* **Minutes in a state** (``StateMinutes`` of a type, e.g. ``heating_minutes``: ``hvac_action`` is
+  ``heating``; a light's ``on_minutes``): a device is in the state from a reading that reports the key at
+  one of the values until its next reading that reports the key (any value). That time is split over the
+  windows it overlaps. An interval still open is credited up to the watermark each time the home has
+  new readings (a later on-time change cannot be older than the watermark), so a window's minutes are
+  complete once the watermark has passed its end and the home has reported since. Home figures are sums
+  over its devices (device-minutes). Changes are applied in event-time order; an on-time change older
+  than the device's last applied change is counted as a reading but does not move the state.
+* **State counts** (``StateCount`` of a type, e.g. ``locks``, ``jams``, ``lock_operations``): readings
+  reporting the key at one of the values.
+
+Every record carries every type's minutes and counts (0 where none), so the format is one for all.
 
 Record on the rollups topic (compacted): key ``f"{scope}:{id}:{window}:{window_start}"``, e.g.
 ``device:th-1:1m:2026-11-22T10:15:00Z`` or ``home:h-1:15m:2026-11-22T10:15:00Z``; every emission of a
@@ -40,8 +43,8 @@ Value (JSON)::
      "window": "1m", "window_start": "2026-11-22T10:15:00Z", "window_end": "2026-11-22T10:16:00Z",
      "readings": 4,
      "metrics": {"ambient_c": {"count": 4, "mean": 20.5, "min": 20.1, "max": 21.0}, ...},  # present ones
-     "heating_minutes": 0.75, "cooling_minutes": 0.0,
-     "lock_operations": 0, "locks": 0, "unlocks": 0, "jams": 0,
+     "heating_minutes": 0.75, "cooling_minutes": 0.0, ...,  # every StateMinutes
+     "locks": 0, "unlocks": 0, "jams": 0, "lock_operations": 0, ...,  # every StateCount
      "late_events": 1, "late_expired": 0}
 """
 
@@ -55,17 +58,22 @@ from typing import Any
 
 import msgspec
 
+from hearth_shared.domain.registry import DEVICE_TYPES, rollup_metrics
+
 SCHEMA_VERSION = 1
 MINUTE_US = 60_000_000
 WINDOWS: tuple[tuple[str, int], ...] = (("1m", MINUTE_US), ("15m", 15 * MINUTE_US))
 _LENGTH = dict(WINDOWS)
-METRICS = ("ambient_c", "humidity_pct", "battery_pct")
+METRICS = rollup_metrics()
+MINUTES = tuple(m for kind in DEVICE_TYPES.values() for m in kind.minutes)
+COUNTS = tuple(c for kind in DEVICE_TYPES.values() for c in kind.counts)
+# The text keys a Reading carries (those minutes and counts are figured from).
+STATE_KEYS = tuple(dict.fromkeys([*(m.key for m in MINUTES), *(c.key for c in COUNTS)]))
+_MINUTE_KEYS = frozenset(m.key for m in MINUTES)
 
-# A window's figures, as a list in the state: [readings, late, expired, heat_us, cool_us, locks,
-# unlocks, jams, {metric: [count, sum, min, max]}]
-_READINGS, _LATE, _EXPIRED, _HEAT, _COOL, _LOCKS, _UNLOCKS, _JAMS, _METRICS = range(9)
-_ACTIVE = {"heating": _HEAT, "cooling": _COOL}
-_LOCK_STATES = {"locked": _LOCKS, "unlocked": _UNLOCKS, "jammed": _JAMS}
+# A window's figures, as a list in the state: [readings, late, expired, {metric: [count, sum, min, max]},
+# {minutes name: microseconds}, {count name: n}]
+_READINGS, _LATE, _EXPIRED, _METRICS, _MINUTES, _COUNTS = range(6)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -75,8 +83,7 @@ class Reading:
     version: int
     t_us: int  # event time, microseconds since the epoch (UTC)
     metrics: dict[str, float] = field(default_factory=dict)
-    hvac_action: str | None = None
-    lock_state: str | None = None
+    states: dict[str, str] = field(default_factory=dict)  # the STATE_KEYS it reported
 
 
 def iso(t_us: int) -> str:
@@ -91,16 +98,30 @@ def rollup_key(scope: str, scope_id: str, window: str, start_us: int) -> str:
 
 
 def _new_window() -> list[Any]:
-    return [0, 0, 0, 0, 0, 0, 0, 0, {}]
+    return [0, 0, 0, {}, {}, {}]
+
+
+def _upgrade(state: dict[str, Any]) -> dict[str, Any]:
+    """A state checkpointed before the figures were declared by the device types (heating and cooling
+    microseconds, locks, unlocks and jams in fixed places): the same figures, by name."""
+    if "hvac" not in state:
+        return state
+    windows = {
+        wkey: [r, late, expired, stats, {"heating_minutes": heat, "cooling_minutes": cool},
+               {"locks": locks, "unlocks": unlocks, "jams": jams, "lock_operations": locks + unlocks}]
+        for wkey, (r, late, expired, heat, cool, locks, unlocks, jams, stats) in state["w"].items()
+    }  # fmt: skip
+    return {"w": windows, "since": {"hvac_action": state["hvac"]}}
 
 
 class HomeRollups:
-    """One home's open (and recently closed) windows and its devices' heating/cooling state."""
+    """One home's open (and recently closed) windows, and since when each device is in the values of
+    the keys minutes are counted for (``since``: key -> device -> [value, since_us])."""
 
     def __init__(self, home_id: str, state: dict[str, Any] | None, *, retention_us: int) -> None:
         self.home_id = home_id
         self.retention_us = retention_us
-        self.state: dict[str, Any] = state or {"w": {}, "hvac": {}}
+        self.state: dict[str, Any] = _upgrade(state) if state else {"w": {}, "since": {}}
         self._touched: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ inputs
@@ -108,26 +129,28 @@ class HomeRollups:
     def process(self, readings: Iterable[Reading], watermark_us: int) -> list[tuple[str, str]]:
         """Apply new readings at this watermark; the ``(key, value)`` records of every changed window."""
         self._touched = set()
-        hvac: dict[str, list[Any]] = self.state["hvac"]
-        for device_id, current in hvac.items():
-            action, since = current
-            if action in _ACTIVE and since < watermark_us:
-                self._credit(device_id, action, since, watermark_us)
-                current[1] = watermark_us
+        since_by_key: dict[str, dict[str, list[Any]]] = self.state["since"]
+        for key, since in since_by_key.items():
+            for device_id, current in since.items():
+                value, start = current
+                if start < watermark_us and self._credit(device_id, key, value, start, watermark_us):
+                    current[1] = watermark_us
         for r in sorted(readings, key=lambda r: (r.t_us, r.device_id, r.version)):
             if r.t_us < watermark_us:
                 self._late(r, watermark_us)
                 continue
             for window in self._windows_of(r.device_id, r.t_us):
                 self._count(window, r)
-            if r.hvac_action is not None:
-                previous = hvac.get(r.device_id)
+            for key, value in r.states.items():
+                if key not in _MINUTE_KEYS:
+                    continue
+                since = since_by_key.setdefault(key, {})
+                previous = since.get(r.device_id)
                 if previous is None:
-                    hvac[r.device_id] = [r.hvac_action, r.t_us]
+                    since[r.device_id] = [value, r.t_us]
                 elif r.t_us >= previous[1]:
-                    if previous[0] in _ACTIVE:
-                        self._credit(r.device_id, previous[0], previous[1], r.t_us)
-                    hvac[r.device_id] = [r.hvac_action, r.t_us]
+                    self._credit(r.device_id, key, previous[0], previous[1], r.t_us)
+                    since[r.device_id] = [value, r.t_us]
         records = [self._record(k) for k in sorted(self._touched)]
         self._evict(watermark_us)
         return records
@@ -156,19 +179,25 @@ class HomeRollups:
                 s[1] += value
                 s[2] = min(s[2], value)
                 s[3] = max(s[3], value)
-        if r.lock_state in _LOCK_STATES:
-            w[_LOCK_STATES[r.lock_state]] += 1
+        counts: dict[str, int] = w[_COUNTS]
+        for count in COUNTS:
+            if r.states.get(count.key) in count.values:
+                counts[count.name] = counts.get(count.name, 0) + 1
 
-    def _credit(self, device_id: str, action: str, start_us: int, end_us: int) -> None:
-        """Add ``[start_us, end_us)`` of heating or cooling to every window it overlaps."""
-        slot = _ACTIVE[action]
+    def _credit(self, device_id: str, key: str, value: str, start_us: int, end_us: int) -> bool:
+        """Add ``[start_us, end_us)`` to every window it overlaps, for each minutes figure ``key`` at
+        ``value`` counts for; False if none does."""
+        names = [m.name for m in MINUTES if m.key == key and value in m.values]
         for label, length in WINDOWS:
             start = start_us - start_us % length
-            while start < end_us:
+            while names and start < end_us:
                 overlap = min(end_us, start + length) - max(start_us, start)
                 for scope, scope_id in (("device", device_id), ("home", self.home_id)):
-                    self._get(self._wkey(scope, scope_id, label, start))[slot] += overlap
+                    minutes: dict[str, int] = self._get(self._wkey(scope, scope_id, label, start))[_MINUTES]
+                    for name in names:
+                        minutes[name] = minutes.get(name, 0) + overlap
                 start += length
+        return bool(names)
 
     def _evict(self, watermark_us: int) -> None:
         windows: dict[str, list[Any]] = self.state["w"]
@@ -219,16 +248,17 @@ class HomeRollups:
                 name: {"count": n, "mean": total / n, "min": low, "max": high}
                 for name, (n, total, low, high) in sorted(w[_METRICS].items())
             },
-            heating_minutes=w[_HEAT] / MINUTE_US,
-            cooling_minutes=w[_COOL] / MINUTE_US,
-            lock_operations=w[_LOCKS] + w[_UNLOCKS],
-            locks=w[_LOCKS],
-            unlocks=w[_UNLOCKS],
-            jams=w[_JAMS],
+            **{m.name: w[_MINUTES].get(m.name, 0) / MINUTE_US for m in MINUTES},
+            **{c.name: w[_COUNTS].get(c.name, 0) for c in COUNTS},
             late_events=w[_LATE],
             late_expired=w[_EXPIRED],
         )
         return rollup_key(scope, scope_id, label, start), msgspec.json.encode(value).decode()
+
+
+def figure_names() -> tuple[str, ...]:
+    """The minutes and counts every record carries, as the device types declare them."""
+    return (*(m.name for m in MINUTES), *(c.name for c in COUNTS))
 
 
 def clean_metrics(row: dict[str, Any]) -> dict[str, float]:

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 )
 
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_shared.domain.registry import DEVICE_TYPES, rollup_metrics
 from hearth_shared.ids import IDENTIFIER_PATTERN
 
 STATE_REPORTED = "device.state_reported"
@@ -44,19 +45,22 @@ COMMAND_OUTCOMES = {  # terminal command facts -> outcome
     "command.superseded": "superseded",
 }
 
-# Numeric telemetry summarised in rollups and reports (mean, min, max, count).
-METRICS = ("ambient_c", "humidity_pct", "battery_pct")
+# Numeric telemetry summarised in rollups and reports (mean, min, max, count), and the text keys that
+# minutes and counts are figured from: as the device types declare them (hearth_shared.domain).
+METRICS = rollup_metrics()
+STATE_KEYS = tuple(
+    dict.fromkeys(
+        [m.key for t in DEVICE_TYPES.values() for m in t.minutes]
+        + [c.key for t in DEVICE_TYPES.values() for c in t.counts]
+    )
+)
+# Reported keys the batch report reads besides those (thermostat targets, door sensors).
+_BATCH_NUMBERS, _BATCH_TEXT = ("target_c",), ("hvac_mode", "door")
 
 REPORTED = StructType(
     [
-        StructField("ambient_c", DoubleType()),
-        StructField("humidity_pct", DoubleType()),
-        StructField("battery_pct", DoubleType()),
-        StructField("target_c", DoubleType()),
-        StructField("hvac_mode", StringType()),
-        StructField("hvac_action", StringType()),
-        StructField("lock_state", StringType()),
-        StructField("door", StringType()),
+        *(StructField(m, DoubleType()) for m in dict.fromkeys((*METRICS, *_BATCH_NUMBERS))),
+        *(StructField(k, StringType()) for k in dict.fromkeys((*STATE_KEYS, *_BATCH_TEXT))),
     ]
 )
 
@@ -185,7 +189,5 @@ def readings(facts: DataFrame) -> DataFrame:
         "event_time",
         "recorded_at",
         *(F.col(f"payload.reported.{m}").alias(m) for m in METRICS),
-        F.col("payload.reported.hvac_action").alias("hvac_action"),
-        F.col("payload.reported.lock_state").alias("lock_state"),
-        F.col("payload.reported.door").alias("door"),
+        *(F.col(f"payload.reported.{k}").alias(k) for k in dict.fromkeys((*STATE_KEYS, "door"))),
     )

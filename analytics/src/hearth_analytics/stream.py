@@ -11,11 +11,12 @@
   ``<checkpoint_dir>/training-state``.
 
 Why a stateful Python function rather than ``groupBy(window(...))``: Spark's window aggregation drops
-rows behind the watermark without a trace (only a metric), and heating minutes need each device's
-previous ``hvac_action`` across windows and micro-batches. With ``GroupStateTimeout.NoTimeout`` Spark
-hands every row, late ones included, to the function together with the watermark, and keeps the
-function's state in its checkpointed state store. (Event-time timeouts would make Spark drop late rows
-first; processing-time timeouts keep ``availableNow`` runs from ever finishing.)
+rows behind the watermark without a trace (only a metric), and minutes in a state (heating, a light on)
+need each device's previous value of the key across windows and micro-batches. With
+``GroupStateTimeout.NoTimeout`` Spark hands every row, late ones included, to the function together with
+the watermark, and keeps the function's state in its checkpointed state store. (Event-time timeouts would
+make Spark drop late rows first; processing-time timeouts keep ``availableNow`` runs from ever
+finishing.)
 
 Delivery: Kafka source offsets and the state store are checkpointed per micro-batch; a restarted query
 re-runs an unfinished micro-batch with the same offsets, state and watermark, so every figure counts
@@ -38,7 +39,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from hearth_analytics.rollups import METRICS, HomeRollups, Reading
+from hearth_analytics.rollups import METRICS, STATE_KEYS, HomeRollups, Reading
 from hearth_analytics.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, readings, stream_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
@@ -56,19 +57,16 @@ STATE_SCHEMA = "blob string"
 def _readings(pdf: pd.DataFrame) -> Iterator[Reading]:
     times = pdf["event_time"].to_numpy(dtype="datetime64[us]").astype("int64")
     metric_columns = [pdf[m].to_numpy(dtype="float64", na_value=float("nan")) for m in METRICS]
-    for i, (device_id, version, hvac, lock) in enumerate(
-        zip(pdf["device_id"], pdf["version"], pdf["hvac_action"], pdf["lock_state"], strict=True)
-    ):
+    state_columns = [pdf[k].to_numpy(dtype=object) for k in STATE_KEYS]
+    for i, (device_id, version) in enumerate(zip(pdf["device_id"], pdf["version"], strict=True)):
         metrics = {
             m: float(col[i]) for m, col in zip(METRICS, metric_columns, strict=True) if col[i] == col[i]
         }
+        states = {
+            k: col[i] for k, col in zip(STATE_KEYS, state_columns, strict=True) if isinstance(col[i], str)
+        }
         yield Reading(
-            device_id=device_id,
-            version=int(version),
-            t_us=int(times[i]),
-            metrics=metrics,
-            hvac_action=hvac if isinstance(hvac, str) else None,
-            lock_state=lock if isinstance(lock, str) else None,
+            device_id=device_id, version=int(version), t_us=int(times[i]), metrics=metrics, states=states
         )
 
 

@@ -84,10 +84,13 @@ class CommandSupersededPayload(Payload, frozen=True, kw_only=True):
 
 
 class DesiredSetPayload(Payload, frozen=True, kw_only=True):
-    """The desired keys a command changed (e.g. ``{"target_c": 21.5}``), and the command that did."""
+    """The desired keys a command changed (e.g. ``{"target_c": 21.5}``), the command that did, and the
+    setting (supersede group) it belongs to ("" in facts written before the field existed: their
+    type-specific fact names the setting)."""
 
     command_id: uuid.UUID
     desired: JSON
+    setting: str = ""
 
 
 class StateReportedPayload(Payload, frozen=True, kw_only=True):
@@ -204,6 +207,14 @@ class LockDesiredStateSet(Event, frozen=True, kw_only=True, tag="lock.desired_st
     payload: DesiredSetPayload
 
 
+class DesiredStateSet(Event, frozen=True, kw_only=True, tag="device.desired_set"):
+    """A command's desired keys, for any device type (the payload names the setting): a type declares
+    its settings in its module and needs no fact of its own here. Thermostats and locks keep their
+    older type-specific facts above, which journals already hold."""
+
+    payload: DesiredSetPayload
+
+
 class StateReported(Event, frozen=True, kw_only=True, tag="device.state_reported"):
     payload: StateReportedPayload
 
@@ -242,6 +253,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ThermostatTargetSet,
     ThermostatHvacModeSet,
     LockDesiredStateSet,
+    DesiredStateSet,
     StateReported,
     DeviceWentOffline,
     DeviceCameOnline,

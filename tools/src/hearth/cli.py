@@ -41,7 +41,7 @@ app.command("status")(cli_stack.status)
 
 @app.command()
 def simulate(
-    devices: Annotated[int, typer.Option(help="Register this many devices (half thermostats) first")] = 0,
+    devices: Annotated[int, typer.Option(help="Register this many devices first (as many of each type)")] = 0,
     rate: Annotated[float, typer.Option(help="Reports per second per device")] = 1.0,
     home_id: Annotated[
         str, typer.Option("--home", help="Home of the devices registered with --devices")
@@ -55,7 +55,7 @@ def simulate(
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
     with the stack's simulator credential."""
     from hearth.simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
-    from hearth.simulator.registration import register_fleet
+    from hearth.simulator.registration import register_fleet, split_evenly
     from hearth.stack.mosquitto import SIMULATOR_ACCOUNT
 
     stack = StackSettings(token_secret=token_secret(home.resolve()))
@@ -68,7 +68,7 @@ def simulate(
     async def main() -> None:
         if devices:
             admin = create_token(stack.token_secret, admin=True)
-            await register_fleet(api, admin, home_id, devices - devices // 2, devices // 2)
+            await register_fleet(api, admin, home_id, split_evenly(devices))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -56,8 +56,6 @@ def up(
     mqtt_keyfile: Annotated[Path | None, typer.Option(help="PEM key of --mqtt-certfile")] = None,
     simulate: Annotated[bool, typer.Option(help="Run the fleet simulator with a demo home")] = True,
     analytics: Annotated[bool, typer.Option(help="Run the Spark streaming job (rollups, training)")] = True,
-    demo_thermostats: int = 3,
-    demo_locks: int = 2,
     start_timeout_factor: Annotated[
         float, typer.Option(help="Multiply every part's start timeout (a slow or busy machine)")
     ] = 1.0,
@@ -111,10 +109,10 @@ def up(
         secret = stack.settings.token_secret
         admin, demo = create_token(secret, admin=True), create_token(secret, home_id=DEMO_HOME)
         if simulate and not stop.is_set():
-            from hearth.simulator.registration import register_fleet
+            from hearth.simulator.registration import demo_counts, register_fleet
 
-            api = f"http://127.0.0.1:{ports.command_api}"
-            asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_thermostats, demo_locks))
+            api = f"http://127.0.0.1:{ports.command_api}"  # the demo home: a few devices of every type
+            asyncio.run(register_fleet(api, admin, DEMO_HOME, demo_counts()))
         _print_started(stack, admin, demo)
         stack.supervise(stop)
     finally:

@@ -9,6 +9,7 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hearth_shared.domain import device_type_names
+from hearth_shared.domain.registry import commands_description
 from hearth_shared.ids import IDENTIFIER_PATTERN, find_unstorable, has_control_characters
 
 
@@ -19,7 +20,7 @@ class RegisterDeviceBody(BaseModel):
         None, pattern=IDENTIFIER_PATTERN, description="Chosen by the server when absent"
     )
     home_id: str = Field(pattern=IDENTIFIER_PATTERN)
-    type: str = Field(description="A registered device type, e.g. thermostat or lock")
+    type: str = Field(description=f"A registered device type: {', '.join(device_type_names())}")
     name: str = Field(
         min_length=1, max_length=120, description="Any text on one line (no control characters)"
     )
@@ -46,7 +47,7 @@ class SubmitCommandBody(BaseModel):
     params: dict[str, Any] = Field(
         default_factory=dict,
         examples=[{"target_c": 21.5}],
-        description="Finite numbers and text without control characters only",
+        description="Finite numbers and text without control characters only. " + commands_description(),
     )
     expires_in_s: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="Deadline; 30 s when absent"

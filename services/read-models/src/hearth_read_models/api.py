@@ -14,7 +14,14 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import automation_views, backtest_views, schedule_views, session, subscriptions
+from hearth_read_models import (
+    automation_views,
+    backtest_views,
+    schedule_views,
+    session,
+    subscriptions,
+    type_schemas,
+)
 from hearth_read_models import tables as t
 from hearth_read_models.db import async_engine
 from hearth_read_models.query_params import (
@@ -303,6 +310,7 @@ def make_app(
     app.state.token_secret = stack.token_secret
     app.state.revocations = revocations
     app.include_router(router)
+    app.include_router(type_schemas.router)  # GET /v1/device-types: what the live page draws from
     app.include_router(session.router)  # POST /v1/session: the live page's short-lived token
     app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
     app.include_router(schedule_views.router)  # GET /v1/devices/{id}/schedule, from the home journal

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from hearth_shared.domain.decide import Change
+from hearth_shared.domain.registry import DEVICE_TYPES, scored_metrics
 from hearth_shared.domain.twin import Twin
 from hearth_shared.events import (
     JSON,
@@ -24,11 +25,12 @@ from hearth_shared.events import (
     ReportState,
 )
 
-SCORED_METRICS = ("ambient_c", "humidity_pct")
+# The keys scored, over every type: those a type declares with a baseline (its module says why).
+SCORED_METRICS = tuple(dict.fromkeys(m for name in DEVICE_TYPES for m in scored_metrics(name)))
 MIN_STD = 0.25  # a flat history must not turn every tiny wobble into an anomaly
 _NO_SLICES: dict[str, dict[str, Baseline]] = {}
 
-# Until the analytics job publishes a model: wide, type-level baselines for indoor climate.
+# Until the analytics job publishes a model: wide, type-level baselines, as each type declares them.
 DEFAULT_MODEL = AnomalyModel(
     version=0,
     trained_at=datetime(2026, 1, 1, tzinfo=UTC),
@@ -36,10 +38,9 @@ DEFAULT_MODEL = AnomalyModel(
     threshold=4.0,
     min_count=1,
     by_type={
-        "thermostat": {
-            "ambient_c": {"*": Baseline(1, 21.0, 3.0)},
-            "humidity_pct": {"*": Baseline(1, 45.0, 10.0)},
-        }
+        kind.name: {k.name: {"*": Baseline(1, *k.baseline)} for k in kind.state if k.baseline is not None}
+        for kind in DEVICE_TYPES.values()
+        if any(k.baseline is not None for k in kind.state)
     },
 )
 
@@ -68,7 +69,7 @@ def score_reading(
 ) -> list[Score]:
     """The anomalies in one reading: metrics whose z-score is above the model's threshold."""
     found: list[Score] = []
-    for metric in SCORED_METRICS:
+    for metric in scored_metrics(device_type):
         value = reading.get(metric)
         if value is None or value is True or value is False or not isinstance(value, (int, float)):
             continue

@@ -111,7 +111,7 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         return [requested, _about(command_id, CommandExpired)]
     kind = DEVICE_TYPES[twin.device_type]
     try:
-        setting, desired = kind.plan(twin, request.name, kind.validate(request.name, request.params))
+        setting, desired = kind.plan_command(twin, request.name, kind.validate(request.name, request.params))
     except CommandInvalid as invalid:
         rejected = CommandRejectedPayload(
             command_id=command_id, reason=invalid.reason, message=invalid.message
@@ -126,12 +126,12 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         for old in twin.commands.values()
         if old.setting == setting and old.status == "accepted"  # held, not dispatched yet
     ]
-    desired_set = DesiredSetPayload(command_id=command_id, desired=desired)
+    desired_set = DesiredSetPayload(command_id=command_id, desired=desired, setting=setting)
     changes = [
         requested,
         _about(command_id, CommandAccepted),
         *superseded,
-        _about(command_id, kind.settings[setting], desired_set),
+        _about(command_id, kind.setting_fact(setting), desired_set),
     ]
     if twin.online:
         changes.append(_about(command_id, CommandDispatched))

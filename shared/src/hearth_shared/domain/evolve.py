@@ -35,7 +35,7 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
             device_type=event.payload.device_type,
             name=event.payload.name,
             desired={},
-            reported=kind.initial_reported() if kind else {},
+            reported=dict(kind.initial_reported) if kind else {},
             version=event.version,
             updated_at=event.recorded_at,
             simulated=event.payload.simulated,
@@ -64,11 +64,11 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         return {"revoked_credentials": revoked}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
-    if isinstance(payload, DesiredSetPayload):  # thermostat.target_set, lock.desired_state_set, ...
+    if isinstance(payload, DesiredSetPayload):  # device.desired_set, thermostat.target_set, ...
         return {
             "desired": {**twin.desired, **payload.desired},
             "commands": _update(
-                twin, str(payload.command_id), setting=_setting(twin, event), desired=payload.desired
+                twin, str(payload.command_id), setting=_setting(twin, payload, event), desired=payload.desired
             ),
         }
     if isinstance(event, CommandRequested):
@@ -100,7 +100,8 @@ def _update(twin: Twin, command_id: str, **changes: Any) -> dict[str, CommandSta
     return {**twin.commands, command_id: msgspec.structs.replace(command, **changes)}
 
 
-def _setting(twin: Twin, event: Event) -> str:
+def _setting(twin: Twin, payload: DesiredSetPayload, event: Event) -> str:
+    """The setting a desired-state fact records: its payload says (older facts: their type does)."""
+    setting = payload.setting
     kind = DEVICE_TYPES.get(twin.device_type)
-    settings = kind.settings.items() if kind else ()
-    return next((setting for setting, fact in settings if fact is type(event)), "")
+    return setting or (kind.setting_of(type(event)) if kind else "")

@@ -1,15 +1,33 @@
-"""Every device type Hearth knows. Adding a type: write its module, add one line here."""
+"""Every device type Hearth knows. Adding a type: write its module, add one line here.
+
+A command every type shares (an admin command such as ``reboot``) is declared once, in
+``device_type.SHARED_COMMANDS`` with ``admin=True``; a type lists only its own commands.
+"""
 
 from __future__ import annotations
 
-from hearth_shared.domain import lock, thermostat
+import importlib
+import json
+
 from hearth_shared.domain.device_type import CommandInvalid, DeviceType
 from hearth_shared.events import JSON
 
-DEVICE_TYPES: dict[str, DeviceType] = {
-    thermostat.name: thermostat,
-    lock.name: lock,
-}
+# One line per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>.
+_TYPE_MODULES = (
+    "thermostat",
+    "lock",
+    "light",
+)
+
+
+def _load(module_name: str) -> DeviceType:
+    kind = importlib.import_module(f"hearth_shared.domain.{module_name}").TYPE
+    if not isinstance(kind, DeviceType) or kind.name != module_name:
+        raise TypeError(f"hearth_shared.domain.{module_name}.TYPE must be the DeviceType {module_name!r}")
+    return kind
+
+
+DEVICE_TYPES: dict[str, DeviceType] = {name: _load(name) for name in _TYPE_MODULES}
 
 
 def device_type_names() -> list[str]:
@@ -22,3 +40,37 @@ def validate_command(device_type: str, name: str, params: JSON) -> JSON:
     if kind is None:
         raise CommandInvalid("unknown_device_type", f"no device type {device_type!r}")
     return kind.validate(name, params)
+
+
+def device_type_schemas() -> list[JSON]:
+    """Every type's schema (state keys, commands and their params), as the query API serves them."""
+    return [kind.schema() for kind in DEVICE_TYPES.values()]
+
+
+def commands_description() -> str:
+    """Every type's commands and their params, as text for the command API's OpenAPI document."""
+    lines = ["Params by device type and command (JSON schema; `GET /v1/device-types` of the query API):"]
+    for kind in DEVICE_TYPES.values():
+        for command in kind.all_commands:
+            admin = " (admin tokens only)" if command.admin else ""
+            lines.append(f"- `{kind.name}` `{command.name}`{admin}: `{json.dumps(command.params_schema())}`")
+    return "\n".join(lines)
+
+
+def rollup_metrics() -> tuple[str, ...]:
+    """The numeric telemetry keys the analytics roll up, over every type (each once)."""
+    return tuple(dict.fromkeys(k.name for t in DEVICE_TYPES.values() for k in t.state if k.rollup))
+
+
+def scored_metrics(device_type: str) -> tuple[str, ...]:
+    """The keys of a type's readings the device actor scores against the anomaly model."""
+    kind = DEVICE_TYPES.get(device_type)
+    return tuple(k.name for k in kind.state if k.baseline is not None) if kind else ()
+
+
+def reported_matches(device_type: str, key: str, desired: object, reported: JSON) -> bool:
+    """Whether ``reported`` holds ``key`` at ``desired`` within the type's tolerance (exact if unknown)."""
+    kind = DEVICE_TYPES.get(device_type)
+    if kind is None:
+        return key in reported and bool(reported[key] == desired)
+    return kind.matches(key, desired, reported)

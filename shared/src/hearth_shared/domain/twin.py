@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -55,20 +55,18 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def delta(self) -> JSON:
-        """The desired keys whose value the device has not reported (yet)."""
-        return {key: value for key, value in self.desired.items() if not _reports(self.reported, key, value)}
+        """The desired keys the device has not reported (yet), within its type's tolerances (the same
+        rule that converges a command)."""
+        from hearth_shared.domain.registry import reported_matches  # the registry imports this module
+
+        return {
+            key: value
+            for key, value in self.desired.items()
+            if not reported_matches(self.device_type, key, value, self.reported)
+        }
 
 
 FINISHED_KEPT = 16
-
-
-def _reports(reported: JSON, key: str, value: Any) -> bool:
-    return key in reported and reported[key] == value
-
-
-def same_as_reported(desired: JSON, reported: JSON) -> bool:
-    """The generic convergence rule: every desired key is reported with the same value."""
-    return all(_reports(reported, key, value) for key, value in desired.items())
 
 
 def twin_view(twin: Twin) -> JSON:
@@ -86,5 +84,6 @@ def twin_view(twin: Twin) -> JSON:
             "online": twin.online,
             "last_seen": twin.last_seen.isoformat() if twin.last_seen else None,
         },
+        "firmware_version": twin.reported.get("firmware_version"),
         "updated_at": twin.updated_at.isoformat(),
     }

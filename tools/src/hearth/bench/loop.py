@@ -47,8 +47,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hearth.bench.stack import BenchStack, bench_stack, latency_ms
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.fleet import Fleet, FleetOptions
-from hearth.simulator.models import SimThermostat
 from hearth_shared.domain.anomaly import score_reading
 from hearth_shared.events import (
     AnomalyDetected,

@@ -39,7 +39,7 @@ import msgspec
 import psutil
 
 from hearth.bench.stack import bench_stack, console
-from hearth.simulator.models import SimThermostat
+from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.registration import fleet_devices
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.domain import Twin
@@ -67,7 +67,7 @@ _encode_twin = msgspec.msgpack.Encoder().encode
 def device(i: int) -> tuple[str, str, str]:
     """Device ``i``'s (device_id, home_id, name), named as the simulator's fleet is."""
     home_id = f"home-{i // DEVICES_PER_HOME:07d}"
-    body = fleet_devices(home_id, i % DEVICES_PER_HOME + 1, 0)[-1]
+    body = fleet_devices(home_id, {"thermostat": i % DEVICES_PER_HOME + 1})[-1]
     return body["device_id"], home_id, body["name"]
 
 

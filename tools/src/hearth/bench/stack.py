@@ -108,7 +108,7 @@ class BenchStack:
 
     async def register_thermostats(self, home_id: str, count: int) -> list[str]:
         """Register ``count`` thermostats of one home through the command API (as `hearth up` does)."""
-        return await register_fleet(self.command_api, self.token(), home_id, count, 0)
+        return await register_fleet(self.command_api, self.token(), home_id, {"thermostat": count})
 
     async def wait_listed(self, home_id: str, count: int, *, online: bool, timeout_s: float = 120.0) -> None:
         """Wait until the query API lists ``count`` devices of the home (only online ones if ``online``):

@@ -1,4 +1,5 @@
-"""The simulated hub: plays every simulated thermostat and lock over MQTT, as a customer's hub would.
+"""The simulated hub: plays every simulated device of a type it has a model for (models.py) over MQTT, as
+a customer's hub would.
 
 ``Fleet`` learns its devices from the journal (``device.registered`` facts with ``simulated`` of a type it
 has a model for, read from the first offset and then followed, so a device registered later is picked up
@@ -12,7 +13,8 @@ that have something to say.
 
 ``FleetOptions`` make it a poor network on purpose: devices going silent for a while, slow or lost acks,
 reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop the older),
-thermostats whose reading drifts, locks that jam.
+and the faults of each type's model (thermostats whose reading drifts, locks that jam...: each model's
+``for_fleet`` reads its own from the options, ``fault_rates`` for those without a field here).
 
 The core (``learn``, ``on_command``, ``tick``) is synchronous and returns the MQTT messages to publish
 (topic, payload), so it runs without a broker; ``run`` wires it to the journal (read only) and MQTT.
@@ -29,14 +31,14 @@ import math
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth.simulator.models import SIM_MODELS, SimDevice, SimLock, SimThermostat
+from hearth.simulator.models import SIM_MODELS, SimDevice
 from hearth_device import Command, DeviceConnection
 from hearth_shared.events import (
     DeviceRegistered,
@@ -83,6 +85,7 @@ class FleetOptions:
     drifting_fraction: float = 0.0  # ... or this share of all thermostats
     drift_c_per_h: float | None = None  # how fast a drifting reading drifts (signed); None: ±1-3 °C/h, drawn
     jam_probability: float = 0.0  # per lock move
+    fault_rates: Mapping[str, float] = field(default_factory=dict)  # by name, as a model documents them
     seed: int = 0
     client_id: str = "hearth-simulator"  # the journal reader's Kafka client id
 
@@ -248,30 +251,8 @@ class Fleet:
 
     def _new_model(self, device_id: str, device_type: str, now: float) -> SimDevice:
         """A model for the device, its character drawn from a generator seeded by the device id."""
-        options = self.options
-        rng = random.Random(f"{options.seed}/{device_id}")
-        seed = rng.getrandbits(64)
-        if device_type == SimLock.device_type:
-            return SimLock(
-                seed=seed,
-                rate=options.rate,
-                start=now,
-                battery_pct=rng.uniform(40.0, 100.0),
-                jam_probability=options.jam_probability,
-            )
-        drifting = device_id in options.drifting_ids or rng.random() < options.drifting_fraction
-        return SimThermostat(
-            seed=seed,
-            rate=options.rate,
-            start=now,
-            ambient_c=rng.uniform(16.0, 24.0),
-            humidity_pct=rng.uniform(35.0, 55.0),
-            hvac_mode=rng.choice(("heat", "heat", "heat", "auto", "cool", "off")),
-            target_c=rng.choice((19.5, 20.0, 20.5, 21.0, 21.5, 22.0)),
-            outside_mean_c=rng.uniform(0.0, 25.0),
-            outside_swing_c=rng.uniform(3.0, 7.0),
-            drift_c_per_h=_drift_c_per_h(options, rng) if drifting else 0.0,
-        )
+        rng = random.Random(f"{self.options.seed}/{device_id}")
+        return SIM_MODELS[device_type].for_fleet(self.options, device_id, rng, now)
 
     # ------------------------------------------------------------------------------------ the wiring
 
@@ -383,12 +364,6 @@ class Fleet:
         while True:
             await asyncio.sleep(STATS_EVERY_S)
             log.info("simulator: %d devices, %s", len(self.players), dict(sorted(self.stats.items())))
-
-
-def _drift_c_per_h(options: FleetOptions, rng: random.Random) -> float:
-    if options.drift_c_per_h is not None:
-        return options.drift_c_per_h
-    return rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3.0)
 
 
 def _datetime(t: float) -> datetime:

@@ -4,23 +4,31 @@ command API (so the simulator hub plays them and no credentials are issued)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from hearth.simulator.models import SimLock, SimThermostat
-
-_THERMOSTAT_NAMES = ("Living room", "Bedroom", "Kitchen", "Office", "Nursery", "Guest room", "Basement")
-_LOCK_NAMES = ("Front door", "Back door", "Garage", "Patio door", "Side gate")
+from hearth.simulator.models import SIM_MODELS
 
 
-def fleet_devices(home_id: str, thermostats: int, locks: int) -> list[dict[str, Any]]:
-    """The registration bodies of a home's simulated devices (ids are stable: registering is repeatable)."""
+def demo_counts() -> dict[str, int]:
+    """How many devices of each type the demo home has: as many as the type's model has demo names."""
+    return {name: len(model.demo_names) for name, model in SIM_MODELS.items()}
+
+
+def split_evenly(devices: int) -> dict[str, int]:
+    """``devices`` spread over every type the simulator plays (the first types get the remainder)."""
+    share, rest = divmod(devices, len(SIM_MODELS))
+    return {name: share + (n < rest) for n, name in enumerate(SIM_MODELS)}
+
+
+def fleet_devices(home_id: str, counts: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The registration bodies of a home's simulated devices, ``counts`` by type (ids are stable:
+    registering is repeatable)."""
     bodies = []
-    for device_type, count, names in (
-        (SimThermostat.device_type, thermostats, _THERMOSTAT_NAMES),
-        (SimLock.device_type, locks, _LOCK_NAMES),
-    ):
+    for device_type, count in counts.items():
+        names = SIM_MODELS[device_type].demo_names
         for n in range(1, count + 1):
             name = names[n - 1] if n <= len(names) else f"{device_type.capitalize()} {n}"
             device_id = f"{home_id}-{device_type}-{n}"
@@ -39,7 +47,7 @@ def fleet_devices(home_id: str, thermostats: int, locks: int) -> list[dict[str, 
 
 
 async def register_fleet(
-    api_url: str, token: str, home_id: str, thermostats: int, locks: int, *, concurrency: int = 16
+    api_url: str, token: str, home_id: str, counts: Mapping[str, int], *, concurrency: int = 16
 ) -> list[str]:
     """Register a home's simulated devices through the command API; returns their ids.
 
@@ -57,9 +65,7 @@ async def register_fleet(
 
     limits = httpx.Limits(max_connections=concurrency)
     async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=30.0, limits=limits) as client:
-        return list(
-            await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, thermostats, locks)))
-        )
+        return list(await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, counts))))
 
 
-__all__ = ["fleet_devices", "register_fleet"]
+__all__ = ["demo_counts", "fleet_devices", "register_fleet", "split_evenly"]

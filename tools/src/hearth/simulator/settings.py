@@ -28,6 +28,9 @@ class SimulatorSettings(BaseSettings):
     )
     drifting_fraction: float = Field(0.0, ge=0, le=1)
     jam_probability: float = Field(0.0, ge=0, le=1)
+    fault_rates: dict[str, float] = Field(
+        default_factory=dict, description='Faults of other models by name, as JSON: {"bulb_failure": 0.1}'
+    )
     seed: int = 0
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
@@ -54,6 +57,7 @@ class SimulatorSettings(BaseSettings):
             drifting_ids=frozenset(self.drifting_ids),
             drifting_fraction=self.drifting_fraction,
             jam_probability=self.jam_probability,
+            fault_rates=dict(self.fault_rates),
             seed=self.seed,
         )
 

@@ -27,7 +27,6 @@ const auth = () => ({ Authorization: `Bearer ${token}` });
 
 const TERMINAL = new Set(["converged", "failed", "rejected", "expired", "superseded"]);
 const PROGRESS = ["sending", "pending", "accepted", "dispatched", "acknowledged"];
-const HVAC_MODES = ["off", "heat", "cool", "heat_cool", "auto"];
 const FATAL_CLOSES = new Set([4400, 4401, 4403]); // retrying would not help
 const RENEW_RETRY_MS = 10000; // a renewal that failed for the network is tried again this much later
 
@@ -73,6 +72,7 @@ function deviceEntry(twin) {
     d = { twin, commands: [], alerts: [] };
     d.ui = buildCard(d);
     devices.set(twin.device_id, d);
+    loadTrends(d);
     const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
     $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
     $("empty").hidden = true;
@@ -144,6 +144,7 @@ function buildCard(d) {
     rows: el("tbody"),
     commands: el("ul", { class: "commands" }),
     alerts: el("ul", { class: "alerts" }),
+    trends: el("div", { class: "trends" }),
   };
   ui.card = el(
     "article",
@@ -152,41 +153,11 @@ function buildCard(d) {
     ui.meta,
     el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
     controls(d),
+    ui.trends,
     ui.commands,
     ui.alerts,
   );
   return ui;
-}
-
-function controls(d) {
-  const id = d.twin.device_id;
-  if (d.twin.type === "thermostat") {
-    const t = d.twin.desired.target_c ?? d.twin.reported.target_c ?? 20;
-    const target = el("input", { type: "number", name: "target_c", min: 7, max: 35, step: 0.5, value: t });
-    const mode = el("select", { name: "mode" }, ...HVAC_MODES.map((m) => el("option", { value: m }, m)));
-    mode.value = d.twin.reported.hvac_mode || "heat";
-    const submit = (handler) => (event) => {
-      event.preventDefault();
-      handler();
-    };
-    return el(
-      "div",
-      { class: "controls" },
-      el("form", { class: "set-target", onsubmit: submit(() => send(id, "set_target_temperature", { target_c: Number(target.value) })) },
-        el("label", {}, "target °C ", target), el("button", { type: "submit" }, "Set target")),
-      el("form", { class: "set-mode", onsubmit: submit(() => send(id, "set_hvac_mode", { mode: mode.value })) },
-        el("label", {}, "mode ", mode), el("button", { type: "submit" }, "Set mode")),
-    );
-  }
-  if (d.twin.type === "lock") {
-    return el(
-      "div",
-      { class: "controls" },
-      el("button", { class: "lock", onclick: () => send(id, "lock", {}) }, "Lock"),
-      el("button", { class: "unlock", onclick: () => send(id, "unlock", {}) }, "Unlock"),
-    );
-  }
-  return el("div", { class: "controls muted" }, "no controls for this type");
 }
 
 function renderTwin(d) {
@@ -196,7 +167,7 @@ function renderTwin(d) {
   ui.badge.textContent = online ? "online" : "offline";
   ui.badge.className = `badge ${online ? "online" : "offline"}`;
   ui.meta.replaceChildren(
-    `${twin.device_id} · v${twin.version} · last seen `,
+    `${twin.device_id} · v${twin.version}${twin.firmware_version ? ` · firmware ${twin.firmware_version}` : ""} · last seen `,
     el("span", { class: "last-seen", dataset: { at: twin.connectivity?.last_seen || "" } }, ago(twin.connectivity?.last_seen)),
   );
   const keys = [...new Set([...Object.keys(twin.reported), ...Object.keys(twin.desired)])].sort();
@@ -220,6 +191,7 @@ function renderCommands(d) {
         "li",
         { class: "command", dataset: { commandId: c.id || "", status: c.status } },
         el("span", { class: "what" }, `${c.name} ${Object.values(c.params).join(" ")}`),
+        commandSteps(c),
         el("span", { class: `status s-${c.status}` }, c.status),
         c.reason ? el("span", { class: "reason" }, c.reason) : null,
       ),
@@ -244,6 +216,7 @@ function rank(status) {
 function advance(c, status, reason) {
   if (rank(status) <= rank(c.status)) return; // statuses never move back (events and polls may race)
   c.status = status;
+  if (STEPS.includes(status)) c.reached = STEPS.indexOf(status);
   if (reason) c.reason = reason;
   const d = devices.get(c.deviceId);
   if (d) renderCommands(d);
@@ -428,6 +401,7 @@ async function start() {
     notice(`This page link cannot be used (${error.message}): make another with hearth token create --home <home> --link.`);
     return;
   }
+  await loadDeviceTypes().catch((error) => notice(`The device types could not be read, so no controls: ${error.message}`));
   connect();
 }
 

@@ -25,6 +25,9 @@ class AnalyticsSettings(BaseSettings):
         description="spark.sql.shuffle.partitions (frozen into a streaming checkpoint at first start)",
     )
     driver_memory: str = "2g"
+    cores_max: int | None = Field(
+        None, gt=0, description="spark.cores.max on a cluster (None: all the cores the cluster offers)"
+    )
     spark_ui: bool = False
     kafka_jars: Literal["auto", "local", "packages"] = Field(
         "auto",
@@ -61,7 +64,29 @@ class AnalyticsSettings(BaseSettings):
     model_threshold: float = Field(4.0, gt=0, description="z-score above which a reading is an anomaly")
     model_min_count: int = Field(30, gt=0, description="Readings a slice needs before scoring trusts it")
 
+    # --- the journal's archive (hearth_analytics.archive)
+    archive_url: str = Field(
+        ".hearth/analytics/archive",
+        description="Where the archive table lives: a local directory, or s3a://bucket/path",
+    )
+    archive_trigger_s: float = Field(30.0, gt=0, description="Micro-batch interval of the archive query")
+    archive_max_offsets_per_trigger: int | None = Field(
+        500_000, gt=0, description="Journal records per archive micro-batch at most"
+    )
+
     stack: StackSettings = Field(default_factory=StackSettings)
 
     def checkpoint(self, query: str) -> Path:
         return (self.checkpoint_dir / query).resolve()
+
+    def archive_is_local(self) -> bool:
+        return "://" not in self.archive_url or self.archive_url.startswith("file://")
+
+    def archive_location(self) -> str:
+        """The archive table's URL as Spark takes it (a local directory made absolute)."""
+        if not self.archive_is_local():
+            return self.archive_url
+        return str(Path(self.archive_url.removeprefix("file://")).resolve())
+
+    def archive_checkpoint(self) -> str:
+        return str(self.checkpoint("archive"))

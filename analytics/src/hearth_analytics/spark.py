@@ -237,6 +237,8 @@ def spark_conf(settings: AnalyticsSettings, master: str | None) -> dict[str, str
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
+    if settings.cores_max is not None:
+        conf["spark.cores.max"] = str(settings.cores_max)
     if under_spark_submit():
         return conf  # jars come from spark-submit --packages / --jars
     local = master is None or master.startswith("local")

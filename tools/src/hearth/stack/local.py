@@ -65,6 +65,11 @@ def token_secret(home: Path) -> str:
     return path.read_text().strip()
 
 
+def archive_dir(data: Path) -> Path:
+    """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
+    return data / "analytics" / "archive"
+
+
 def http_ok(url: str) -> Callable[[], bool]:
     def check() -> bool:
         return httpx.get(url, timeout=1.0).status_code == 200
@@ -123,6 +128,7 @@ class Services:
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
+            "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
@@ -134,7 +140,7 @@ class Services:
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
         names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
-        return names + ["simulator"] * simulate + ["analytics"] * analytics
+        return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
         """The process for one service (not started) and how long it may take to become healthy."""
@@ -154,6 +160,7 @@ class Services:
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
+            "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
         }[name]
         process = ManagedProcess(
             name=name,
@@ -302,6 +309,7 @@ class LocalStack:
             "command-api": brokers,
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
+            "archive": brokers,
         }
         specs = [
             *kafka,

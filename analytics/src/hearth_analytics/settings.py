@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.settings import StackSettings
@@ -73,6 +73,12 @@ class AnalyticsSettings(BaseSettings):
     archive_max_offsets_per_trigger: int | None = Field(
         500_000, gt=0, description="Journal records per archive micro-batch at most"
     )
+    # --- the archive on S3-compatible storage (hearth_analytics.s3; only for an s3a:// archive_url)
+    s3_endpoint: str | None = Field(None, description="e.g. http://127.0.0.1:9000; None: AWS S3")
+    s3_region: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_path_style: bool = Field(True, description="bucket in the path, not the host (S3-compatible servers)")
 
     stack: StackSettings = Field(default_factory=StackSettings)
 

@@ -35,7 +35,7 @@ from hearth.stack.redis import RedisServer
 from hearth.stack.stale import clear_stale_postmaster_pid
 from hearth.stack.status import PartStatus, write_status
 from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
-from hearth_shared.kafka import ensure_topics
+from hearth_shared.kafka import apply_topic_config, ensure_topics
 from hearth_shared.settings import StackSettings
 
 DEFAULT_HOME = Path(".hearth")
@@ -68,6 +68,22 @@ def token_secret(home: Path) -> str:
 def archive_dir(data: Path) -> Path:
     """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
     return data / "analytics" / "archive"
+
+
+def retention_warning(settings: StackSettings, archive: Path) -> str | None:
+    """A warning when the journal keeps only a window while the archive lags it (None: nothing to say)."""
+    if settings.journal_retention_s is None:
+        return None
+    from hearth.archive_cli import inspect_archive, journal_ranges
+
+    lag = inspect_archive(archive, asyncio.run(journal_ranges(settings))).check.lag
+    if not lag:
+        return None
+    return (
+        f"WARNING: the journal keeps facts for {settings.journal_retention_s} s only "
+        f"(HEARTH_JOURNAL_RETENTION_S) while the archive lags it by {lag:,} facts: facts the archive has not "
+        "taken by then are deleted for good. See `hearth archive status` and `hearth archive verify`."
+    )
 
 
 def http_ok(url: str) -> Callable[[], bool]:
@@ -259,6 +275,9 @@ class LocalStack:
             if isinstance(self.kafka, KafkaCluster):
                 self.kafka.wait_formed(150.0)
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
+            asyncio.run(apply_topic_config(self.kafka.bootstrap, self.settings.topics.journal_spec()))
+            if warning := retention_warning(self.settings, archive_dir(self.data)):
+                self.report(warning)
 
         if isinstance(self.kafka, KafkaBroker):
             broker = self.kafka

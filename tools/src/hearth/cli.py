@@ -40,7 +40,6 @@ app.command("down")(cli_stack.down)
 app.command("status")(cli_stack.status)
 
 
-
 @app.command()
 def simulate(
     devices: Annotated[int, typer.Option(help="Register this many devices (half thermostats) first")] = 0,
@@ -130,6 +129,17 @@ def bench_rebuild(
     from hearth.bench.rebuild import main as rebuild_main
 
     rebuild_main(events=events, devices=devices, batch_size=batch_size)
+
+
+@bench_app.command("archive")
+def bench_archive(
+    events: Annotated[int, typer.Option(help="Telemetry facts the journal holds (at least)")] = 200_000,
+    devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 1_000,
+) -> None:
+    """The archive job's sustained facts/s, and the daily report from the archive, against floors."""
+    from hearth.bench.archive import main as archive_main
+
+    archive_main(events=events, devices=devices)
 
 
 @bench_app.command("batch")

@@ -19,7 +19,7 @@ from hearth_shared.events import encode
 from hearth_shared.settings import StackSettings
 from tests.known_history import known_history, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # four Spark jobs on 2 loaded cores
 
 
 def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

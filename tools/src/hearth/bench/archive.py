@@ -63,7 +63,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         (rows, length), scan_s = timed_spark_job(
             spark,
             "Spark: scan the archive",
-            lambda: tuple(table.select(F.count("*"), F.sum(F.length("value"))).first()),
+            lambda: tuple(table.select(F.count("*"), F.sum(F.length("value"))).collect()[0]),
         )
         from_kafka, kafka_s = timed_spark_job(
             spark, "Spark: report from Kafka", lambda: build_report(spark, journal_only, work / "r-kafka")

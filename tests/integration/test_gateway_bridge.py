@@ -32,6 +32,7 @@ from hearth_shared.kafka import KafkaJournal
 from hearth_shared.mqtt import state_topic
 from hearth_shared.settings import StackSettings
 from tests.mqtt_devices import read_topic
+from tests.support import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def gateway(stack: StackSettings, mosquitto: MosquittoBroker) -> AsyncIterator[DeviceGateway]:
     settings = DeviceGatewaySettings(
-        mqtt_port=mosquitto.port,
+        mqtt_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
         instance=f"{stack.topic_prefix}-1",
         stack=stack,
@@ -62,7 +63,7 @@ async def hub(mosquitto: MosquittoBroker) -> AsyncIterator[DeviceConnection]:
     connection = DeviceConnection(
         username=account.username,
         password=account.password,
-        port=mosquitto.port,
+        port=mosquitto.platform_port,
         hub=True,
         client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
     )
@@ -156,13 +157,13 @@ async def test_dispatched_commands_reach_the_device_and_only_then_are_committed(
     )
     await consumer.start()
     try:
-        deadline = asyncio.get_running_loop().time() + 30
         partitions = [TopicPartition(stack.topics.device_commands, p) for p in range(12)]
-        while True:
-            committed = [await consumer.committed(tp) for tp in partitions]
-            if sum(c or 0 for c in committed) == 2:
-                break
-            assert asyncio.get_running_loop().time() < deadline, committed
-            await asyncio.sleep(0.2)
+        await poll_until(
+            lambda: asyncio.gather(*(consumer.committed(tp) for tp in partitions)),
+            lambda committed: sum(c or 0 for c in committed) == 2,
+            "both dispatched commands committed",
+            timeout_s=30,
+            every_s=0.2,
+        )
     finally:
         await consumer.stop()

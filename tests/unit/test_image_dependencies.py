@@ -34,6 +34,7 @@ SERVICES = {
     "hearth-device-actor",
     "hearth-read-models",
     "hearth-device-gateway",
+    "hearth-automations",
 }
 
 

@@ -88,6 +88,12 @@ class Topics:
     def journal_spec(self) -> TopicSpec:
         return next(s for s in self.specs() if s.name == self.journal)
 
+    @property
+    def home_journal(self) -> str:
+        """Facts about homes (time zones, schedules, holds, transitions fired), keyed by home_id: a home's
+        facts in one partition, in order (``hearth_shared.home_facts``)."""
+        return f"{self.prefix}.home-journal"
+
     def specs(self) -> list[TopicSpec]:
         keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
@@ -101,4 +107,5 @@ class Topics:
             TopicSpec(self.rollups, 6, compact | replicas, rf),
             TopicSpec(self.dead_letters, 1, keep | replicas, rf),
             TopicSpec(self.token_revocations, 1, compact | replicas, rf),
+            TopicSpec(self.home_journal, PARTITIONS, keep | replicas, rf),
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -48,7 +49,9 @@ def simulate(
         str, typer.Option("--home", help="Home of the devices registered with --devices")
     ] = "sim",
     api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
-    mqtt_port: Annotated[int, typer.Option(help="The stack's MQTT broker port")] = 1883,
+    mqtt_port: Annotated[
+        int, typer.Option(help="The stack's MQTT listener for its components (--mqtt-platform-port)")
+    ] = 1884,
     home: Home = DEFAULT_HOME,
 ) -> None:
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
@@ -227,6 +230,32 @@ def bench_roundtrip(
         duration_s=duration,
         floor_s=floor_duration,
         telemetry_rate=telemetry_rate,
+    )
+
+
+@bench_app.command("gateway")
+def bench_gateway(
+    devices: Annotated[int, typer.Option(help="Thermostats whose reports go through the gateway")] = 1000,
+    reports: Annotated[int, typer.Option(help="State reports published (floor and gateway each)")] = 100_000,
+    connections: Annotated[
+        int, typer.Option(help="Devices connected at once, each with its own credentials (0: skip)")
+    ] = 10_000,
+    roundtrip: Annotated[bool, typer.Option(help="Also the command round trip over MQTT at 200/s")] = True,
+    duration: Annotated[float, typer.Option(help="Seconds of commands for the round trip")] = 20.0,
+    profile: Annotated[
+        Path | None, typer.Option(help="py-spy profile of the gateway while it runs (collapsed stacks)")
+    ] = None,
+) -> None:
+    """Device gateway: reports/s into the journal against gmqtt's own floor, connections held, round trip."""
+    from hearth.bench.gateway import main as gateway_main
+
+    gateway_main(
+        devices=devices,
+        reports=reports,
+        connections=connections,
+        roundtrip=roundtrip,
+        duration_s=duration,
+        profile=profile,
     )
 
 

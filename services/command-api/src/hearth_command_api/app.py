@@ -13,34 +13,49 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
+from hearth_command_api.automations import router as automations_router
 from hearth_command_api.credentials import router as credentials_router
+from hearth_command_api.ports import CaughtUpFeed, CommandJournal
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
+from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
+from hearth_shared.home_facts import HomeFact
+from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
-from hearth_shared.revocations import RevocationFeed
+from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
 
 
 class Health(BaseModel):
     status: str
 
 
+class KafkaCommandJournal(KafkaJournal):
+    """``CommandJournal`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
+
+    async def revoke(self, fact: TokenRevoked) -> None:
+        await publish_revocation(self.producer, self.topics, fact)
+
+    async def append_home(self, fact: HomeFact) -> None:
+        await append_home_fact(self.producer, self.topics, fact)
+
+
 def make_app(
     settings: CommandApiSettings | None = None,
     *,
-    journal: KafkaJournal | None = None,
+    journal: CommandJournal | None = None,
     registry: RegistryView | None = None,
-    feed: JournalFeed | None = None,
+    feed: CaughtUpFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
     registry = registry or RegistryView()
-    journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="command-api")
+    journal = journal or KafkaCommandJournal(stack.kafka_bootstrap_servers, stack.topics, "command-api")
     feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = revocation_feed or RevocationFeed(
@@ -74,6 +89,8 @@ def make_app(
     app.include_router(router)
     app.include_router(tokens_router)
     app.include_router(credentials_router)
+    app.include_router(schedules_router)
+    app.include_router(automations_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import session, subscriptions
+from hearth_read_models import automation_views, backtest_views, schedule_views, session, subscriptions
 from hearth_read_models import tables as t
 from hearth_read_models.db import async_engine
 from hearth_read_models.query_params import (
@@ -305,6 +305,9 @@ def make_app(
     app.include_router(router)
     app.include_router(session.router)  # POST /v1/session: the live page's short-lived token
     app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
+    app.include_router(schedule_views.router)  # GET /v1/devices/{id}/schedule, from the home journal
+    app.include_router(automation_views.router)  # automations, runs, deliveries (the same home view)
+    app.include_router(backtest_views.router)  # POST /v1/automations/{id}/backtest: reads the journal
 
     @app.get(
         "/healthz",

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hearth.simulator.fleet import FleetOptions, MqttEndpoint
+from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 
@@ -29,7 +30,7 @@ class SimulatorSettings(BaseSettings):
     jam_probability: float = Field(0.0, ge=0, le=1)
     seed: int = 0
     mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = Field(1883, gt=0, lt=65536)
+    mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
     mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
     mqtt_password: str = ""
     log_level: str = "info"

@@ -36,6 +36,7 @@ from hearth.stack.stale import clear_stale_postmaster_pid
 from hearth.stack.status import PartStatus, write_status
 from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.kafka import apply_topic_config, ensure_topics
+from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 DEFAULT_HOME = Path(".hearth")
@@ -49,8 +50,9 @@ class StackPorts:
     redis: int = 6379
     command_api: int = 8000
     query_api: int = 8001
-    mqtt: int = 1883
-    mqtts: int = 8883
+    mqtt: int = DEVICE_PORT
+    mqtts: int = DEVICE_TLS_PORT
+    mqtt_platform: int = PLATFORM_PORT
 
 
 def token_secret(home: Path) -> str:
@@ -114,7 +116,8 @@ class Services:
     data: Path
     command_api_port: int = 8000
     query_api_port: int = 8001
-    mqtt_port: int = 1883
+    mqtt_port: int = DEVICE_PORT  # the devices' listener (what the command API tells devices)
+    mqtt_platform_port: int = PLATFORM_PORT  # the service accounts' listener (gateway, follower, simulator)
     mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
     # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
     mqtt_access_dir: Path | None = None
@@ -135,13 +138,16 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
-            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_platform_port),
             "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
-            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_platform_port),
             "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
             "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
+            "HEARTH_AUTOMATIONS_HEARTBEAT_FILE": str(self.data / "automations.heartbeat"),
+            "HEARTH_BROKER_ACCESS_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
@@ -155,7 +161,7 @@ class Services:
         """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api", "automations"]
         return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -172,8 +178,9 @@ class Services:
             ),
             "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
-            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
+            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 120.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
+            "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
             "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
@@ -237,6 +244,7 @@ class LocalStack:
             data_dir=self.data / "mosquitto",
             port=self.ports.mqtt,
             tls_port=self.ports.mqtts,
+            platform_port=self.ports.mqtt_platform,
             log_dir=self.logs,
             certfile=self.mqtt_certfile,
             keyfile=self.mqtt_keyfile,
@@ -313,6 +321,7 @@ class LocalStack:
             command_api_port=self.ports.command_api,
             query_api_port=self.ports.query_api,
             mqtt_port=self.ports.mqtt,
+            mqtt_platform_port=self.ports.mqtt_platform,
             mqtt_password=self.mosquitto.admin.password,
             mqtt_access_dir=self.mosquitto.access_dir,
             mqtt_pid_file=self.mosquitto.pid_file,
@@ -326,6 +335,7 @@ class LocalStack:
             "projector": [*brokers, "postgres", "redis"],
             "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
+            "automations": brokers,  # schedules: the home journal in, commands to the inbox
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
             "archive": brokers,

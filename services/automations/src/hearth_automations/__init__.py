@@ -1,0 +1,1 @@
+"""Hearth's automations service: schedules now; automations, notifications and backtests to come."""

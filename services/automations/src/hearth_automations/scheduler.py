@@ -1,0 +1,203 @@
+"""The scheduler: folds the home journal into ``DeviceSchedule``s (``HomesView``), notices holds in the
+device journal, and sends due transitions through the command path.
+
+Order of a firing: the command request goes to the inbox first (``KafkaJournal.submit``, the command
+API's own path), then the ``schedule.transition_fired`` fact to the home journal. A crash between the two
+means the fact is missing and the transition is due again on restart: it is sent again **with the same
+command id** (derived from device and instant), and the device actor records a command id once. The
+other order could lose a transition. Two schedulers owning the same home do the same: one command.
+
+Holds: a ``command.requested`` fact in the device journal for a scheduled device, requested after the
+last transition fired and not the scheduler's own, holds the device until the next transition
+(``schedule.hold_started``). The journal is read from its start when the process starts, after the home
+journal, so holds made while it was down are found; a command already covered by a later transition, or
+a hold already recorded, changes nothing.
+
+Resume: a ``schedule.resumed`` fact (the command API writes it) re-applies the transition in force under a
+command id of that resume. A resume that arrives while the process replays (before it caught up) is
+applied once it has (``pending_resumes``), unless a transition fired for it already.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import msgspec
+
+from hearth_shared.domain.schedule import next_after, zone
+from hearth_shared.domain.schedule_hold import (
+    REMEMBERED,
+    DeviceSchedule,
+    Firing,
+    due,
+    hold,
+    is_own_command,
+    resume,
+)
+from hearth_shared.events import CommandRequested, Event, SubmitCommand
+from hearth_shared.home_facts import (
+    FiredPayload,
+    HoldPayload,
+    HomeFact,
+    ScheduleHoldStarted,
+    ScheduleResumed,
+    ScheduleTransitionFired,
+)
+from hearth_shared.home_view import HomesView
+
+log = logging.getLogger(__name__)
+
+REQUEST_NAMESPACE = uuid.UUID("0d5f7c9a-31f4-4c8b-b7a6-52e1f0c3d9b4")
+
+
+class CommandPath(Protocol):
+    """Where the scheduler's effects go: the inbox (commands) and the home journal (its facts)."""
+
+    async def submit(self, request: SubmitCommand) -> None: ...
+
+    async def append(self, fact: HomeFact) -> None: ...
+
+
+class Scheduler:
+    def __init__(
+        self,
+        view: HomesView,
+        path: CommandPath,
+        *,
+        owns: Callable[[str], bool],
+        clock: Callable[[], datetime],
+        expires_in_s: float,
+    ) -> None:
+        self.view = view
+        self.path = path
+        self.owns = owns
+        self.clock = clock
+        self.expires_in = timedelta(seconds=expires_in_s)
+        self.live = False  # set once both journals were read to their ends
+        self.pending_resumes: dict[str, ScheduleResumed] = {}
+        self._wake: dict[str, datetime | None] = {}  # device -> when to look again (None: now)
+        self.sent = 0
+
+    # ------------------------------------------------------------------------------------ the facts in
+
+    async def on_home_fact(self, fact: HomeFact) -> None:
+        if not self.owns(fact.home_id):
+            return
+        state = self.view.apply(fact)
+        if state is None:
+            if fact.device_id is None:  # a zone changed: every schedule of the home is looked at again
+                self._wake.clear()
+            return
+        self._wake[state.device_id] = None
+        if isinstance(fact, ScheduleResumed):
+            self.pending_resumes[state.device_id] = fact
+        elif isinstance(fact, ScheduleTransitionFired) and fact.payload.reason == "resume":
+            self.pending_resumes.pop(state.device_id, None)
+        if self.live:
+            await self._resume_pending()
+
+    async def on_journal_fact(self, event: Event) -> None:
+        if not isinstance(event, CommandRequested) or not self.owns(event.home_id):
+            return
+        state = self.view.schedules.get(event.device_id)
+        if state is None or state.set_at is None or event.occurred_at <= state.set_at:
+            return
+        if state.last_fired is not None and event.occurred_at < state.last_fired:
+            return  # a later transition already replaced what that command set
+        command_id = event.payload.command_id
+        if is_own_command(state, command_id, event.occurred_at):
+            return
+        held = hold(state, command_id, event.occurred_at)
+        if held is None or held.hold_until is None:
+            return
+        fact = ScheduleHoldStarted(
+            fact_id=uuid.uuid5(REQUEST_NAMESPACE, f"hold\n{command_id}"),
+            home_id=state.home_id,
+            device_id=state.device_id,
+            occurred_at=event.occurred_at,
+            recorded_at=self.clock(),
+            causation_id=event.event_id,
+            payload=HoldPayload(command_id=command_id, hold_until=held.hold_until),
+        )
+        await self.path.append(fact)
+        self.view.apply(fact)
+        self._wake[state.device_id] = None
+        log.info("schedule of %s held by command %s until %s", state.device_id, command_id, held.hold_until)
+
+    # --------------------------------------------------------------------------------- the time passing
+
+    async def go_live(self) -> None:
+        self.live = True
+        await self._resume_pending()
+
+    async def tick(self) -> int:
+        """Send every transition due now; returns how many were sent."""
+        now = self.clock()
+        sent = 0
+        for device_id, state in list(self.view.schedules.items()):
+            wake = self._wake.get(device_id, None)
+            if (wake is not None and now < wake) or not self.owns(state.home_id):
+                continue
+            firing = due(state, now)
+            if firing is not None:
+                await self._send(state, firing, now)
+                sent += 1
+            state = self.view.schedules[device_id]
+            following = next_after(list(state.program), zone(state.timezone), now) if state.program else None
+            self._wake[device_id] = following.instant if following else now + timedelta(days=1)
+        return sent
+
+    async def _resume_pending(self) -> None:
+        while self.pending_resumes:
+            device_id, fact = self.pending_resumes.popitem()
+            state = self.view.schedules.get(device_id)
+            if state is None:
+                continue
+            now = self.clock()
+            firing = resume(state, now, fact.fact_id)
+            if firing is not None:
+                await self._send(state, firing, now)
+
+    async def _send(self, state: DeviceSchedule, firing: Firing, now: datetime) -> None:
+        t = firing.transition
+        # Known as its own before it is sent: the command's requested fact may be read back while the
+        # transition_fired fact is still on its way, and must not be taken for a person's (a hold).
+        remembered = (*state.fired, str(firing.command_id))[-REMEMBERED:]
+        self.view.schedules[state.device_id] = msgspec.structs.replace(state, fired=remembered)
+        await self.path.submit(
+            SubmitCommand(
+                request_id=uuid.uuid5(REQUEST_NAMESPACE, str(firing.command_id)),
+                device_id=state.device_id,
+                sent_at=now,
+                home_id=state.home_id,
+                command_id=firing.command_id,
+                name=t.command.name,
+                params=dict(t.command.params),
+                expires_at=now + self.expires_in,
+            )
+        )
+        fact = ScheduleTransitionFired(
+            fact_id=firing.command_id,
+            home_id=state.home_id,
+            device_id=state.device_id,
+            occurred_at=now,
+            recorded_at=now,
+            payload=FiredPayload(
+                command_id=firing.command_id,
+                instant=t.instant,
+                local=t.local,
+                entry=t.entry,
+                reason=firing.reason,
+                command=t.command,
+            ),
+        )
+        await self.path.append(fact)
+        self.view.apply(fact)
+        self.sent += 1
+        log.info(
+            "%s: %s %s (%s, %s)", state.device_id, t.command.name, t.command.params, t.local, firing.reason
+        )

@@ -1,0 +1,102 @@
+"""``GET /v1/devices/{device_id}/schedule``: a device's program, its hold, the last transition fired and
+the coming ones (``next``: local time, UTC offset, command), computed in the home's zone with the very
+functions the scheduler decides with (``hearth_shared.domain.schedule``).
+
+The home journal is small (settings and decisions, not telemetry), so each query-API process folds all of
+it in memory (``HomesView``) from its first offset, then follows it; the router's lifespan runs the feed.
+A device that has no schedule, or one of another home, is a 404 alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Query, Request
+
+from hearth_read_models.query_params import DeviceId
+from hearth_shared.domain.schedule import Transition, upcoming, zone
+from hearth_shared.events import MalformedRecord, utcnow
+from hearth_shared.home_facts import decode_home_fact
+from hearth_shared.home_journal import TopicFollower
+from hearth_shared.home_view import HomesView
+from hearth_shared.http import CurrentPrincipal, not_found
+from hearth_shared.http_errors import error_responses
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    stack = app.state.settings.stack
+    view = app.state.homes = HomesView()
+
+    async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        try:
+            view.apply(decode_home_fact(value))
+        except MalformedRecord as error:
+            log.warning("schedule view skips %s[%d]@%d: %s", topic, partition, offset, error)
+
+    feed = TopicFollower(
+        stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, "home-journal-view"
+    )
+    await feed.start()
+    try:
+        yield
+    finally:
+        await feed.stop()
+
+
+router = APIRouter(prefix="/v1", lifespan=_lifespan)
+
+
+def transition_json(t: Transition) -> dict[str, Any]:
+    offset = t.local.utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+    sign = "+" if minutes >= 0 else "-"
+    return {
+        "at": t.instant.isoformat().replace("+00:00", "Z"),
+        "local": t.local.replace(tzinfo=None).isoformat(timespec="seconds"),
+        "utc_offset": f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}",
+        "weekday": t.local.strftime("%a").lower(),
+        "command": {"name": t.command.name, "params": t.command.params},
+    }
+
+
+@router.get(
+    "/devices/{device_id}/schedule",
+    summary="A device's program, its hold, and the coming transitions in the home's zone",
+    responses=error_responses(401, 404, 413),
+)
+async def get_schedule(
+    device_id: DeviceId,
+    principal: CurrentPrincipal,
+    request: Request,
+    count: Annotated[int, Query(ge=1, le=50, description="How many coming transitions")] = 5,
+) -> dict[str, Any]:
+    view: HomesView = request.app.state.homes
+    state = view.schedules.get(device_id)
+    if state is None or not principal.may_see(state.home_id):
+        raise not_found(f"schedule of device {device_id}")
+    now = utcnow()
+    coming = upcoming(list(state.program), zone(state.timezone), now, count) if state.program else []
+    return {
+        "device_id": device_id,
+        "home_id": state.home_id,
+        "timezone": state.timezone,
+        "program": [
+            {
+                "days": list(e.days),
+                "at": e.at,
+                "command": {"name": e.command.name, "params": e.command.params},
+            }
+            for e in state.program
+        ],
+        "hold": None
+        if state.hold_until is None
+        else {"until": state.hold_until.isoformat(), "command_id": str(state.held_by)},
+        "last_fired_at": state.last_fired.isoformat() if state.last_fired else None,
+        "next": [transition_json(t) for t in coming],
+    }

@@ -1,0 +1,186 @@
+"""Automations on the real stack: a fact triggers a command through the command path and one signed
+webhook to a real HTTP receiver in the test; the run is in the journal and served with its command's
+status; a loop (an automation triggered by its own command's facts) is suspended with its reason."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.registration import register_device
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+SECRET = "a-webhook-secret-of-the-test"
+
+
+class Receiver:
+    """A real HTTP server on a free loopback port that records every request it gets."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    r.thread.start()
+    try:
+        yield r
+    finally:
+        r.server.shutdown()
+        r.server.server_close()
+
+
+async def automation_listed(query: httpx.AsyncClient, automation_id: str) -> bool:
+    response = await query.get("/v1/automations")
+    return response.status_code == 200 and any(
+        a["automation_id"] == automation_id for a in response.json()["automations"]
+    )
+
+
+async def runs(query: httpx.AsyncClient, automation_id: str) -> dict[str, Any]:
+    response = await query.get(f"/v1/automations/{automation_id}/runs")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def test_a_fact_sends_a_command_and_one_signed_webhook(
+    api: httpx.AsyncClient, query: httpx.AsyncClient, home: str, receiver: Receiver
+) -> None:
+    started = datetime.now(UTC) - timedelta(seconds=5)
+    watched = await register_device(api, home, "thermostat", name="living room")
+    follower = await register_device(api, home, "thermostat", name="bedroom")
+    response = await api.put(
+        f"/v1/homes/{home}/notifications", json={"webhook_url": receiver.url, "secret": SECRET}
+    )
+    assert response.status_code == 200, response.text
+    response = await api.post(
+        "/v1/automations",
+        json={
+            "home_id": home,
+            "name": "bedroom follows the living room",
+            "trigger": {"fact": "thermostat.target_set", "device_id": watched},
+            "actions": [
+                {"command": {"device_id": follower, "name": "set_hvac_mode", "params": {"mode": "heat"}}},
+                {"notify": {"message": "the living room changed"}},
+            ],
+        },
+    )
+    assert response.status_code == 201, response.text
+    automation_id = response.json()["automation_id"]
+    await eventually(
+        lambda: automation_listed(query, automation_id), "the automation in the query API", timeout_s=15
+    )
+
+    sent = await api.post(
+        f"/v1/devices/{watched}/commands", json={"name": "set_target_temperature", "params": {"target_c": 22}}
+    )
+    assert sent.status_code == 202, sent.text
+
+    async def one_run_with_its_command() -> bool:
+        found = (await runs(query, automation_id))["runs"]
+        return len(found) == 1 and found[0]["actions"][0]["status"] != "pending"
+
+    await eventually(one_run_with_its_command, "the run and its command's status", timeout_s=30)
+    run = (await runs(query, automation_id))["runs"][0]
+    assert run["fired"] is True and run["trigger"]["type"] == "thermostat.target_set"
+    command = run["actions"][0]
+    assert command["kind"] == "command" and command["device_id"] == follower
+    view = (await query.get(f"/v1/commands/{command['action_id']}")).json()
+    assert view["name"] == "set_hvac_mode" and view["params"] == {"mode": "heat"}
+
+    await eventually(lambda: len(receiver.received) >= 1, "the webhook", timeout_s=30)
+    await asyncio.sleep(3)  # nothing more arrives: one alert, one notification
+    assert len(receiver.received) == 1
+    headers, body = receiver.received[0]
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert headers["x-hearth-signature"] == expected
+    content = json.loads(body)
+    assert content["message"] == "the living room changed" and content["automation_id"] == automation_id
+    assert headers["x-hearth-notification-id"] == content["notification_id"] == run["actions"][1]["action_id"]
+
+    async def delivered() -> bool:
+        found = (await query.get(f"/v1/homes/{home}/deliveries")).json()["deliveries"]
+        return [d["outcome"] for d in found] == ["notification.delivered"]
+
+    await eventually(delivered, "the delivery fact", timeout_s=15)
+
+    # a backtest over the recorded stretch counts what the live run counted, and acts on nothing
+    stretch = {"from": started.isoformat(), "to": (datetime.now(UTC) + timedelta(seconds=5)).isoformat()}
+    response = await query.post(f"/v1/automations/{automation_id}/backtest", json=stretch)
+    assert response.status_code == 200, response.text
+    assert response.json()["fired"] == len((await runs(query, automation_id))["runs"]) == 1
+    assert len(receiver.received) == 1
+
+
+async def test_an_automation_triggered_by_its_own_command_is_suspended(
+    api: httpx.AsyncClient, query: httpx.AsyncClient, home: str
+) -> None:
+    device = await register_device(api, home, "thermostat")
+    response = await api.post(
+        "/v1/automations",
+        json={
+            "home_id": home,
+            "name": "a loop",
+            "trigger": {"fact": "thermostat.hvac_mode_set", "device_id": device},
+            "actions": [
+                {"command": {"device_id": device, "name": "set_hvac_mode", "params": {"mode": "cool"}}}
+            ],
+        },
+    )
+    assert response.status_code == 201, response.text
+    automation_id = response.json()["automation_id"]
+    await eventually(
+        lambda: automation_listed(query, automation_id), "the automation in the query API", timeout_s=15
+    )
+    sent = await api.post(
+        f"/v1/devices/{device}/commands", json={"name": "set_hvac_mode", "params": {"mode": "heat"}}
+    )
+    assert sent.status_code == 202
+
+    async def suspended() -> bool:
+        return (await runs(query, automation_id))["suspended"] == "own_action"
+
+    await eventually(suspended, "the suspension", timeout_s=30)
+    assert len((await runs(query, automation_id))["runs"]) == 1  # the person's trigger ran, its own did not
+
+
+async def test_an_automation_naming_another_homes_device_is_a_422(api: httpx.AsyncClient, home: str) -> None:
+    response = await api.post(
+        "/v1/automations",
+        json={
+            "home_id": home,
+            "name": "x",
+            "trigger": {"fact": "anomaly.detected"},
+            "actions": [{"command": {"device_id": "not-mine", "name": "lock", "params": {}}}],
+        },
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["type"] == "unknown_device"

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-from hearth.archive_cli import archive_app, inspect_archive, journal_ranges
-from hearth_analytics.archive_table import committed_files, read_columns
+from hearth.archive_cli import archive_app, inspect_archive
+from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
 from hearth_shared.events import decode_event
 from hearth_shared.settings import StackSettings
 from tests.archive_support import (

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth_analytics.s3 import hadoop_version, s3a_conf, s3a_jars
+from hearth_analytics.s3 import s3a_conf
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.spark import hadoop_version, s3a_jars
 
 pytestmark = pytest.mark.unit
 

@@ -23,6 +23,11 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from aiokafka import AIOKafkaConsumer
+
+from hearth_analytics.archive_check import OffsetRange
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.settings import StackSettings
 
 METADATA_DIR = "_spark_metadata"
 _LOG_NAME = re.compile(r"^(\d+)(\.compact)?$")
@@ -104,3 +109,16 @@ def read_columns(table: Path, columns: list[str]) -> pa.Table:
     if not files:
         return pa.table({name: pa.array([], pa.null()) for name in columns})
     return dataset(table, files).to_table(columns=columns)
+
+
+async def journal_ranges(settings: StackSettings) -> dict[int, OffsetRange]:
+    """The journal's offset range per partition now (first kept offset, next offset)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = await topic_partitions(consumer, settings.topics.journal)
+        lows = await consumer.beginning_offsets(tps)
+        highs = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    return {tp.partition: OffsetRange(lows[tp], highs[tp]) for tp in tps}

@@ -17,39 +17,14 @@ false); a local archive needs nothing from here.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hearth_analytics.settings import AnalyticsSettings
 
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws"
 
 
-def hadoop_version() -> str:
-    """The Hadoop version PySpark ships (from its ``hadoop-client-api`` jar)."""
-    from hearth_analytics.spark import _spark_jar_names
-
-    prefix = "hadoop-client-api-"
-    for name in _spark_jar_names():
-        if name.startswith(prefix):
-            return name[len(prefix) : -len(".jar")]
-    raise RuntimeError("PySpark ships no hadoop-client-api jar: cannot tell its Hadoop version")
-
-
-def s3a_jars(settings: AnalyticsSettings, *, local: bool) -> list[Path | str]:
-    """The s3a connector's jars (``local``) or its Maven coordinates (for ``spark.jars.packages``);
-    nothing for a local archive."""
-    if settings.archive_is_local():
-        return []
-    coordinates = f"{HADOOP_AWS}:{hadoop_version()}"
-    if not local:
-        return [coordinates]
-    from hearth_analytics.spark import SPARK_VERSION, jars_root, resolve_into
-
-    target = jars_root(settings) / "spark-jars" / SPARK_VERSION / f"hadoop-aws-{hadoop_version()}"
-    if (target / ".complete").exists():
-        return list(sorted(target.glob("*.jar")))
-    print(f"resolving {coordinates} from Maven Central (once; the AWS SDK is about 690 MB)...")
-    return list(resolve_into(coordinates, target))
+def s3a_coordinates(settings: AnalyticsSettings, hadoop_version: str) -> str | None:
+    """``hadoop-aws`` at Spark's Hadoop version for an s3a:// archive (None: a local archive)."""
+    return None if settings.archive_is_local() else f"{HADOOP_AWS}:{hadoop_version}"
 
 
 def s3a_conf(settings: AnalyticsSettings) -> dict[str, str]:

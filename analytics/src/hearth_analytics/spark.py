@@ -41,6 +41,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
+from hearth_analytics.s3 import s3a_conf, s3a_coordinates
 from hearth_analytics.settings import AnalyticsSettings
 
 log = logging.getLogger(__name__)
@@ -239,8 +240,6 @@ def spark_conf(settings: AnalyticsSettings, master: str | None) -> dict[str, str
     }
     if settings.cores_max is not None:
         conf["spark.cores.max"] = str(settings.cores_max)
-    from hearth_analytics.s3 import s3a_conf, s3a_jars  # it resolves its jars with this module's helpers
-
     conf |= s3a_conf(settings)
     if under_spark_submit():
         return conf  # jars come from spark-submit --packages / --jars
@@ -253,6 +252,32 @@ def spark_conf(settings: AnalyticsSettings, master: str | None) -> dict[str, str
         packages = [connector_coordinates(packages_version(settings)), *s3a_jars(settings, local=False)]
         conf["spark.jars.packages"] = ",".join(str(p) for p in packages)
     return conf
+
+
+def hadoop_version() -> str:
+    """The Hadoop version PySpark ships (from its ``hadoop-client-api`` jar)."""
+    prefix = "hadoop-client-api-"
+    for name in _spark_jar_names():
+        if name.startswith(prefix):
+            return name[len(prefix) : -len(".jar")]
+    raise RuntimeError("PySpark ships no hadoop-client-api jar: cannot tell its Hadoop version")
+
+
+def s3a_jars(settings: AnalyticsSettings, *, local: bool) -> list[Path | str]:
+    """The s3a connector (``hearth_analytics.s3``): its jars, resolved once (``local``), or its Maven
+    coordinates for ``spark.jars.packages``; nothing for a local archive."""
+    coordinates = s3a_coordinates(settings, hadoop_version())
+    if coordinates is None:
+        return []
+    if not local:
+        return [coordinates]
+    target = jars_root(settings) / "spark-jars" / SPARK_VERSION / f"hadoop-aws-{hadoop_version()}"
+    if (target / _COMPLETE).exists():
+        return list(sorted(target.glob("*.jar")))
+    print(
+        f"resolving {coordinates} from Maven Central (once; the AWS SDK is about 690 MB)...", file=sys.stderr
+    )
+    return list(resolve_into(coordinates, target))
 
 
 def build_session(settings: AnalyticsSettings, app_name: str = "hearth-analytics") -> SparkSession:

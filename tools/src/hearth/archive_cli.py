@@ -20,15 +20,13 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.table import Table
 
 from hearth.stack.local import DEFAULT_HOME, archive_dir
 from hearth.token_cli import Home
 from hearth_analytics.archive_check import ArchiveCheck, OffsetRange, check_archive
-from hearth_analytics.archive_table import committed_files, newest_batch, read_columns
-from hearth_shared.kafka import topic_partitions
+from hearth_analytics.archive_table import committed_files, journal_ranges, newest_batch, read_columns
 from hearth_shared.settings import StackSettings
 
 archive_app = typer.Typer(
@@ -53,19 +51,6 @@ def table_path(table: Path | None, home: Path) -> Path:
             )
         return Path(url.removeprefix("file://")).resolve()
     return archive_dir(home.resolve() / "data")
-
-
-async def journal_ranges(settings: StackSettings) -> dict[int, OffsetRange]:
-    """The journal's offset range per partition now (first kept offset, next offset)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = await topic_partitions(consumer, settings.topics.journal)
-        lows = await consumer.beginning_offsets(tps)
-        highs = await consumer.end_offsets(tps)
-    finally:
-        await consumer.stop()
-    return {tp.partition: OffsetRange(lows[tp], highs[tp]) for tp in tps}
 
 
 @dataclass

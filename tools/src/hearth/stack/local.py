@@ -76,9 +76,16 @@ def retention_warning(settings: StackSettings, archive: Path) -> str | None:
     """A warning when the journal keeps only a window while the archive lags it (None: nothing to say)."""
     if settings.journal_retention_s is None:
         return None
-    from hearth.archive_cli import inspect_archive, journal_ranges
+    import numpy as np
 
-    lag = inspect_archive(archive, asyncio.run(journal_ranges(settings))).check.lag
+    from hearth_analytics.archive_check import check_archive
+    from hearth_analytics.archive_table import journal_ranges, read_columns
+
+    rows = read_columns(archive, ["kafka_partition", "kafka_offset"])
+    columns = [
+        np.asarray(rows.column(c).to_numpy(zero_copy_only=False), dtype=np.int64) for c in rows.column_names
+    ]
+    lag = check_archive(columns[0], columns[1], asyncio.run(journal_ranges(settings))).lag
     if not lag:
         return None
     return (

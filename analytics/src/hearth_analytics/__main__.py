@@ -1,7 +1,9 @@
-"""``python -m hearth_analytics stream|batch|train [--master URL]``.
+"""``python -m hearth_analytics stream|archive|batch|train [--master URL]``.
 
 * ``stream``: the rollup and training queries, until Ctrl-C (``--once``: process what the journal holds
   now, then exit).
+* ``archive``: the journal into the archive table (``hearth_analytics.archive``), until Ctrl-C
+  (``--once``: what the journal holds now, then exit).
 * ``batch``: the daily report (Parquet, charts, a summary) from the whole journal.
 * ``train``: a full retrain from the whole journal, published as a new model version.
 
@@ -18,6 +20,7 @@ import logging
 import sys
 from pathlib import Path
 
+from hearth_analytics.archive import run_archive
 from hearth_analytics.batch import run_batch
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import run_stream
@@ -37,12 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in [
         ("stream", "windowed rollups and streaming training (Structured Streaming)"),
+        ("archive", "every journal fact into the archive table (Structured Streaming, Parquet)"),
         ("batch", "daily report from the whole journal: Parquet, charts, summary"),
         ("train", "retrain the anomaly model from the whole journal and publish it"),
     ]:
         command = commands.add_parser(name, help=text, description=text)
         command.add_argument("--master", help="Spark master URL (default: local[2], or spark-submit's)")
-        if name == "stream":
+        if name in ("stream", "archive"):
             command.add_argument("--once", action="store_true", help="process what is there now, then exit")
         if name == "batch":
             command.add_argument(
@@ -54,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = make_settings(args.master)
     if args.command == "stream":
         run_stream(settings, once=args.once)
+    elif args.command == "archive":
+        run_archive(settings, once=args.once)
     elif args.command == "batch":
         run_batch(settings, output_dir=args.output)
     else:

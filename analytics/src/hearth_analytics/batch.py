@@ -1,4 +1,5 @@
-"""``hearth analytics batch``: the whole journal (earliest to latest offsets) -> a daily report.
+"""``hearth analytics batch``: the whole history (the archive, then the journal's tail beyond it; the
+whole journal when there is no archive, see ``hearth_analytics.history``) -> a daily report.
 
 Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 
@@ -45,13 +46,13 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth_analytics import charts
+from hearth_analytics.history import read_history
 from hearth_analytics.schema import (
     ANOMALY_DETECTED,
     COMMAND_OUTCOMES,
     COMMAND_REQUESTED,
     DEVICE_REGISTERED,
     parse_journal,
-    read_journal,
     readings,
 )
 from hearth_analytics.settings import AnalyticsSettings
@@ -234,7 +235,7 @@ def build_report(
     """Read the journal, write both Parquet tables (with Spark) and the charts; the home table in pandas."""
     out = (output_dir or settings.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    facts = parse_journal(read_journal(spark, settings)).cache()
+    facts = parse_journal(read_history(spark, settings)).cache()
     devices_path, homes_path = out / "daily_devices.parquet", out / "daily_homes.parquet"
     try:
         total = facts.count()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.settings import StackSettings
@@ -25,6 +25,9 @@ class AnalyticsSettings(BaseSettings):
         description="spark.sql.shuffle.partitions (frozen into a streaming checkpoint at first start)",
     )
     driver_memory: str = "2g"
+    cores_max: int | None = Field(
+        None, gt=0, description="spark.cores.max on a cluster (None: all the cores the cluster offers)"
+    )
     spark_ui: bool = False
     kafka_jars: Literal["auto", "local", "packages"] = Field(
         "auto",
@@ -61,7 +64,35 @@ class AnalyticsSettings(BaseSettings):
     model_threshold: float = Field(4.0, gt=0, description="z-score above which a reading is an anomaly")
     model_min_count: int = Field(30, gt=0, description="Readings a slice needs before scoring trusts it")
 
+    # --- the journal's archive (hearth_analytics.archive)
+    archive_url: str = Field(
+        ".hearth/analytics/archive",
+        description="Where the archive table lives: a local directory, or s3a://bucket/path",
+    )
+    archive_trigger_s: float = Field(30.0, gt=0, description="Micro-batch interval of the archive query")
+    archive_max_offsets_per_trigger: int | None = Field(
+        500_000, gt=0, description="Journal records per archive micro-batch at most"
+    )
+    # --- the archive on S3-compatible storage (hearth_analytics.s3; only for an s3a:// archive_url)
+    s3_endpoint: str | None = Field(None, description="e.g. http://127.0.0.1:9000; None: AWS S3")
+    s3_region: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_path_style: bool = Field(True, description="bucket in the path, not the host (S3-compatible servers)")
+
     stack: StackSettings = Field(default_factory=StackSettings)
 
     def checkpoint(self, query: str) -> Path:
         return (self.checkpoint_dir / query).resolve()
+
+    def archive_is_local(self) -> bool:
+        return "://" not in self.archive_url or self.archive_url.startswith("file://")
+
+    def archive_location(self) -> str:
+        """The archive table's URL as Spark takes it (a local directory made absolute)."""
+        if not self.archive_is_local():
+            return self.archive_url
+        return str(Path(self.archive_url.removeprefix("file://")).resolve())
+
+    def archive_checkpoint(self) -> str:
+        return str(self.checkpoint("archive"))

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
 
@@ -60,6 +61,26 @@ async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> N
                 if {t.name for t in new} <= set(await admin.list_topics()):
                     break
                 await asyncio.sleep(0.05)
+    finally:
+        await admin.close()
+
+
+async def apply_topic_config(bootstrap_servers: str, spec: TopicSpec) -> None:
+    """Set an existing topic's configs to exactly ``spec.config`` (e.g. a changed journal retention).
+
+    Kafka's AlterConfigs replaces a topic's whole set of dynamic configs, so the spec's full config is
+    sent (what ``ensure_topics`` would create it with), never one key alone.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=30_000)
+    await admin.start()
+    try:
+        responses = await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, spec.name, spec.config)]
+        )
+        for response in responses:
+            for error_code, message, *_ in response.resources:
+                if error_code:
+                    raise RuntimeError(f"Kafka refused the configs of {spec.name}: {error_code} {message}")
     finally:
         await admin.close()
 

@@ -25,7 +25,14 @@ class StackSettings(BaseSettings):
     postgres_dsn: str = "postgresql+psycopg://hearth@127.0.0.1:5432/hearth"
     redis_url: str = "redis://127.0.0.1:6379/0"
     token_secret: str = Field(default="", description="HMAC secret that signs and checks API tokens")
+    journal_retention_s: int | None = Field(
+        None,
+        gt=0,
+        description="How long the journal topic keeps facts; None (the default): for ever. Set a window "
+        "only with the archive verified (`hearth archive verify`): the archive then holds the history",
+    )
 
     @property
     def topics(self) -> Topics:
-        return Topics(self.topic_prefix, self.kafka_replication_factor)
+        retention_ms = self.journal_retention_s * 1000 if self.journal_retention_s is not None else None
+        return Topics(self.topic_prefix, self.kafka_replication_factor, retention_ms)

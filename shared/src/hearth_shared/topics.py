@@ -44,6 +44,7 @@ class Topics:
 
     prefix: str = "hearth"
     replication_factor: int = 1
+    journal_retention_ms: int | None = None  # None: keep for ever (see StackSettings.journal_retention_s)
 
     @property
     def journal(self) -> str:
@@ -80,6 +81,13 @@ class Topics:
         """``token.revoked`` facts, keyed by token id, compacted: every revoked token, once, for ever."""
         return f"{self.prefix}.token-revocations"
 
+    def journal_retention(self) -> dict[str, str]:
+        ms = self.journal_retention_ms
+        return {"retention.ms": str(ms) if ms is not None else FOREVER}
+
+    def journal_spec(self) -> TopicSpec:
+        return next(s for s in self.specs() if s.name == self.journal)
+
     @property
     def home_journal(self) -> str:
         """Facts about homes (time zones, schedules, holds, transitions fired), keyed by home_id: a home's
@@ -92,7 +100,7 @@ class Topics:
         week = {"retention.ms": str(7 * 24 * 3600 * 1000)}
         rf, replicas = self.replication_factor, replica_config(self.replication_factor)
         return [
-            TopicSpec(self.journal, PARTITIONS, keep | replicas, rf),
+            TopicSpec(self.journal, PARTITIONS, self.journal_retention() | replicas, rf),
             TopicSpec(self.inbox, PARTITIONS, keep | replicas, rf),
             TopicSpec(self.device_commands, PARTITIONS, week | replicas, rf),
             TopicSpec(self.models, 1, compact | replicas, rf),

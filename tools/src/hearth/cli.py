@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
+from hearth.archive_cli import archive_app
 from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
 from hearth.token_cli import Home, token_app  # Home: the --stack-dir option every command shares
@@ -32,6 +33,7 @@ bench_app = typer.Typer(
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
 app.add_typer(device_app, name="device")
+app.add_typer(archive_app, name="archive")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
 app.command("up")(cli_stack.up)
@@ -130,6 +132,17 @@ def bench_rebuild(
     from hearth.bench.rebuild import main as rebuild_main
 
     rebuild_main(events=events, devices=devices, batch_size=batch_size)
+
+
+@bench_app.command("archive")
+def bench_archive(
+    events: Annotated[int, typer.Option(help="Telemetry facts the journal holds (at least)")] = 200_000,
+    devices: Annotated[int, typer.Option(help="Devices the facts are spread over")] = 1_000,
+) -> None:
+    """The archive job's sustained facts/s, and the daily report from the archive, against floors."""
+    from hearth.bench.archive import main as archive_main
+
+    archive_main(events=events, devices=devices)
 
 
 @bench_app.command("batch")

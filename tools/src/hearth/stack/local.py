@@ -35,7 +35,7 @@ from hearth.stack.redis import RedisServer
 from hearth.stack.stale import clear_stale_postmaster_pid
 from hearth.stack.status import PartStatus, write_status
 from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
-from hearth_shared.kafka import ensure_topics
+from hearth_shared.kafka import apply_topic_config, ensure_topics
 from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
@@ -65,6 +65,34 @@ def token_secret(home: Path) -> str:
         path.write_text(secrets.token_urlsafe(32))
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+def archive_dir(data: Path) -> Path:
+    """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
+    return data / "analytics" / "archive"
+
+
+def retention_warning(settings: StackSettings, archive: Path) -> str | None:
+    """A warning when the journal keeps only a window while the archive lags it (None: nothing to say)."""
+    if settings.journal_retention_s is None:
+        return None
+    import numpy as np
+
+    from hearth_analytics.archive_check import check_archive
+    from hearth_analytics.archive_table import journal_ranges, read_columns
+
+    rows = read_columns(archive, ["kafka_partition", "kafka_offset"])
+    columns = [
+        np.asarray(rows.column(c).to_numpy(zero_copy_only=False), dtype=np.int64) for c in rows.column_names
+    ]
+    lag = check_archive(columns[0], columns[1], asyncio.run(journal_ranges(settings))).lag
+    if not lag:
+        return None
+    return (
+        f"WARNING: the journal keeps facts for {settings.journal_retention_s} s only "
+        f"(HEARTH_JOURNAL_RETENTION_S) while the archive lags it by {lag:,} facts: facts the archive has not "
+        "taken by then are deleted for good. See `hearth archive status` and `hearth archive verify`."
+    )
 
 
 def http_ok(url: str) -> Callable[[], bool]:
@@ -129,6 +157,7 @@ class Services:
             "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
+            "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
@@ -140,7 +169,7 @@ class Services:
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
         names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api", "automations"]
-        return names + ["simulator"] * simulate + ["analytics"] * analytics
+        return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
         """The process for one service (not started) and how long it may take to become healthy."""
@@ -161,6 +190,7 @@ class Services:
             "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
+            "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
         }[name]
         process = ManagedProcess(
             name=name,
@@ -260,6 +290,9 @@ class LocalStack:
             if isinstance(self.kafka, KafkaCluster):
                 self.kafka.wait_formed(150.0)
             asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
+            asyncio.run(apply_topic_config(self.kafka.bootstrap, self.settings.topics.journal_spec()))
+            if warning := retention_warning(self.settings, archive_dir(self.data)):
+                self.report(warning)
 
         if isinstance(self.kafka, KafkaBroker):
             broker = self.kafka
@@ -312,6 +345,7 @@ class LocalStack:
             "automations": brokers,  # schedules: the home journal in, commands to the inbox
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
+            "archive": brokers,
         }
         specs = [
             *kafka,

@@ -1,0 +1,92 @@
+"""The journal's whole history for batch jobs: the archive table, then the journal's tail beyond it.
+
+``read_history`` gives the same columns as ``schema.read_journal`` (``partition``, ``offset``, ``value``;
+what ``schema.parse_journal`` reads), so the daily report and the full retrain take either unchanged and
+compute the same figures: the archive holds each journal record's exact bytes (``value``) with its
+partition and offset.
+
+The tail: per journal partition, from one past the highest archived offset (the partition's earliest
+offset when the archive has none of it) to the latest offset now, read from Kafka. If the journal no
+longer holds an offset the archive lacks (retention ran ahead of the archive), Spark's Kafka source fails
+the read (``failOnDataLoss``, its default) rather than report on a history with a hole in it.
+
+Without an archive table (nothing committed yet, or ``archive_url`` unset) the history is the journal.
+``hearth archive verify`` is what says the archive holds each fact once; this module trusts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from hearth_analytics.schema import read_journal
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_shared.kafka import topic_partitions
+
+log = logging.getLogger(__name__)
+
+EARLIEST = -2  # Spark's Kafka source: the partition's earliest offset
+JOURNAL_COLUMNS = ("partition", "offset", "value")
+
+
+async def _journal_partitions(settings: AnalyticsSettings) -> list[int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.stack.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        return [tp.partition for tp in await topic_partitions(consumer, settings.stack.topics.journal)]
+    finally:
+        await consumer.stop()
+
+
+def read_archive(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame | None:
+    """The archive table's committed rows (Spark reads them through the file sink's log), or None."""
+    location = settings.archive_location()
+    if settings.archive_is_local() and not (Path(location) / "_spark_metadata").is_dir():
+        return None
+    try:
+        return spark.read.parquet(location)
+    except Exception as exc:  # no table there yet (an object store has no directory to look for)
+        if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
+            return None
+        raise
+
+
+def tail_offsets(archived_ends: dict[int, int], partitions: list[int], topic: str) -> str:
+    """``startingOffsets`` JSON for the tail: one past each partition's highest archived offset."""
+    return json.dumps({topic: {str(p): archived_ends.get(p, EARLIEST) for p in partitions}})
+
+
+def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
+    """Archive plus the journal's tail beyond it, as journal rows (``partition``, ``offset``, ``value``)."""
+    archive = read_archive(spark, settings)
+    if archive is None:
+        log.info("no archive at %s: reading the whole journal", settings.archive_location())
+        return read_journal(spark, settings).select(*JOURNAL_COLUMNS)
+    archived = archive.select(
+        F.col("kafka_partition").alias("partition"), F.col("kafka_offset").alias("offset"), "value"
+    )
+    ends = {
+        int(row["partition"]): int(row["end"])
+        for row in archived.groupBy("partition").agg((F.max("offset") + 1).alias("end")).collect()
+    }
+    topic = settings.stack.topics.journal
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
+        partitions = pool.submit(asyncio.run, _journal_partitions(settings)).result()
+    tail = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", settings.stack.kafka_bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", tail_offsets(ends, partitions, topic))
+        .option("endingOffsets", "latest")
+        .load()
+        .select(*JOURNAL_COLUMNS)
+    )
+    log.info("history: the archive (%s), then the journal after %s", settings.archive_location(), ends)
+    return archived.unionByName(tail)

@@ -1,0 +1,111 @@
+"""Helpers for the archive tests: facts on a test journal, the archive job as its own process (so it
+can be killed with -9, JVM and all), and planting faults into a committed archive table."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch
+from hearth_shared.events import StateReported, StateReportedPayload, encode
+from hearth_shared.kafka import make_producer
+from hearth_shared.settings import StackSettings
+
+DAY1 = datetime(2026, 11, 20, 23, 0, tzinfo=UTC)
+POISON = b"\x00not json at all"
+
+
+def readings(devices: int, per_device: int, home: str = "h1") -> list[tuple[str, bytes, int]]:
+    """``(key, value, kafka timestamp ms)`` of state reports: the first half on one day, the rest on the
+    next (so the archive gets two day partitions)."""
+    records = []
+    for v in range(1, per_device + 1):
+        for d in range(devices):
+            device = f"dev-{d}"
+            t = DAY1 + timedelta(minutes=v * 120 // per_device)
+            fact = StateReported(
+                event_id=uuid.uuid4(), device_id=device, home_id=home, version=v, occurred_at=t,
+                recorded_at=t, payload=StateReportedPayload(
+                    reported={"ambient_c": 20.0 + v / 10}, device_seq=v, device_time=t),
+            )  # fmt: skip
+            records.append((device, encode(fact), int(t.timestamp() * 1000)))
+    return records
+
+
+async def produce(stack: StackSettings, records: list[tuple[str, bytes, int]]) -> None:
+    producer = make_producer(stack.kafka_bootstrap_servers, "test-archive")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(stack.topics.journal, value, key=key.encode(), timestamp_ms=ts)
+            for key, value, ts in records
+        ]
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+
+
+def archive_env(stack: StackSettings, table: Path, checkpoints: Path, **extra: str) -> dict[str, str]:
+    return {
+        "HEARTH_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
+        "HEARTH_TOPIC_PREFIX": stack.topic_prefix,
+        "HEARTH_ANALYTICS_ARCHIVE_URL": str(table),
+        "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(checkpoints),
+        "HEARTH_ANALYTICS_MASTER": "local[2]",
+        "HEARTH_ANALYTICS_DRIVER_MEMORY": "1g",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        **extra,
+    }
+
+
+def start_archive_job(env: dict[str, str], log: Path, *, once: bool) -> subprocess.Popen[bytes]:
+    """``python -m hearth_analytics archive`` in its own process group (the JVM is in it too)."""
+    argv = [sys.executable, "-m", "hearth_analytics", "archive", *(["--once"] if once else [])]
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """kill -9 of the job's whole process group (driver and JVM), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def committed_batches(table: Path) -> int:
+    newest = newest_batch(table)
+    return -1 if newest is None else newest
+
+
+def plant_gap_and_duplicate(table: Path) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Remove one committed row (a gap) and commit a copy of another (a duplicate), as a corrupted table
+    would hold them. Returns ``((partition, offset) removed, (partition, offset) doubled)``."""
+    files = committed_files(table)
+    victim = files[0].path
+    rows = pq.read_table(victim)
+    removed = (rows.column("kafka_partition")[0].as_py(), rows.column("kafka_offset")[0].as_py())
+    pq.write_table(rows.slice(1), victim)
+    doubled_rows = rows.slice(len(rows) - 1, 1)
+    doubled = (
+        doubled_rows.column("kafka_partition")[0].as_py(),
+        doubled_rows.column("kafka_offset")[0].as_py(),
+    )
+    copy = victim.with_name(f"planted-{uuid.uuid4().hex}.parquet")
+    pq.write_table(doubled_rows, copy)
+    batch = committed_batches(table) + 1
+    entry = {"path": copy.as_uri(), "size": copy.stat().st_size, "isDir": False, "modificationTime": 0,
+             "blockReplication": 1, "blockSize": 0, "action": "add"}  # fmt: skip
+    (table / METADATA_DIR / str(batch)).write_text("v1\n" + json.dumps(entry) + "\n")
+    return removed, doubled

@@ -29,8 +29,6 @@ from hearth_shared.events import (
     StateReported,
     StateReportedPayload,
 )
-from hearth_shared.kafka import make_producer
-from hearth_shared.settings import StackSettings
 
 DAY1, DAY2 = datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 11, 21, tzinfo=UTC)
 
@@ -45,7 +43,7 @@ class Journal:
         self.facts: list[Event] = []
 
     def add(
-        self, cls: type[Event], payload: Any, device: str, home: str, t: datetime, cid: Any = None
+        self, cls: Any, payload: Any, device: str, home: str, t: datetime, cid: Any = None
     ) -> None:
         self.versions[device] += 1
         self.facts.append(
@@ -94,17 +92,6 @@ class Journal:
         self.add(AnomalyDetected, payload, device, home, t + timedelta(seconds=1))
 
 
-async def produce(stack: StackSettings, topic: str, records: list[tuple[str, bytes]]) -> None:
-    producer = make_producer(stack.kafka_bootstrap_servers, "test-analytics-batch")
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value, key=key.encode()) for key, value in records]
-        for future in futures:
-            await future
-    finally:
-        await producer.stop()
-
-
 def known_history() -> Journal:
     j = Journal()
     j.register("t1", "h1", "thermostat")
@@ -118,7 +105,7 @@ def known_history() -> Journal:
     j.report("t1", "h1", at(DAY2, 12), ambient_c=26.0, hvac_action="cooling")
     j.report("t1", "h1", at(DAY2, 12, 45), ambient_c=24.5)
     # l1 on day 1: 3 locks, 2 unlocks, 1 jam, the door opened once.
-    for t, reported in [
+    lock_reports: list[tuple[datetime, dict[str, Any]]] = [
         (at(DAY1, 8), {"lock_state": "unlocked", "battery_pct": 90.0}),
         (at(DAY1, 8, 1), {"lock_state": "locked"}),
         (at(DAY1, 18), {"lock_state": "unlocked"}),
@@ -127,7 +114,8 @@ def known_history() -> Journal:
         (at(DAY1, 18, 2), {"lock_state": "locked"}),
         (at(DAY1, 21), {"lock_state": "jammed"}),
         (at(DAY1, 21, 5), {"lock_state": "locked", "battery_pct": 89.0}),
-    ]:
+    ]
+    for t, reported in lock_reports:
         j.report("l1", "h1", t, **reported)
     # Commands: l1 day 1 -> converged, failed, rejected; t1 day 2 -> converged, expired, superseded, open.
     for t, outcome in [
@@ -136,9 +124,14 @@ def known_history() -> Journal:
         (at(DAY1, 21, 4), "rejected"),
     ]:
         j.command("l1", "h1", t, outcome)
-    for t, outcome in [(at(DAY2, 11, 59), "converged"), (at(DAY2, 12, 10), "expired"),
-                       (at(DAY2, 12, 20), "superseded"), (at(DAY2, 12, 30), None)]:  # fmt: skip
-        j.command("t1", "h1", t, outcome)
+    day2: list[tuple[datetime, str | None]] = [
+        (at(DAY2, 11, 59), "converged"),
+        (at(DAY2, 12, 10), "expired"),
+        (at(DAY2, 12, 20), "superseded"),
+        (at(DAY2, 12, 30), None),
+    ]
+    for t, maybe_outcome in day2:
+        j.command("t1", "h1", t, maybe_outcome)
     j.anomaly("t1", "h1", at(DAY2, 12))
     j.anomaly("t1", "h1", at(DAY2, 12, 45))
     # h2: t2 cools 10:00 -> 10:20 on day 1 (one anomaly); x9 reports once.

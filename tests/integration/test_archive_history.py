@@ -15,9 +15,9 @@ from hearth_analytics.batch import KEYS, build_report
 from hearth_analytics.history import read_history
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.train import train_from_history
-from hearth_shared.events import encode
 from hearth_shared.settings import StackSettings
-from tests.known_history import known_history, produce
+from tests.journal import produce_facts
+from tests.known_history import known_history
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # four Spark jobs on 2 loaded cores
 
@@ -31,7 +31,7 @@ async def test_report_and_retrain_from_archive_and_tail_equal_the_journal_alone(
 ) -> None:
     facts = known_history().facts
     split = len(facts) * 2 // 3
-    await produce(stack, stack.topics.journal, [(f.device_id, encode(f)) for f in facts[:split]])
+    await produce_facts(stack, facts[:split])
     archived = AnalyticsSettings(
         stack=stack,
         checkpoint_dir=tmp_path / "ckpt",
@@ -39,7 +39,7 @@ async def test_report_and_retrain_from_archive_and_tail_equal_the_journal_alone(
         model_min_count=1,
     )
     start_archive(spark, archived, once=True).awaitTermination()
-    await produce(stack, stack.topics.journal, [(f.device_id, encode(f)) for f in facts[split:]])
+    await produce_facts(stack, facts[split:])
     journal_only = archived.model_copy(update={"archive_url": str(tmp_path / "no-archive")})
 
     history = read_history(spark, archived)

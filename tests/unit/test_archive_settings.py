@@ -25,7 +25,7 @@ def test_local_archive_needs_no_s3a(tmp_path: Path) -> None:
 def test_s3a_archive_gets_endpoint_keys_and_the_matching_hadoop_aws() -> None:
     settings = AnalyticsSettings(
         archive_url="s3a://bucket/journal", s3_endpoint="http://127.0.0.1:9000",
-        s3_access_key="key", s3_secret_key="s3cr3t-value",  # type: ignore[arg-type]
+        s3_access_key="key", s3_secret_key="s3cr3t-value",
     )  # fmt: skip
     assert not settings.archive_is_local() and settings.archive_location() == "s3a://bucket/journal"
     conf = s3a_conf(settings)

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import msgspec
 import psycopg
 from psycopg import sql
+from psycopg.types.string import BytesBinaryDumper
 
 from hearth_read_models import tables as t
 from hearth_read_models.db import connect
@@ -81,6 +82,9 @@ class ViewStore:
         """(Re)connect, make the staging tables, and read where the schema stands."""
         await self.close()
         self._conn = await connect(self.dsn, self.schema)
+        # COPY's bytea columns (the history's facts) through psycopg's C dumper: the one registered for
+        # bytea by default (dbapi20's, which also takes ``Binary``) is Python, called once per fact.
+        self._conn.adapters.register_dumper(None, BytesBinaryDumper)
         for table in ("twins", "commands", "rollups"):
             await self.conn.execute(
                 sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DELETE ROWS").format(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from fastapi import WebSocket
@@ -31,6 +31,13 @@ from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import decode_event, utcnow
 
 _json = msgspec.json.Encoder()
+
+
+class MissedChange(NamedTuple):
+    """A change message read back from the history (a client's catch-up)."""
+
+    version: int
+    text: str
 
 
 async def load_twins(
@@ -53,7 +60,7 @@ async def load_twins(
 
 async def history(
     engine: AsyncEngine, device_id: str, home_ids: set[str], after: int, upto: int
-) -> list[tuple[int, str]]:
+) -> list[MissedChange]:
     """The change messages of ``device_id`` for versions after ``after`` up to ``upto``, each with the
     twin right after it (folded from the device's first fact, as the projector folded it)."""
     events = t.device_events
@@ -62,14 +69,14 @@ async def history(
         .where(events.c.device_id == device_id, events.c.home_id.in_(home_ids), events.c.version <= upto)
         .order_by(events.c.version)
     )
-    changes = []
+    changes: list[MissedChange] = []
     twin: Twin | None = None
     async with engine.connect() as conn:
         async for version, text in await conn.stream(query):
             twin = evolve(twin, decode_event(text))
             if version > after:
                 message = change_message(CHANGE, device_id, version, twin_view(twin), msgspec.Raw(text))
-                changes.append((version, message.decode()))
+                changes.append(MissedChange(version, message.decode()))
     return changes
 
 
@@ -169,16 +176,16 @@ class Feed:
         try:
             while True:
                 changes = await history(self.engine, device_id, self.home_ids, after, upto)
-                if (changes and changes[-1][0] >= upto) or loop.time() >= deadline:
+                if (changes and changes[-1].version >= upto) or loop.time() >= deadline:
                     break
                 await asyncio.sleep(0.05)  # published, not committed yet
         except ValueError as exc:  # a history that does not fold (e.g. missing its first fact)
             await self.error("history_unavailable", f"changes of {device_id} up to {upto}: {exc}")
             self.sent[device_id] = upto
             return
-        for version, text in changes:
-            await self.ws.send_text(text)
-            self.sent[device_id] = version
+        for change in changes:
+            await self.ws.send_text(change.text)
+            self.sent[device_id] = change.version
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.ws.send_text(_json.encode(message).decode())

@@ -174,13 +174,13 @@ def bench_stack(
                 start(redis.process(), 30)
                 settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
             asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-            mqtt: dict[str, Any] = {}
+            broker_options: dict[str, Any] = {}  # (not ``mqtt``: that is the flag asking for a broker)
             if mqtt or "simulator" in services:
                 mosquitto = MosquittoBroker(
                     data_dir=work / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=work
                 )
                 start(mosquitto.process(), 30)
-                mqtt = {
+                broker_options = {
                     "mqtt_port": mosquitto.port,
                     "mqtt_password": mosquitto.admin.password,
                     "mqtt_access_dir": mosquitto.access_dir,
@@ -197,7 +197,7 @@ def bench_stack(
                 command_api_port=free_port(),
                 query_api_port=free_port(),
                 extra_env=dict(env or {}),
-                **mqtt,
+                **broker_options,
             )
             for service in services:
                 start(*runner.part(service))

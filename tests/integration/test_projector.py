@@ -24,8 +24,11 @@ from redis.asyncio import Redis
 
 from hearth.bench.rebuild import JournalFacts, fill_journal
 from hearth_read_models.db import libpq_dsn, migrate
+from hearth_read_models.journal_source import Batching, JournalSource
+from hearth_read_models.live_sink import LiveSink
 from hearth_read_models.projector import Projector
 from hearth_read_models.service import make_consumer
+from hearth_read_models.view_store import ViewStore
 from hearth_shared.domain import evolve, twin_view
 from hearth_shared.events import (
     AnomalyDetected,
@@ -175,15 +178,12 @@ async def running_projector(
     await consumer.start()
     await journal.start()
     projector = Projector(
-        dsn=stack.postgres_dsn,
-        schema=schema,
-        consumer=consumer,
-        journal=stack.topics.journal,
-        rollups=stack.topics.rollups,
+        JournalSource(
+            consumer, stack.topics.journal, rollups=stack.topics.rollups, batching=Batching(size=batch_size)
+        ),
+        ViewStore(stack.postgres_dsn, schema, "projector"),
+        LiveSink(redis),
         dead_letters=DeadLetters(journal, consumer="test-projector"),
-        name="projector",
-        redis=redis,
-        batch_size=batch_size,
     )
     task: asyncio.Task[None] | None = None
     try:

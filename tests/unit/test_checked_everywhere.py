@@ -18,8 +18,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
-# Being split by job and made strict by its own engineer (issue 11 point 1); added at that merge.
-NOT_YET = {"services/read-models"}
+# Members not yet checked (none: read-models joined when it was split by job, issue 11 point 1).
+NOT_YET: set[str] = set()
 # Members with one module or no inner structure worth layering.
 NO_LAYERS = {"shared", "sdk"}
 

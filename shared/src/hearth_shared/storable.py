@@ -129,6 +129,8 @@ def _suspect(wire: bytes | None) -> bool:
 
 
 def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:
+    if _identifier(device_id) and (home_id is None or _identifier(home_id)):
+        return None  # (the hot path: no tuple to build and walk per record)
     for name, value in (("device_id", device_id), ("home_id", home_id)):
         if value is not None and not _identifier(value):
             return MalformedRecord(

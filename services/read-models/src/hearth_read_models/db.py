@@ -45,7 +45,7 @@ def swap_lock(schema: str) -> str:
 def async_engine(dsn: str, schema: str, *, pool_size: int = 5) -> AsyncEngine:
     """An engine whose unqualified tables live in ``schema``."""
     engine = create_async_engine(dsn, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
-    return engine.execution_options(schema_translate_map={None: schema})  # type: ignore[return-value]
+    return engine.execution_options(schema_translate_map={None: schema})
 
 
 def sync_engine(dsn: str) -> Engine:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import singledispatch
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -42,22 +42,65 @@ encode_twin = msgspec.msgpack.Encoder().encode
 decode_twin = msgspec.msgpack.Decoder(Twin).decode
 _json = msgspec.json.Encoder()
 
-# Column orders of the rows ``Projection`` produces (the projector COPYs them in this order).
-# History rows are COPYed in PostgreSQL's binary format straight into device_events: the envelope as
-# decoded, and the fact as on the wire (json's binary form is its text).
-HISTORY_COLUMNS = (
-    "device_id", "version", "event_id", "type", "home_id", "occurred_at", "recorded_at", "correlation_id",
-    "event",
-)  # fmt: skip
+
+class HistoryRow(NamedTuple):
+    """A device_events row, COPYed in PostgreSQL's binary format (``HISTORY_TYPES``): the envelope as
+    decoded, and the fact as on the wire (json's binary form is its text)."""
+
+    device_id: str
+    version: int
+    event_id: uuid.UUID
+    type: str
+    home_id: str
+    occurred_at: datetime
+    recorded_at: datetime
+    correlation_id: uuid.UUID | None
+    event: bytes
+
+
+class AlertRow(NamedTuple):
+    event_id: uuid.UUID
+    device_id: str
+    home_id: str
+    version: int
+    kind: str
+    metric: str
+    value: float
+    score: float
+    threshold: float
+    model_version: int
+    occurred_at: datetime
+
+
+class TwinRow(NamedTuple):
+    """A twins row: the view as JSON text, the state as msgpack."""
+
+    device_id: str
+    home_id: str
+    device_type: str
+    name: str
+    version: int
+    online: bool
+    view: str
+    state: bytes
+    updated_at: datetime
+
+
+class RollupRow(NamedTuple):
+    key: str
+    scope: str
+    subject_id: str
+    window: str
+    window_start: datetime
+    value: str
+
+
+# Column orders of the rows (the projector COPYs them in this order): the rows' own field names.
+HISTORY_COLUMNS = HistoryRow._fields
 HISTORY_TYPES = ("text", "int8", "uuid", "text", "text", "timestamptz", "timestamptz", "uuid", "bytea")
-ALERT_COLUMNS = (
-    "event_id", "device_id", "home_id", "version", "kind", "metric", "value", "score", "threshold",
-    "model_version", "occurred_at",
-)  # fmt: skip
-TWIN_COLUMNS = (
-    "device_id", "home_id", "device_type", "name", "version", "online", "view", "state", "updated_at",
-)  # fmt: skip
-ROLLUP_COLUMNS = ("key", "scope", "subject_id", "window", "window_start", "value")
+ALERT_COLUMNS = AlertRow._fields
+TWIN_COLUMNS = TwinRow._fields
+ROLLUP_COLUMNS = RollupRow._fields
 
 
 @dataclass(slots=True)
@@ -73,16 +116,16 @@ class Change:
 
 @dataclass
 class Projection:
-    """The working set of one batch. With ``live``, every applied fact also yields a ``Change`` for the
-    subscribers; a rebuild has none to tell and skips that work."""
+    """The working set of one batch. With ``collect_changes``, every applied fact also yields a ``Change``
+    for the subscribers; a rebuild has none to tell and skips that work (the view too)."""
 
     twins: dict[str, Twin]
     commands: dict[uuid.UUID, dict[str, Any]]
-    live: bool = True
+    collect_changes: bool = True
     changed_twins: set[str] = field(default_factory=set)
     changed_commands: set[uuid.UUID] = field(default_factory=set)
-    history: list[tuple[Any, ...]] = field(default_factory=list)
-    alerts: list[tuple[Any, ...]] = field(default_factory=list)
+    history: list[HistoryRow] = field(default_factory=list)
+    alerts: list[AlertRow] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     skipped: int = 0
 
@@ -100,17 +143,17 @@ class Projection:
             self.skipped += 1  # already projected (a replayed batch, or a fact recorded twice)
             return
         twin = evolve(twin, event)  # what can fail runs before anything of the batch changes
-        view = twin_view(twin)
+        view = twin_view(twin) if self.collect_changes else None
         if isinstance(event, DeviceCredentialsIssued):  # the views say a credential was issued, not its hash
             wire = encode(_without_hash(event))
         wire = wire or encode(event)
         self.twins[device_id] = twin
         self.changed_twins.add(device_id)
         self.history.append(
-            (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
-             event.recorded_at, event.correlation_id, wire)
+            HistoryRow(device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
+                       event.recorded_at, event.correlation_id, wire)
         )  # fmt: skip
-        if self.live:
+        if view is not None:
             self.changes.append(Change(event.home_id, device_id, version, view, msgspec.Raw(wire)))
         _handler(cls)(event, self)
 
@@ -181,7 +224,7 @@ def _(event: CommandFailed, p: Projection) -> None:
 def _(event: AnomalyDetected, p: Projection) -> None:
     a = event.payload
     p.alerts.append(
-        (event.event_id, event.device_id, event.home_id, event.version, "anomaly", a.metric, a.value,
+        AlertRow(event.event_id, event.device_id, event.home_id, event.version, "anomaly", a.metric, a.value,
          a.score, a.threshold, a.model_version, event.occurred_at)
     )  # fmt: skip
 
@@ -198,10 +241,10 @@ def _handler(cls: type[Event]) -> Callable[[Any, Projection], None]:
     return handler
 
 
-def twin_row(twin: Twin) -> tuple[Any, ...]:
-    """A twin as a ``TWIN_COLUMNS`` row: the view as JSON text, the state as msgpack."""
+def twin_row(twin: Twin) -> TwinRow:
+    """A twin as a ``TwinRow``: the view as JSON text, the state as msgpack."""
     view = _json.encode(twin_view(twin)).decode()
-    return (twin.device_id, twin.home_id, twin.device_type, twin.name, twin.version, twin.online, view,
+    return TwinRow(twin.device_id, twin.home_id, twin.device_type, twin.name, twin.version, twin.online, view,
             encode_twin(twin), twin.updated_at)  # fmt: skip
 
 
@@ -217,8 +260,8 @@ def command_ids(events: list[Event]) -> set[uuid.UUID]:
     return {e.correlation_id for e in events if e.correlation_id and type(e) in COMMAND_STATUS_BY_EVENT}
 
 
-def rollup_row(key: bytes | None, value: bytes) -> tuple[Any, ...]:
-    """A rollup record as a ``ROLLUP_COLUMNS`` row. The key names the window,
+def rollup_row(key: bytes | None, value: bytes) -> RollupRow:
+    """A rollup record as a ``RollupRow``. The key names the window,
     ``{scope}:{id}:{window_len}:{window_start_iso}``; the value (a JSON object) is kept as it came."""
     try:
         text = (key or b"").decode()
@@ -239,4 +282,4 @@ def rollup_row(key: bytes | None, value: bytes) -> tuple[Any, ...]:
         raise MalformedRecord("invalid_rollup_value", f"{where} cannot be stored (NUL, control character)")
     if window_start.tzinfo is None:
         window_start = window_start.replace(tzinfo=UTC)
-    return (text, scope, subject_id, window, window_start, value.decode())
+    return RollupRow(text, scope, subject_id, window, window_start, value.decode())

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hearth_read_models import tables as t
-from hearth_read_models.projector import twin_key
+from hearth_read_models.live_channels import twin_key
 from hearth_shared.auth import Principal
 from hearth_shared.http import not_found
 

@@ -10,8 +10,11 @@ from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
 from hearth_read_models.db import migrate
+from hearth_read_models.journal_source import Batching, JournalSource
+from hearth_read_models.live_sink import LiveSink
 from hearth_read_models.projector import Projector, tune_gc
 from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.view_store import ViewStore
 from hearth_shared.kafka import DeadLetters, KafkaJournal
 from hearth_shared.settings import StackSettings
 
@@ -39,18 +42,12 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     await consumer.start()
     await journal.start()
     stop = stop or asyncio.Event()
+    batching = Batching(settings.batch_size, settings.batch_wait_ms, settings.batch_linger_ms)
     projector = Projector(
-        dsn=stack.postgres_dsn,
-        schema=settings.schema_name,
-        consumer=consumer,
-        journal=stack.topics.journal,
-        rollups=stack.topics.rollups,
+        JournalSource(consumer, stack.topics.journal, rollups=stack.topics.rollups, batching=batching),
+        ViewStore(stack.postgres_dsn, settings.schema_name, settings.consumer_name),
+        LiveSink(redis),
         dead_letters=DeadLetters(journal, consumer="read-models-projector"),
-        name=settings.consumer_name,
-        redis=redis,
-        batch_size=settings.batch_size,
-        batch_wait_ms=settings.batch_wait_ms,
-        batch_linger_ms=settings.batch_linger_ms,
     )
     try:
         await projector.start()

@@ -11,6 +11,7 @@ reach PostgreSQL and end the socket with 1011). Later messages are not expected;
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -46,7 +47,7 @@ def bad_request(message: str) -> Refused:
     return Refused(BAD_REQUEST, "bad_request", message)
 
 
-def check_size(received: dict[str, Any], limit: int) -> None:
+def check_size(received: Mapping[str, Any], limit: int) -> None:
     """Refuse a received websocket message over ``limit`` bytes (UTF-8 for text)."""
     text, data = received.get("text"), received.get("bytes")
     size = len(data) if data is not None else len(text.encode()) if text is not None else 0
@@ -54,7 +55,7 @@ def check_size(received: dict[str, Any], limit: int) -> None:
         raise bad_request(f"message too large: {size} bytes, at most {limit} are accepted")
 
 
-def parse_subscribe(received: dict[str, Any], limit: int) -> SubscribeRequest:
+def parse_subscribe(received: Mapping[str, Any], limit: int) -> SubscribeRequest:
     """The subscribe request in a received ASGI websocket message, or ``Refused`` (4400) saying why."""
     check_size(received, limit)
     text = received.get("text")

@@ -392,6 +392,7 @@ def test_twin_view_has_the_contract_shape() -> None:
         "version": device.state.version,
         "connectivity": {"online": True, "last_seen": T0.isoformat()},
         "updated_at": at(1).isoformat(),
+        "quarantine": None,  # {reason, since} while quarantined (test_domain_admin.py)
     }
 
 

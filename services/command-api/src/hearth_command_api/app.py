@@ -13,6 +13,7 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
+from hearth_command_api.admin import router as admin_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
@@ -74,6 +75,7 @@ def make_app(
     app.include_router(router)
     app.include_router(tokens_router)
     app.include_router(credentials_router)
+    app.include_router(admin_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

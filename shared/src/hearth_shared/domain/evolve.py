@@ -6,8 +6,9 @@ from typing import Any
 
 import msgspec
 
+from hearth_shared.domain.admin import ADMIN_SETTINGS
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Twin
+from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Quarantine, Twin
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
@@ -16,7 +17,9 @@ from hearth_shared.events import (
     DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
+    DeviceQuarantined,
     DeviceRegistered,
+    DeviceReleased,
     DeviceWentOffline,
     Event,
     StateReported,
@@ -62,6 +65,10 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         if twin.credential_id == payload.credential_id:
             return {"credential_id": None, "revoked_credentials": revoked}
         return {"revoked_credentials": revoked}
+    if isinstance(event, DeviceQuarantined):
+        return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
+    if isinstance(event, DeviceReleased):
+        return {"quarantine": None}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
     if isinstance(payload, DesiredSetPayload):  # thermostat.target_set, lock.desired_state_set, ...
@@ -102,5 +109,5 @@ def _update(twin: Twin, command_id: str, **changes: Any) -> dict[str, CommandSta
 
 def _setting(twin: Twin, event: Event) -> str:
     kind = DEVICE_TYPES.get(twin.device_type)
-    settings = kind.settings.items() if kind else ()
+    settings = [*(kind.settings.items() if kind else ()), *ADMIN_SETTINGS.items()]
     return next((setting for setting, fact in settings if fact is type(event)), "")

@@ -80,6 +80,17 @@ class Topics:
         """``token.revoked`` facts, keyed by token id, compacted: every revoked token, once, for ever."""
         return f"{self.prefix}.token-revocations"
 
+    @property
+    def campaigns(self) -> str:
+        """Firmware campaign facts (hearth_shared.campaign_events), keyed by campaign id, ordered per
+        campaign by version; the campaign driver is their one writer. A campaign's whole story."""
+        return f"{self.prefix}.campaigns"
+
+    @property
+    def campaign_requests(self) -> str:
+        """Requests to the campaign driver: register a firmware, start or abort a campaign."""
+        return f"{self.prefix}.campaign-requests"
+
     def specs(self) -> list[TopicSpec]:
         keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
@@ -93,4 +104,6 @@ class Topics:
             TopicSpec(self.rollups, 6, compact | replicas, rf),
             TopicSpec(self.dead_letters, 1, keep | replicas, rf),
             TopicSpec(self.token_revocations, 1, compact | replicas, rf),
+            TopicSpec(self.campaigns, 1, keep | replicas, rf),
+            TopicSpec(self.campaign_requests, 1, keep | replicas, rf),
         ]

@@ -14,6 +14,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
 from hearth_command_api.admin import router as admin_router
+from hearth_command_api.campaign_feed import CampaignFeed
+from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
@@ -37,6 +39,7 @@ def make_app(
     feed: JournalFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
+    campaign_feed: CampaignFeed | None = None,
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
@@ -48,14 +51,18 @@ def make_app(
         stack.kafka_bootstrap_servers, stack.topics, revocations
     )
 
+    campaign_feed = campaign_feed or CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await journal.start()
         await feed.start()
         await revocation_feed.start()
+        await campaign_feed.start()
         try:
             yield
         finally:
+            await campaign_feed.stop()
             await revocation_feed.stop()
             await feed.stop()
             await journal.stop()
@@ -72,10 +79,12 @@ def make_app(
     app.state.revocations = revocations
     app.state.journal = journal
     app.state.registry = registry
+    app.state.campaign_feed = campaign_feed
     app.include_router(router)
     app.include_router(tokens_router)
     app.include_router(credentials_router)
     app.include_router(admin_router)
+    app.include_router(campaigns_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

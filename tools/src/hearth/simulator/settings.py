@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from hearth.simulator.firmware import FirmwareOptions
 from hearth.simulator.fleet import FleetOptions, MqttEndpoint
 from hearth_shared.settings import StackSettings
 
@@ -28,6 +29,12 @@ class SimulatorSettings(BaseSettings):
     drifting_fraction: float = Field(0.0, ge=0, le=1)
     jam_probability: float = Field(0.0, ge=0, le=1)
     seed: int = 0
+    firmware_version: str = Field("1.0.0", description="The firmware every simulated device starts on")
+    firmware_install_s: float = Field(2.0, ge=0, description="How long an install keeps a device silent")
+    firmware_faults: str = Field(
+        "",
+        description="Failure modes by firmware version: 6.6.6=bad_checksum,7.0.0=never_returns,8.0.0=drifts",
+    )
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(1883, gt=0, lt=65536)
     mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
@@ -54,6 +61,11 @@ class SimulatorSettings(BaseSettings):
             drifting_fraction=self.drifting_fraction,
             jam_probability=self.jam_probability,
             seed=self.seed,
+            firmware=FirmwareOptions(
+                initial_version=self.firmware_version,
+                install_s=self.firmware_install_s,
+                faults=FirmwareOptions.parse_faults(self.firmware_faults),
+            ),
         )
 
     def mqtt(self) -> MqttEndpoint:

@@ -133,7 +133,7 @@ class Services:
         """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api", "campaigns"]
         return names + ["simulator"] * simulate + ["analytics"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -152,6 +152,7 @@ class Services:
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
             "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
+            "campaigns": (["hearth_campaigns"], log_says(log, "campaign driver: ready"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
         }[name]
@@ -300,6 +301,7 @@ class LocalStack:
             "projector": [*brokers, "postgres", "redis"],
             "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
+            "campaigns": brokers,  # the firmware campaign driver (hearth_campaigns)
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
         }

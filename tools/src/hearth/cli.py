@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
+from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
 from hearth.token_cli import Home, token_app  # Home: the --stack-dir option every command shares
@@ -31,6 +32,7 @@ bench_app = typer.Typer(
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
 app.add_typer(device_app, name="device")
+app.add_typer(campaign_app, name="campaign")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
 app.command("up")(cli_stack.up)

@@ -34,6 +34,7 @@ WORKSPACE_PACKAGES = [
     "hearth_read_models",
     "hearth_analytics",
     "hearth_device_gateway",
+    "hearth_campaigns",
 ]
 # What the services' image (./Dockerfile, `uv sync --no-dev`) installs; the Spark image adds analytics.
 IMAGE_PACKAGES = {
@@ -43,6 +44,7 @@ IMAGE_PACKAGES = {
         "hearth_device_actor",
         "hearth_read_models",
         "hearth_device_gateway",
+        "hearth_campaigns",
     },
     "hearth-spark:0.1.0": {"hearth_shared", "hearth_analytics"},
 }

@@ -4,8 +4,12 @@ gateway and Mosquitto, with simulated devices that install firmware (and fail as
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +18,10 @@ import pytest
 from hearth.stack.local import Services
 from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.process import ManagedProcess
+from hearth_shared.campaign_events import JobMoved
+from hearth_shared.events import CommandRequested
 from tests.conftest import Platform
+from tests.journal import read_campaign_facts, read_journal
 
 pytestmark = pytest.mark.integration
 
@@ -175,3 +182,40 @@ async def test_a_drifting_first_wave_aborts_and_is_rolled_back_before_the_second
         for device_id in back:
             twin = (await query.get(f"/v1/devices/{device_id}")).json()
             assert twin["reported"]["firmware_version"] == "1.0.0"
+
+
+async def test_a_driver_killed_halfway_through_a_wave_leaves_the_campaign_consistent(
+    platform: Platform, firmware_simulator: ManagedProcess, admin_api: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    ids = await simulated_fleet(platform, home, "lock", 30)
+    campaign_id = await start(admin_api, home, "lock", "2.0.0", waves=[50, 100], soak_s=3)
+
+    async def halfway() -> bool:
+        first = (await admin_api.get(f"/v1/campaigns/{campaign_id}")).json()["waves"][0]
+        return bool(first["state"] == "running" and first["jobs"].get("succeeded", 0) < first["size"])
+
+    await until(halfway, "the first wave under way", timeout_s=60)
+    victim = platform.parts["campaigns"]
+    assert victim.pid is not None
+    os.killpg(victim.pid, signal.SIGKILL)  # no goodbye
+    victim.kill_leftovers()
+    services = Services(platform.settings, logs=tmp_path / "logs", data=tmp_path / "data")
+    driver, timeout_s = services.part("campaigns")
+    platform.parts["campaigns"] = driver  # the session's driver from now on (stopped with the others)
+    driver.start()
+    driver.wait_healthy(timeout_s)
+
+    campaign = await ended(admin_api, campaign_id)
+    assert campaign["status"] == "completed" and campaign["jobs"] == {"succeeded": 30}, campaign["jobs"]
+    facts = [f for f in await read_campaign_facts(platform.settings) if f.campaign_id == campaign_id]
+    assert [f.version for f in facts] == list(range(1, len(facts) + 1))  # each step once, in order
+    sent = Counter(f.device_id for f in facts if isinstance(f, JobMoved) and f.state == "sent")
+    assert sent == Counter({device_id: 1 for device_id in ids})
+    journal = await read_journal(platform.settings)
+    updates = Counter(
+        e.device_id
+        for e in journal
+        if isinstance(e, CommandRequested) and e.device_id in sent and e.payload.name == "update_firmware"
+    )
+    assert updates == sent  # one command per device, though the driver may have submitted one twice

@@ -19,7 +19,13 @@ from hearth_shared.campaign_events import (
     decode_campaign_fact,
     encode_campaign_record,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, evolve_campaign, register_firmware
+from hearth_shared.domain.campaign import (
+    Campaign,
+    FirmwareCatalog,
+    evolve_campaign,
+    fold_campaign,
+    register_firmware,
+)
 from hearth_shared.domain.campaign_decide import (
     CampaignRefused,
     abort,
@@ -122,10 +128,9 @@ class Run:
         return self.campaign
 
     def _record(self, facts: list[CampaignFact]) -> None:
-        for fact in facts:
-            wire = decode_campaign_fact(encode_campaign_record(fact))  # as the driver reads them back
-            self.facts.append(wire)
-            self.campaign = evolve_campaign(self.campaign, wire)
+        wire = [decode_campaign_fact(encode_campaign_record(fact)) for fact in facts]  # as read back
+        self.facts += wire
+        self.campaign = fold_campaign(self.campaign, wire)
 
     def step(self, after_s: float = 0.0) -> list[str]:
         self.clock.now += timedelta(seconds=after_s)

@@ -50,7 +50,7 @@ from hearth_shared.campaign_events import (
     encode_campaign_record,
     firmware_key,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, evolve_campaign, register_firmware
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
 from hearth_shared.domain.campaign_decide import (
     CampaignChange,
     CampaignRefused,
@@ -132,8 +132,7 @@ class CampaignDriver:
             ends = await consumer.end_offsets(tps)
             while await _behind(consumer, ends):
                 for records in (await consumer.getmany(timeout_ms=500, max_records=BATCH)).values():
-                    for record in records:
-                        self._fold(decode_campaign_fact(record.value))
+                    self._fold([decode_campaign_fact(record.value) for record in records])
         finally:
             await consumer.stop()
 
@@ -161,11 +160,17 @@ class CampaignDriver:
                 return
             timeout_ms = 0
 
-    def _fold(self, fact: CampaignFact) -> None:
-        if isinstance(fact, FirmwareRegistered):
-            register_firmware(self.catalog, fact)
-            return
-        self.campaigns[fact.campaign_id] = evolve_campaign(self.campaigns.get(fact.campaign_id), fact)
+    def _fold(self, facts: list[CampaignFact]) -> None:
+        by_campaign: dict[str, list[CampaignFact]] = {}
+        for fact in facts:
+            if isinstance(fact, FirmwareRegistered):
+                register_firmware(self.catalog, fact)
+            else:
+                by_campaign.setdefault(fact.campaign_id, []).append(fact)
+        for campaign_id, its in by_campaign.items():
+            folded = fold_campaign(self.campaigns.get(campaign_id), its)
+            assert folded is not None
+            self.campaigns[campaign_id] = folded
 
     # ------------------------------------------------------------------------------------ deciding
 
@@ -234,8 +239,7 @@ class CampaignDriver:
             for f in facts
         ]
         await asyncio.gather(*futures)
-        for fact in facts:
-            self._fold(fact)
+        self._fold(facts)
         for fact in facts:
             await self._command_for(fact)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.campaign_events import JOB_STATES, FirmwareRegistered, decode_campaign_fact
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, evolve_campaign, register_firmware
+from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegistered, decode_campaign_fact
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import MalformedRecord
 from hearth_shared.kafka import topic_partitions
@@ -56,6 +56,7 @@ class CampaignFeed:
     async def _run(self, consumer: AIOKafkaConsumer) -> None:
         while True:
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            by_campaign: dict[str, list[CampaignFact]] = {}
             for records in batches.values():
                 for record in records:
                     try:
@@ -66,9 +67,11 @@ class CampaignFeed:
                     if isinstance(fact, FirmwareRegistered):
                         register_firmware(self.catalog, fact)
                     else:
-                        self.campaigns[fact.campaign_id] = evolve_campaign(
-                            self.campaigns.get(fact.campaign_id), fact
-                        )
+                        by_campaign.setdefault(fact.campaign_id, []).append(fact)
+            for campaign_id, facts in by_campaign.items():  # one fold per campaign and batch (fold_campaign)
+                folded = fold_campaign(self.campaigns.get(campaign_id), facts)
+                if folded is not None:
+                    self.campaigns[campaign_id] = folded
             if batches:
                 async with self.changed:
                     self.changed.notify_all()

@@ -9,7 +9,9 @@ campaign_decide.py, the health gates in campaign_gates.py.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -95,16 +97,42 @@ def evolve_campaign(campaign: Campaign | None, fact: CampaignFact) -> Campaign:
         )
     if fact.version <= campaign.version:
         return campaign
-    at = fact.occurred_at
-    changes: dict[str, object] = {}
-    if isinstance(fact, WaveStarted):
+    if isinstance(fact, WaveStarted | JobMoved | RollbackSent):
         jobs = dict(campaign.jobs)
+        return _with_jobs(campaign, fact, jobs)
+    return msgspec.structs.replace(campaign, version=fact.version, **_changes(campaign, fact))
+
+
+def fold_campaign(campaign: Campaign | None, facts: Iterable[CampaignFact]) -> Campaign | None:
+    """``evolve_campaign`` over many facts, copying the jobs once, not once per fact (a wave of 9,000
+    devices is 9,000 job facts: per-fact copies made folding it quadratic)."""
+    jobs: dict[str, Job] | None = None
+    for fact in facts:
+        if campaign is None or fact.version <= campaign.version:
+            campaign = evolve_campaign(campaign, fact)
+        elif isinstance(fact, WaveStarted | JobMoved | RollbackSent):
+            if jobs is None:
+                jobs = dict(campaign.jobs)
+            campaign = _with_jobs(campaign, fact, jobs)
+        else:
+            campaign = msgspec.structs.replace(campaign, version=fact.version, **_changes(campaign, fact))
+    return campaign
+
+
+def _with_jobs(
+    campaign: Campaign, fact: WaveStarted | JobMoved | RollbackSent, jobs: dict[str, Job]
+) -> Campaign:
+    """The campaign after a fact about jobs, applied to ``jobs`` (a copy the caller owns) in place."""
+    at = fact.occurred_at
+    if isinstance(fact, WaveStarted):
         for device_id in fact.device_ids:
             jobs[device_id] = msgspec.structs.replace(jobs[device_id], wave=fact.wave, changed_at=at)
-        changes = {"wave": fact.wave, "wave_started_at": at, "jobs": jobs}
-    elif isinstance(fact, JobMoved):
-        job = campaign.jobs[fact.device_id]
-        moved = msgspec.structs.replace(
+        return msgspec.structs.replace(
+            campaign, version=fact.version, wave=fact.wave, wave_started_at=at, jobs=jobs
+        )
+    job = jobs[fact.device_id]
+    if isinstance(fact, JobMoved):
+        jobs[fact.device_id] = msgspec.structs.replace(
             job,
             state=fact.state,
             command_id=fact.command_id if fact.state == "sent" else job.command_id,
@@ -112,21 +140,20 @@ def evolve_campaign(campaign: Campaign | None, fact: CampaignFact) -> Campaign:
             changed_at=at,
             rollback_ended=job.rollback_ended or job.rollback_command_id is not None,
         )
-        changes = {"jobs": {**campaign.jobs, fact.device_id: moved}}
-    elif isinstance(fact, RollbackSent):
-        job = msgspec.structs.replace(
-            campaign.jobs[fact.device_id], rollback_command_id=fact.command_id, rollback_to=fact.to_version
+    else:
+        jobs[fact.device_id] = msgspec.structs.replace(
+            job, rollback_command_id=fact.command_id, rollback_to=fact.to_version
         )
-        changes = {"jobs": {**campaign.jobs, fact.device_id: job}}
-    elif isinstance(fact, WavePassed):
-        changes = {"waves_passed": (*campaign.waves_passed, fact.health)}
-    elif isinstance(fact, CampaignCompleted):
-        changes = {"status": "completed", "ended_at": at}
-    elif isinstance(fact, CampaignAborted):
-        changes = {
-            "status": "aborted",
-            "ended_at": at,
-            "abort_reason": fact.reason,
-            "abort_health": fact.health,
-        }
-    return msgspec.structs.replace(campaign, version=fact.version, **changes)
+    return msgspec.structs.replace(campaign, version=fact.version, jobs=jobs)
+
+
+def _changes(campaign: Campaign, fact: CampaignFact) -> dict[str, Any]:
+    """The campaign fields a fact that is not about jobs changes."""
+    at = fact.occurred_at
+    if isinstance(fact, WavePassed):
+        return {"waves_passed": (*campaign.waves_passed, fact.health)}
+    if isinstance(fact, CampaignCompleted):
+        return {"status": "completed", "ended_at": at}
+    if isinstance(fact, CampaignAborted):
+        return {"status": "aborted", "ended_at": at, "abort_reason": fact.reason, "abort_health": fact.health}
+    return {}

@@ -40,7 +40,7 @@ from hearth_shared.campaign_events import (
     WavePassed,
     WaveStarted,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, Job, evolve_campaign
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, Job, fold_campaign
 from hearth_shared.domain.campaign_gates import FleetSight, crossed_gate, wave_devices, wave_health
 
 COMMAND_NAMESPACE = uuid.UUID("6b0f8d1e-3c2a-4f57-9a11-2f4e8c7d5b90")
@@ -219,9 +219,11 @@ def _move(
 def _applied(campaign: Campaign, changes: list[CampaignChange], now: datetime) -> Campaign:
     """The campaign with ``changes`` applied (to judge the gates on the jobs' new states)."""
 
-    for fact in stamp_campaign(campaign, changes, now=now, new_id=lambda: uuid.UUID(int=0)):
-        campaign = evolve_campaign(campaign, fact)
-    return campaign
+    folded = fold_campaign(
+        campaign, stamp_campaign(campaign, changes, now=now, new_id=lambda: uuid.UUID(int=0))
+    )
+    assert folded is not None
+    return folded
 
 
 def stamp_campaign(

@@ -150,7 +150,7 @@ class Services:
             ),
             "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
-            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 60.0),
+            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 180.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
             "campaigns": (["hearth_campaigns"], log_says(log, "campaign driver: ready"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),

@@ -83,7 +83,7 @@ def test_a_quarantined_device_rejects_every_non_admin_command_with_quarantined()
         causation_id=None,
     )
     rejected = events[-1]
-    assert isinstance(rejected.payload, object) and rejected.payload.reason == "quarantined"
+    assert isinstance(rejected, CommandRejected) and rejected.payload.reason == "quarantined"
     # released, the same command goes through
     released, _ = apply(twin, release())
     _, facts = apply(released, command_request("d1", "unlock", {}, home_id="h1", at=NOW))

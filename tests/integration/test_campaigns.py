@@ -46,6 +46,8 @@ def firmware_simulator(
             "HEARTH_SIMULATOR_RATE": "1",
             "HEARTH_SIMULATOR_FIRMWARE_FAULTS": FAULTS,
             "HEARTH_SIMULATOR_FIRMWARE_INSTALL_S": "1",
+            # 1 degC/s: a drifting thermostat leaves the default model's band (21 +- 12 degC) in seconds
+            "HEARTH_SIMULATOR_FIRMWARE_DRIFT_C_PER_H": "3600",
         },
     )
     part, timeout_s = services.part("simulator")

@@ -31,6 +31,7 @@ class SimulatorSettings(BaseSettings):
     seed: int = 0
     firmware_version: str = Field("1.0.0", description="The firmware every simulated device starts on")
     firmware_install_s: float = Field(2.0, ge=0, description="How long an install keeps a device silent")
+    firmware_drift_c_per_h: float = Field(40.0, description="How fast a `drifts` firmware's reading drifts")
     firmware_faults: str = Field(
         "",
         description="Failure modes by firmware version: 6.6.6=bad_checksum,7.0.0=never_returns,8.0.0=drifts",
@@ -64,6 +65,7 @@ class SimulatorSettings(BaseSettings):
             firmware=FirmwareOptions(
                 initial_version=self.firmware_version,
                 install_s=self.firmware_install_s,
+                drift_c_per_h=self.firmware_drift_c_per_h,
                 faults=FirmwareOptions.parse_faults(self.firmware_faults),
             ),
         )

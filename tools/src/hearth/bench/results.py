@@ -17,8 +17,9 @@ from typing import Any
 import psutil
 
 from hearth.stack.kafka import KAFKA_VERSION
+from hearth.workspace import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 
 INTRO = """# Benchmarks
 

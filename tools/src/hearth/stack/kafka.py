@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hearth.stack.kafka_probe import kafka_answers
 from hearth.stack.process import ManagedProcess, StartupError, free_port, require_free_port
+from hearth.workspace import REPO_ROOT
 from hearth_shared.topics import min_insync_replicas
 
 KAFKA_VERSION = "4.4.0"
@@ -27,7 +28,7 @@ KAFKA_VERSION = "4.4.0"
 _HERE = Path(__file__).resolve().parent
 POM = _HERE / "kafka-pom.xml"
 LOG4J_CONFIG = _HERE / "kafka-log4j2.xml"
-DEFAULT_ROOT = _HERE.parents[2] / ".hearth"  # <repo>/.hearth (src/hearth/stack -> repo)
+DEFAULT_ROOT = REPO_ROOT / ".hearth"
 _COMPLETE = ".complete"
 
 

@@ -16,7 +16,7 @@ down: ## Stop a running `make up`
 test: setup lint ## Install everything and run every test
 	$(UV) run pytest $(PYTEST_ARGS)
 
-lint: setup ## ruff, mypy (strict on shared code) and the import-linter contracts
+lint: setup ## ruff, mypy (strict on every shipped package and the tests' helpers) and the import-linter contracts
 	$(UV) run ruff check .
 	$(UV) run mypy
 	$(UV) run lint-imports

@@ -24,6 +24,7 @@ from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
 from hearth.stack.redis import RedisServer
+from hearth.stack.servers import start_healthy, start_kafka, start_mosquitto, start_postgres, start_redis
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
@@ -36,16 +37,6 @@ if TYPE_CHECKING:
 SECRET = secrets.token_urlsafe(24)
 
 
-def _started(part: ManagedProcess, timeout_s: float) -> ManagedProcess:
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
-    except BaseException:
-        part.stop()
-        raise
-    return part
-
-
 @pytest.fixture(scope="session")
 def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("servers")
@@ -53,41 +44,31 @@ def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def kafka(servers_dir: Path) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
-        data_dir=servers_dir / "kafka", port=free_port(), controller_port=free_port(), log_dir=servers_dir
-    )
-    part = _started(broker.process(), 120)
-    yield broker
-    part.stop()
+    started = start_kafka(servers_dir)
+    yield started.server
+    started.process.stop()
 
 
 @pytest.fixture(scope="session")
 def postgres(servers_dir: Path) -> Iterator[PostgresServer]:
-    server = PostgresServer(data_dir=servers_dir / "pg", port=free_port(), log_dir=servers_dir)
-    server.init()
-    part = _started(server.process(), 60)
-    server.ensure_database()
-    yield server
-    part.stop()
+    started = start_postgres(servers_dir)
+    yield started.server
+    started.process.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_server(servers_dir: Path) -> Iterator[RedisServer]:
-    server = RedisServer(data_dir=servers_dir / "redis", port=free_port(), log_dir=servers_dir)
-    part = _started(server.process(), 30)
-    yield server
-    part.stop()
+    started = start_redis(servers_dir)
+    yield started.server
+    started.process.stop()
 
 
 @pytest.fixture(scope="session")
 def mosquitto(servers_dir: Path) -> Iterator[MosquittoBroker]:
     """The MQTT broker (Debian's mosquitto) on free ports; ``mosquitto.admin`` is Hearth's own account."""
-    broker = MosquittoBroker(
-        data_dir=servers_dir / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=servers_dir
-    )
-    part = _started(broker.process(), 30)
-    yield broker
-    part.stop()
+    started = start_mosquitto(servers_dir)
+    yield started.server
+    started.process.stop()
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +151,7 @@ def platform(
     try:
         for name in services.names(simulate=False):
             part, timeout_s = services.part(name)
-            parts[name] = _started(part, timeout_s)
+            parts[name] = start_healthy(part, timeout_s)
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",

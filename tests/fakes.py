@@ -1,12 +1,16 @@
-"""Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox`` and a
-clock that stands still until a test moves it."""
+"""Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
+clock that stands still until a test moves it, and the command API's ``CommandJournal`` and journal feed
+(``hearth_command_api.ports``)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from hearth_device_actor.actor import InboxRecord
-from hearth_shared.events import DeviceCommand, Event, MalformedRecord
+from hearth_shared.campaign_events import CampaignRequest
+from hearth_shared.events import DeviceCommand, Event, Inbound, MalformedRecord
+from hearth_shared.revocations import TokenRevoked
 
 
 class FakeOutbox:
@@ -41,3 +45,39 @@ class FakeClock:
 
     def __call__(self) -> datetime:
         return self.now
+
+
+class FakeCommandJournal:
+    """Records the requests and revocations the command API writes; ``submitted`` is set by the first."""
+
+    def __init__(self) -> None:
+        self.requests: list[Inbound] = []
+        self.revocations: list[TokenRevoked] = []
+        self.campaign_requests: list[CampaignRequest] = []
+        self.submitted = asyncio.Event()
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def submit(self, request: Inbound) -> None:
+        self.requests.append(request)
+        self.submitted.set()
+
+    async def revoke(self, fact: TokenRevoked) -> None:
+        self.revocations.append(fact)
+
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        self.campaign_requests.append(request)
+
+
+class FakeFeed:
+    """A journal feed that has caught up (``caught_up`` cleared: one still reading)."""
+
+    def __init__(self) -> None:
+        self.caught_up = asyncio.Event()
+        self.caught_up.set()
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +24,11 @@ from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
 from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
 from hearth.stack.redis import RedisServer
+from hearth.stack.servers import MOSQUITTO_STARTUP_S, start_healthy
 from hearth_shared.events import decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.conftest import Platform, _started, make_settings
+from tests.conftest import Platform, make_settings
 from tests.mosquitto_clients import Subscriber, wait_connect_code
 
 
@@ -71,10 +72,11 @@ def identity_stack(
     )
     parts: dict[str, ManagedProcess] = {}
     try:
-        parts["mosquitto"] = _started(broker.process(), 30)
+        parts["mosquitto"] = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
         for name in ("broker-access", "device-actor", "command-api"):
             part, timeout_s = services.part(name)
-            parts[name] = _started(part, timeout_s * 2)  # twice the stack's patience: a shared, busy machine
+            # twice the stack's patience: a shared, busy machine
+            parts[name] = start_healthy(part, timeout_s * 2)
         yield Identity(settings, f"http://127.0.0.1:{services.command_api_port}", broker, parts)
     finally:
         for part in reversed(parts.values()):
@@ -103,7 +105,7 @@ async def journal_facts(
         await consumer.stop()
 
 
-async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict:
+async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = False) -> dict[str, Any]:
     body = {  # no device_id: a home token does not choose it (the server names it)
         "home_id": home_id,
         "type": "lock",
@@ -112,10 +114,11 @@ async def register(api: httpx.AsyncClient, home_id: str, *, simulated: bool = Fa
     }
     response = await api.post("/v1/devices", json=body)
     assert response.status_code == 201, response.text
-    return response.json()
+    registered: dict[str, Any] = response.json()
+    return registered
 
 
-def account(credentials: dict) -> MqttAccount:
+def account(credentials: Mapping[str, str]) -> MqttAccount:
     return MqttAccount(credentials["username"], credentials["password"])
 
 

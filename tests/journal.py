@@ -1,20 +1,40 @@
-"""Reading a test's journal topic whole, for tests that count facts (each fact once, versions 1..N); and
-the campaigns topic the same way."""
+"""Writing records and facts to a test's topics, and reading its journal (or any topic, e.g. the campaigns
+topic) whole (for tests that count facts: each fact once, versions 1..N)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
 from hearth_shared.campaign_events import CampaignFact, decode_campaign_fact
-from hearth_shared.events import Event, decode_event
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.events import Event, decode_event, encode
+from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
 
 Record = TypeVar("Record")
+
+
+async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    """Send the ``(key, value)`` records in order; returns once the broker has every one (acks=all)."""
+    producer = make_producer(bootstrap, "tests")
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def produce_facts(settings: StackSettings, facts: Iterable[Event]) -> None:
+    """Append facts to the test's journal, keyed by device like the actor's."""
+    await produce(
+        settings.kafka_bootstrap_servers,
+        settings.topics.journal,
+        ((f.device_id.encode(), encode(f)) for f in facts),
+    )
 
 
 async def read_journal(settings: StackSettings, timeout_s: float = 30.0) -> list[Event]:

@@ -4,6 +4,7 @@ and hostile-input tests)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -100,13 +101,24 @@ async def receive_until(
 async def close_code(
     ws: websockets.ClientConnection, timeout_s: float = 30
 ) -> tuple[list[Message], int, str]:
-    """Every message until the server closes the socket, and the close code and reason it sent."""
-    received = []
+    """Every message until the server closes the socket, and the close code and reason it sent (a
+    TimeoutError if it stays open for ``timeout_s``)."""
+    received: list[Message] = []
     try:
         async with asyncio.timeout(timeout_s):
             while True:
                 received.append(json.loads(await ws.recv()))
     except websockets.ConnectionClosed as closed:
-        assert closed.rcvd is not None, f"closed without a close frame after {received}"
-        return received, closed.rcvd.code, closed.rcvd.reason
-    raise AssertionError("unreachable")
+        frame = closed.rcvd
+    assert frame is not None, f"closed without a close frame after {received}"
+    return received, frame.code, frame.reason
+
+
+async def receive_for(ws: websockets.ClientConnection, seconds: float) -> list[Message]:
+    """Every message the socket gets in ``seconds`` (it must stay open that long)."""
+    received: list[Message] = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while True:
+                received.append(json.loads(await ws.recv()))
+    return received

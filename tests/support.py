@@ -1,8 +1,9 @@
 """What many tests need: waiting for a condition, and inbox requests made with sensible defaults.
 
 ``eventually`` is the one wait loop of the suite: a condition polled until it holds or a deadline passes,
-with a message that says what was awaited. Request factories build the inbox records a device or the
-command API would send, so a test names only what it is about.
+with a message that says what was awaited; ``poll_until`` is the same loop for a value fetched until it
+is ready (a view that is eventually consistent). Request factories build the inbox records a device or
+the command API would send, so a test names only what it is about.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from hearth_shared.events import (
     AcknowledgeCommand,
@@ -24,21 +25,52 @@ from hearth_shared.events import (
 )
 
 Check = Callable[[], bool] | Callable[[], Awaitable[bool]]
+T = TypeVar("T")
+P = TypeVar("P")
 
 
-async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_s: float = 0.05) -> None:
+def payload_of(fact: object, kind: type[P]) -> P:
+    """The payload of a fact (or a decided change), checked to be a ``kind``."""
+    found = getattr(fact, "payload", None)
+    assert isinstance(found, kind), f"{fact!r} carries no {kind.__name__}"
+    return found
+
+
+async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_s: float = 0.05) -> float:
     """Wait until ``check()`` (a function or a coroutine function) is true; fail saying ``what`` if it
-    is not within ``timeout_s``."""
+    is not within ``timeout_s``. Returns the seconds it took."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    started = loop.time()
     while True:
         result = check()
         if inspect.isawaitable(result):
             result = await result
         if result:
-            return
-        if loop.time() >= deadline:
+            return loop.time() - started
+        if loop.time() >= started + timeout_s:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(every_s)
+
+
+async def poll_until(
+    fetch: Callable[[], Awaitable[T]],
+    ready: Callable[[T], bool],
+    what: str,
+    *,
+    timeout_s: float = 60.0,
+    every_s: float = 0.1,
+) -> T:
+    """``await fetch()`` until ``ready`` holds for what it returns, and return that; fail saying ``what``
+    and showing the last value if it does not within ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        value = await fetch()
+        if ready(value):
+            return value
+        if loop.time() >= deadline:
+            shown = getattr(value, "text", value)  # an HTTP response: its body
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; last: {shown!r:.2000}")
         await asyncio.sleep(every_s)
 
 

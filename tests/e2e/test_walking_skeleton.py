@@ -4,27 +4,20 @@ and Redis."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import Platform
 from tests.registration import register_device
+from tests.support import poll_until
 
 pytestmark = pytest.mark.e2e
 
 
-async def eventually(fetch: Any, *, timeout_s: float = 30.0) -> httpx.Response:
-    """Poll until the response is 200 (the views are eventually consistent), or fail with the last one."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        response: httpx.Response = await fetch()
-        if response.status_code == 200 or asyncio.get_running_loop().time() > deadline:
-            return response
-        await asyncio.sleep(0.1)
+def found(response: httpx.Response) -> bool:
+    return response.status_code == 200
 
 
 async def test_registered_thermostat_appears_in_the_query_api(platform: Platform) -> None:
@@ -40,8 +33,12 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
         assert created.json()["version"] == 1
 
         # Version 2: the registration's facts are device.registered and device.credentials_issued.
-        twin = await eventually(lambda: q.get(f"/v1/devices/{device_id}", params={"min_version": 2}))
-        assert twin.status_code == 200, platform.logs()
+        twin = await poll_until(
+            lambda: q.get(f"/v1/devices/{device_id}", params={"min_version": 2}),
+            found,
+            f"version 2 of {device_id} in the query API\n{platform.logs()}",
+            timeout_s=30,
+        )
         body = twin.json()
         assert (body["home_id"], body["type"], body["name"], body["version"]) == (
             home,
@@ -90,5 +87,7 @@ async def test_no_token_is_401_and_another_home_is_404(platform: Platform) -> No
         platform.client(platform.query_api, home) as mine,
         platform.client(platform.query_api, other) as q,
     ):
-        assert (await eventually(lambda: mine.get(f"/v1/devices/{device_id}"))).status_code == 200
+        await poll_until(
+            lambda: mine.get(f"/v1/devices/{device_id}"), found, "the device in its home", timeout_s=30
+        )
         assert (await q.get(f"/v1/devices/{device_id}")).status_code == 404

@@ -44,8 +44,8 @@ from hearth_shared.events import (
     decode_model,
     encode,
 )
-from hearth_shared.kafka import make_producer
 from hearth_shared.settings import StackSettings
+from tests.journal import produce, produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -109,17 +109,6 @@ class Journal:
             metric="ambient_c", value=35.0, score=6.2, threshold=4.0, model_version=3, device_time=t
         )
         self.add(AnomalyDetected, payload, device, home, t + timedelta(seconds=1))
-
-
-async def produce(stack: StackSettings, topic: str, records: list[tuple[str, bytes]]) -> None:
-    producer = make_producer(stack.kafka_bootstrap_servers, "test-analytics-batch")
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value, key=key.encode()) for key, value in records]
-        for future in futures:
-            await future
-    finally:
-        await producer.stop()
 
 
 def known_history() -> Journal:
@@ -193,7 +182,7 @@ async def test_daily_report_figures_are_exact_for_a_known_history(
     spark: Any, stack: StackSettings, tmp_path: Path
 ) -> None:
     journal = known_history()
-    await produce(stack, stack.topics.journal, [(f.device_id, encode(f)) for f in journal.facts])
+    await produce_facts(stack, journal.facts)
     settings = AnalyticsSettings(
         stack=stack, output_dir=tmp_path / "report", checkpoint_dir=tmp_path / "ckpt"
     )
@@ -269,7 +258,7 @@ async def test_full_retrain_publishes_a_new_model_version_that_decodes(
                                  model_threshold=3.5)  # fmt: skip
     older = AnomalyModel(version=4, trained_at=DAY1, trained_on=1, threshold=4.0, min_count=1,
                          by_type={"thermostat": {"ambient_c": {"*": Baseline(1, 20.0, 1.0)}}})  # fmt: skip
-    await produce(stack, stack.topics.models, [(older.name, encode(older))])
+    await produce(stack.kafka_bootstrap_servers, stack.topics.models, [(older.name.encode(), encode(older))])
     j = Journal()
     j.register("t1", "h1", "thermostat")
     j.register("t2", "h1", "thermostat")
@@ -278,7 +267,7 @@ async def test_full_retrain_publishes_a_new_model_version_that_decodes(
         j.report("t1", "h1", at(DAY1, 9 + i // 6, i), ambient_c=20.0 + i, **humidity)
         j.report("t2", "h1", at(DAY1, 10, i), ambient_c=18.0 + i % 3)
     j.report("x9", "h2", at(DAY1, 10), ambient_c=50.0)  # never registered: by_device only (if enough)
-    await produce(stack, stack.topics.journal, [(f.device_id, encode(f)) for f in j.facts])
+    await produce_facts(stack, j.facts)
 
     model = run_train(settings, spark=spark)
 

@@ -25,10 +25,9 @@ from hearth_shared.events import (
     StateReported,
     StateReportedPayload,
     decode_model,
-    encode,
 )
-from hearth_shared.kafka import make_producer
 from hearth_shared.settings import StackSettings
+from tests.journal import produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -69,19 +68,6 @@ class History:
         return fact
 
 
-async def produce(stack: StackSettings, facts: list[Event]) -> None:
-    producer = make_producer(stack.kafka_bootstrap_servers, "test-analytics")
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(stack.topics.journal, encode(f), key=f.device_id.encode()) for f in facts
-        ]
-        for future in futures:
-            await future
-    finally:
-        await producer.stop()
-
-
 def latest_records(spark: Any, settings: AnalyticsSettings, topic: str) -> tuple[dict[str, Any], int]:
     """The newest value of every key on a topic, and how many records the topic holds."""
     rows = (
@@ -103,7 +89,7 @@ def iso(t: pd.Timestamp) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def expected_rollups(
+def expected_rollups(  # noqa: C901  (the oracle, written straight from the spec: one pass per figure)
     readings: pd.DataFrame, watermarks: dict[int, pd.Timestamp]
 ) -> dict[str, dict[str, Any]]:
     """The rollups the job should publish, recomputed with pandas from the same readings.
@@ -228,7 +214,7 @@ async def test_rollups_equal_a_pandas_recomputation_including_late_events(
     facts.append(h.report("t2", "h2", at(1), hvac_action="heating", ambient_c=17.0))
     for i in range(1, 21):  # t2 every 45 s, heating from 10:01 on (still heating at the end)
         facts.append(h.report("t2", "h2", at(1, 45 * i), ambient_c=17.0 + 0.1 * i))
-    await produce(stack, facts)
+    await produce_facts(stack, facts)
     run_stream(settings, once=True, spark=spark, queries=("rollups",))
 
     # Micro-batch 1: the watermark is 10:16:00 - 2 min = 10:14:00. On-time readings up to 10:22, one
@@ -248,7 +234,7 @@ async def test_rollups_equal_a_pandas_recomputation_including_late_events(
         h.report("t2", "h2", at(12), hvac_action="idle"),  # a late change moves no heating minutes
         h.report("l1", "h1", at(11), lock_state="locked"),
     ]
-    await produce(stack, facts + late)
+    await produce_facts(stack, facts + late)
     run_stream(settings, once=True, spark=spark, queries=("rollups",))
 
     readings = pd.DataFrame(h.readings)
@@ -304,7 +290,7 @@ async def test_restart_after_a_crash_loses_nothing_and_counts_nothing_twice(
                 reported["hvac_action"] = "heating" if i % 20 == 5 else "idle"
             facts.append(h.report(device, home, t, **reported))
     first, second = facts[: 3 + 240], facts[3 + 240 :]
-    await produce(stack, first)
+    await produce_facts(stack, first)
     run_stream(settings, once=True, spark=spark)
 
     # A crash after the last micro-batch wrote its output but before Spark committed it: on restart
@@ -319,7 +305,7 @@ async def test_restart_after_a_crash_loses_nothing_and_counts_nothing_twice(
     assert published_before == 1
 
     h.batch = 1
-    await produce(stack, second)
+    await produce_facts(stack, second)
     run_stream(settings, once=True, spark=spark)
 
     readings = pd.DataFrame(h.readings)

@@ -15,6 +15,7 @@ from hearth_shared.events import TERMINAL_STATUSES
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.registration import register_device
+from tests.support import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -50,26 +51,26 @@ async def send(
 
 async def final_command(query: httpx.AsyncClient, command_id: str, timeout_s: float = 30) -> dict[str, Any]:
     """The command's view once it reached a terminal status (the read model is eventually consistent)."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        response = await query.get(f"/v1/commands/{command_id}")
-        if response.status_code == 200 and response.json()["status"] in TERMINAL_STATUSES:
-            return dict(response.json())
-        assert asyncio.get_running_loop().time() < deadline, f"command never ended: {response.text}"
-        await asyncio.sleep(0.1)
+    response = await poll_until(
+        lambda: query.get(f"/v1/commands/{command_id}"),
+        lambda r: r.status_code == 200 and r.json()["status"] in TERMINAL_STATUSES,
+        f"command {command_id} to end",
+        timeout_s=timeout_s,
+    )
+    return dict(response.json())
 
 
 async def twin_when(
     query: httpx.AsyncClient, device_id: str, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 30
 ) -> dict[str, Any]:
     """The device's twin once ``ready`` holds for it (the view is eventually consistent)."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        response = await query.get(f"/v1/devices/{device_id}")
-        if response.status_code == 200 and ready(response.json()):
-            return dict(response.json())
-        assert asyncio.get_running_loop().time() < deadline, response.text
-        await asyncio.sleep(0.1)
+    response = await poll_until(
+        lambda: query.get(f"/v1/devices/{device_id}"),
+        lambda r: r.status_code == 200 and ready(r.json()),
+        f"the twin of {device_id}",
+        timeout_s=timeout_s,
+    )
+    return dict(response.json())
 
 
 async def online(device: DeviceLink, device_id: str, state: dict[str, Any]) -> None:

@@ -15,9 +15,9 @@ import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
 from hearth.stack.process import free_port
+from hearth.stack.servers import start_healthy
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
 from hearth_shared.credentials import hash_secret, new_secret
-from tests.conftest import _started
 from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, publish
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def broker(tmp_path: Path) -> Iterator[tuple[MosquittoBroker, MqttAccount]]:
     broker = MosquittoBroker(
         data_dir=tmp_path / "mqtt", port=free_port(), tls_port=free_port(), log_dir=tmp_path
     )
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     device = MqttAccount(DEVICE, new_secret())
     access = MosquittoAccess(hashes={DEVICE: hash_secret(device.password)}, credential_ids={DEVICE: "c1"})
     broker.password_file.write_text(access.password_file(broker.services_password_file.read_text()))

@@ -32,6 +32,7 @@ from hearth_shared.kafka import KafkaJournal
 from hearth_shared.mqtt import state_topic
 from hearth_shared.settings import StackSettings
 from tests.mqtt_devices import read_topic
+from tests.support import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -156,13 +157,13 @@ async def test_dispatched_commands_reach_the_device_and_only_then_are_committed(
     )
     await consumer.start()
     try:
-        deadline = asyncio.get_running_loop().time() + 30
         partitions = [TopicPartition(stack.topics.device_commands, p) for p in range(12)]
-        while True:
-            committed = [await consumer.committed(tp) for tp in partitions]
-            if sum(c or 0 for c in committed) == 2:
-                break
-            assert asyncio.get_running_loop().time() < deadline, committed
-            await asyncio.sleep(0.2)
+        await poll_until(
+            lambda: asyncio.gather(*(consumer.committed(tp) for tp in partitions)),
+            lambda committed: sum(c or 0 for c in committed) == 2,
+            "both dispatched commands committed",
+            timeout_s=30,
+            every_s=0.2,
+        )
     finally:
         await consumer.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -16,8 +15,9 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from hearth.stack.kafka import KafkaBroker, kafka_answers
 from hearth.stack.process import ManagedProcess, StartupError, free_port
-from hearth_shared.kafka import ensure_topics, make_producer
+from hearth_shared.kafka import ensure_topics
 from hearth_shared.topics import Topics
+from tests.journal import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -39,21 +39,10 @@ def java_processes_of(broker: KafkaBroker) -> list[psutil.Process]:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    yield KafkaBroker(
+def broker(tmp_path: Path) -> KafkaBroker:
+    return KafkaBroker(
         data_dir=tmp_path / "kafka", log_dir=tmp_path / "logs", port=free_port(), controller_port=free_port()
     )
-
-
-async def produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> None:
-    producer = make_producer(bootstrap, "test-kafka-broker")
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, v.encode(), key=k.encode()) for k, v in records]
-        for f in futures:
-            await f
-    finally:
-        await producer.stop()
 
 
 async def consume_all(bootstrap: str, topic: str, count: int) -> list[tuple[str, str]]:
@@ -100,7 +89,7 @@ async def test_topics_produce_consume_and_clean_stop(broker: KafkaBroker) -> Non
             await admin.close()
 
         sent = [(f"device-{i % 5}", str(i)) for i in range(500)]
-        await produce(broker.bootstrap, topics.journal, sent)
+        await produce(broker.bootstrap, topics.journal, [(k.encode(), v.encode()) for k, v in sent])
         received = await consume_all(broker.bootstrap, topics.journal, len(sent))
         assert by_key(received) == by_key(sent)  # every record, in order per key
     finally:
@@ -116,7 +105,7 @@ async def test_restart_keeps_records(broker: KafkaBroker) -> None:
     proc = start(broker)
     try:
         await ensure_topics(broker.bootstrap, [s for s in Topics("restart").specs() if s.name == topic])
-        await produce(broker.bootstrap, topic, sent)
+        await produce(broker.bootstrap, topic, [(k.encode(), v.encode()) for k, v in sent])
     finally:
         proc.stop()
 

@@ -10,7 +10,7 @@ import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker, MqttAccount, mqtt_connect_code
 from hearth.stack.process import free_port
-from tests.conftest import _started
+from hearth.stack.servers import start_healthy
 from tests.mosquitto_clients import NOT_AUTHORISED, publish
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def retained(broker: MosquittoBroker, topic: str) -> str:
 
 def test_only_known_accounts_connect_and_tls_verifies_the_stacks_certificate(tmp_path: Path) -> None:
     broker = broker_at(tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     try:
         assert mqtt_connect_code(broker.host, broker.port, broker.admin) == 0
         assert mqtt_connect_code(broker.host, broker.port, broker.simulator) == 0
@@ -56,7 +56,7 @@ def test_only_known_accounts_connect_and_tls_verifies_the_stacks_certificate(tmp
 
 def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Path) -> None:
     broker = broker_at(tmp_path)
-    part = _started(broker.process(), 30)
+    part = start_healthy(broker.process(), 30)
     admin, certificate = broker.admin, broker.cafile.read_bytes()
     try:
         sent = publish(broker, admin, "hearth/devices/d1/availability", "online", retain=True)
@@ -66,7 +66,7 @@ def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Pa
     again = MosquittoBroker(
         data_dir=broker.data_dir, port=free_port(), tls_port=free_port(), log_dir=tmp_path / "again"
     )
-    part = _started(again.process(), 30)
+    part = start_healthy(again.process(), 30)
     try:
         assert again.admin == admin and again.cafile.read_bytes() == certificate
         assert mqtt_connect_code(again.host, again.port, admin) == 0

@@ -15,6 +15,7 @@ import websockets
 
 from tests.conftest import Platform
 from tests.registration import register_device
+from tests.support import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +57,12 @@ async def theirs(platform: Platform) -> tuple[str, str, str]:
         sent = await api.post(f"/v1/devices/{device_id}/commands", json=COMMAND)
         assert sent.status_code == 202, sent.text
         command_id = sent.json()["command_id"]
-        for _ in range(300):
-            if (await query.get(f"/v1/commands/{command_id}")).status_code == 200:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail(f"the other home's command never reached its views\n{platform.logs()}")
+        await poll_until(
+            lambda: query.get(f"/v1/commands/{command_id}"),
+            lambda r: r.status_code == 200,
+            f"the other home's command in its views\n{platform.logs()}",
+            timeout_s=30,
+        )
     return home, device_id, command_id
 
 

@@ -13,6 +13,7 @@ from hearth_shared.kafka import make_producer
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.registration import register_device
+from tests.support import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +27,12 @@ async def test_a_published_model_changes_the_scoring(platform: Platform) -> None
     ):
         device_id = await register_device(api, home, "thermostat", name="x")
         await device.report(device_id, {"ambient_c": 24.0})  # |24 - 21| / 3 = 1: normal for the default model
-        deadline = asyncio.get_running_loop().time() + 30
-        while (await query.get(f"/v1/devices/{device_id}")).json().get("reported", {}).get(
-            "ambient_c"
-        ) != 24.0:
-            assert asyncio.get_running_loop().time() < deadline, "the first report was never projected"
-            await asyncio.sleep(0.1)  # scored (with the default model) before the new model is published
+        await poll_until(  # scored (with the default model) before the new model is published
+            lambda: query.get(f"/v1/devices/{device_id}"),
+            lambda r: r.json().get("reported", {}).get("ambient_c") == 24.0,
+            "the first report in the view",
+            timeout_s=30,
+        )
 
         version = 1000 + int(uuid.uuid4().int % 1000)  # above any version another test published
         model = AnomalyModel(

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +19,8 @@ import websockets
 
 from hearth_shared.auth import create_token, issue, token_id
 from tests.conftest import SECRET, Platform
+from tests.live_feed import close_code
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -40,31 +41,12 @@ async def statuses(platform: Platform, token: str, home: str) -> tuple[int, int]
     return command.status_code, query.status_code
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = WITHIN_S) -> float:
-    """Seconds until ``check()`` is true (fails after ``within_s``)."""
-    start = time.monotonic()
-    while not await check():
-        assert time.monotonic() - start < within_s, f"not within {within_s} s"
-        await asyncio.sleep(0.1)
-    return time.monotonic() - start
-
-
 async def subscribed(platform: Platform, token: str, home: str) -> websockets.ClientConnection:
     ws = await websockets.connect(
         platform.query_api.replace("http://", "ws://") + "/v1/subscribe", additional_headers=bearer(token)
     )
     await ws.send(json.dumps({"action": "subscribe", "home_id": home}))
     return ws
-
-
-async def closed_with(ws: websockets.ClientConnection, timeout_s: float) -> tuple[int | None, str]:
-    """The close code and reason the server sends within ``timeout_s``."""
-    with pytest.raises(websockets.ConnectionClosed) as closed:
-        async with asyncio.timeout(timeout_s):
-            while True:
-                await ws.recv()
-    frame = closed.value.rcvd
-    return (frame.code, frame.reason) if frame else (None, "")
 
 
 async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_websocket_4401(
@@ -78,11 +60,11 @@ async def test_a_token_revoked_through_the_api_gets_401_everywhere_and_its_webso
         revoked = await admin_api.delete(f"/v1/tokens/{token_id(token)}")
         assert revoked.status_code == 200, revoked.text
         assert revoked.json()["token_id"] == token_id(token)
-        closed = await closed_with(ws, WITHIN_S)
+        _, code, reason = await close_code(ws, WITHIN_S)
     finally:
         await ws.close()
-    assert closed == (4401, "token revoked")
-    assert await eventually(lambda: _both_refuse(platform, token, home)) < WITHIN_S
+    assert (code, reason) == (4401, "token revoked")
+    await eventually(lambda: _both_refuse(platform, token, home), "401 from both APIs", timeout_s=WITHIN_S)
     await asyncio.sleep(2)  # one process refusing does not mean the other has read the revocation yet
     for _ in range(10):  # new connections each time: every query-API process (2) follows the revocations
         assert await _both_refuse(platform, token, home)
@@ -111,7 +93,7 @@ async def test_hearth_token_revoke_on_the_command_line(platform: Platform, home:
     )
     assert done.returncode == 0, done.stderr
     assert f"revoked token {token_id(token)}" in done.stderr
-    await eventually(lambda: _both_refuse(platform, token, home))
+    await eventually(lambda: _both_refuse(platform, token, home), "401 from both APIs", timeout_s=WITHIN_S)
 
 
 async def test_an_expired_token_gets_401_and_its_websocket_4401(platform: Platform, home: str) -> None:
@@ -125,10 +107,10 @@ async def test_an_expired_token_gets_401_and_its_websocket_4401(platform: Platfo
     ending = create_token(SECRET, home_id=home, expires_in=timedelta(seconds=3))
     ws = await subscribed(platform, ending, home)
     try:
-        closed = await closed_with(ws, 3 + WITHIN_S)
+        _, code, reason = await close_code(ws, 3 + WITHIN_S)
     finally:
         await ws.close()
-    assert closed == (4401, "token expired")
+    assert (code, reason) == (4401, "token expired")
     assert await statuses(platform, ending, home) == (401, 401)
 
 
@@ -163,7 +145,11 @@ async def test_a_page_link_buys_one_page_session_that_renews_and_ends_with_the_l
 
         assert (await admin_api.delete(f"/v1/tokens/{claims.jti}")).status_code == 200
         for token in (page, renewed.json()["token"]):  # the link's session ends, with every renewal
-            await eventually(lambda token=token: _both_refuse(platform, token, home))
+            await eventually(
+                lambda token=token: _both_refuse(platform, token, home),
+                "401 from both APIs",
+                timeout_s=WITHIN_S,
+            )
         assert (await client.post("/v1/session", headers=bearer(page))).status_code == 401
 
 

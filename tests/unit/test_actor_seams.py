@@ -8,6 +8,7 @@ the journal (``catch_up``) decides nothing again for requests its predecessor al
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,13 +17,16 @@ from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.events import (
     CommandDispatched,
     CommandExpired,
+    CommandRejected,
+    DeviceCameOnline,
     DeviceWentOffline,
     Event,
     Inbound,
     encode,
+    wire_name,
 )
 from tests.fakes import FakeClock, FakeOutbox
-from tests.support import command_request, register_request, report_request
+from tests.support import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 
@@ -131,3 +135,77 @@ async def test_a_successor_caught_up_with_the_journal_decides_nothing_again() ->
     assert successor_out.events == []
     assert successor.load("t1") == first.load("t1")
     assert any(isinstance(e, CommandDispatched) for e in first_out.events)
+
+
+def lifecycle(events: list[Event], command_id: uuid.UUID) -> list[str]:
+    """The command's lifecycle facts (``command.*``) in the order the actor sent them."""
+    names = (wire_name(type(e)) for e in events if e.correlation_id == command_id)
+    return [n for n in names if n.startswith("command.")]
+
+
+async def test_a_command_is_tracked_from_request_to_convergence() -> None:
+    a, outbox, clock = actors()
+    await a.handle_batch(
+        records(register_request("t1", at=T0), report_request("t1", 1, at=T0, ambient_c=19.0))
+    )
+    command = command_request("t1", "set_target_temperature", {"target_c": 21.5}, at=T0)
+    await a.handle_batch(records(command))
+    [dispatched] = outbox.commands
+    assert (dispatched.command_id, dispatched.params) == (command.command_id, {"target_c": 21.5})
+    await a.handle_batch(records(ack_request("t1", command.command_id)))
+    assert lifecycle(outbox.events, command.command_id)[-1] == "command.acknowledged"
+    clock.now = T0 + timedelta(seconds=5)
+    await a.handle_batch(records(report_request("t1", 2, at=clock.now, target_c=21.5)))
+    assert lifecycle(outbox.events, command.command_id) == [
+        "command.requested",
+        "command.accepted",
+        "command.dispatched",
+        "command.acknowledged",
+        "command.converged",
+    ]
+    clock.now = T0 + timedelta(seconds=400)  # past its deadline: a finished command does not expire
+    await a.tick()
+    assert lifecycle(outbox.events, command.command_id)[-1] == "command.converged"
+
+
+async def test_an_out_of_range_command_is_rejected_with_its_reason_and_never_dispatched() -> None:
+    a, outbox, _ = actors()
+    await a.handle_batch(records(register_request("t1", at=T0)))
+    command = command_request("t1", "set_target_temperature", {"target_c": 99.0}, at=T0)
+    await a.handle_batch(records(command))
+    assert lifecycle(outbox.events, command.command_id) == ["command.requested", "command.rejected"]
+    [rejected] = [e for e in outbox.events if isinstance(e, CommandRejected)]
+    assert rejected.payload.reason == "out_of_range"
+    assert outbox.commands == []
+
+
+async def test_a_command_to_an_offline_device_is_held_until_it_reports_again() -> None:
+    a, outbox, clock = actors()
+    await a.handle_batch(
+        records(register_request("t1", at=T0), report_request("t1", 1, at=T0, ambient_c=19.0))
+    )
+    clock.now = T0 + timedelta(seconds=61)
+    await a.tick()  # silent for longer than offline_after_s
+    assert any(isinstance(e, DeviceWentOffline) for e in outbox.events)
+    command = command_request("t1", "set_target_temperature", {"target_c": 21.0}, at=clock.now)
+    await a.handle_batch(records(command))
+    assert outbox.commands == [] and "command.dispatched" not in lifecycle(outbox.events, command.command_id)
+    clock.now += timedelta(seconds=1)
+    await a.handle_batch(records(report_request("t1", 2, at=clock.now, ambient_c=19.5)))
+    assert any(isinstance(e, DeviceCameOnline) for e in outbox.events)
+    assert [c.command_id for c in outbox.commands] == [command.command_id]
+
+
+async def test_a_newer_command_for_the_same_setting_supersedes_a_held_one() -> None:
+    a, outbox, clock = actors()
+    await a.handle_batch(
+        records(register_request("t1", at=T0), report_request("t1", 1, at=T0, ambient_c=19.0))
+    )
+    clock.now = T0 + timedelta(seconds=61)
+    await a.tick()  # offline: commands are held (accepted, not dispatched)
+    first = command_request("t1", "set_target_temperature", {"target_c": 21.0}, at=clock.now)
+    second = command_request("t1", "set_target_temperature", {"target_c": 22.0}, at=clock.now)
+    await a.handle_batch(records(first, second))
+    assert lifecycle(outbox.events, first.command_id)[-1] == "command.superseded"
+    await a.handle_batch(records(report_request("t1", 2, at=clock.now, ambient_c=19.5)))
+    assert [(c.command_id, c.params) for c in outbox.commands] == [(second.command_id, {"target_c": 22.0})]

@@ -1,13 +1,16 @@
 """The command API through its composition root, ``make_app``, with a fake journal and feed: no broker.
 
 The registry view is the real one (pure, in memory); the test plays the device actor by applying facts
-to it, as the journal feed would.
+to it, as the journal feed would. Routes, their 4xx answers (each says what is wrong and writes nothing),
+and the bearer-token rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -15,12 +18,11 @@ import pytest
 from hearth_command_api.app import make_app
 from hearth_command_api.registry import RegistryView
 from hearth_command_api.settings import CommandApiSettings
-from hearth_shared.auth import create_token
+from hearth_shared.auth import Revocations, create_token, token_id
 from hearth_shared.events import (
     CommandAccepted,
     CommandConverged,
     CommandRef,
-    Inbound,
     IssueCredentials,
     RegisterDevice,
     SubmitCommand,
@@ -28,39 +30,16 @@ from hearth_shared.events import (
     utcnow,
 )
 from hearth_shared.settings import StackSettings
+from tests.fakes import FakeCommandJournal, FakeFeed
 
 pytestmark = pytest.mark.unit
 
 SECRET = "unit-test-secret"
 
 
-class FakeJournal:
-    def __init__(self) -> None:
-        self.requests: list[Inbound] = []
-        self.submitted = asyncio.Event()
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-    async def submit(self, request: Inbound) -> None:
-        self.requests.append(request)
-        self.submitted.set()
-
-
-class FakeFeed:
-    def __init__(self) -> None:
-        self.caught_up = asyncio.Event()
-        self.caught_up.set()
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 @pytest.fixture
-def journal() -> FakeJournal:
-    return FakeJournal()
+def journal() -> FakeCommandJournal:
+    return FakeCommandJournal()
 
 
 @pytest.fixture
@@ -72,19 +51,42 @@ def registry() -> RegistryView:
 
 
 @pytest.fixture
-async def api(journal: FakeJournal, registry: RegistryView) -> AsyncIterator[httpx.AsyncClient]:
-    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
-    app = make_app(settings, journal=journal, registry=registry, feed=FakeFeed())  # type: ignore[arg-type]
-    transport = httpx.ASGITransport(app=app)
-    token = create_token(SECRET, home_id="h1")
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://api", headers={"Authorization": f"Bearer {token}"}
-    ) as client:
+def feed() -> FakeFeed:
+    return FakeFeed()
+
+
+@pytest.fixture
+def revocations() -> Revocations:
+    return Revocations()
+
+
+@pytest.fixture
+async def anonymous(
+    journal: FakeCommandJournal, registry: RegistryView, feed: FakeFeed, revocations: Revocations
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the app with no token; each request names its own."""
+    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET), max_body_bytes=4096)
+    app = make_app(settings, journal=journal, registry=registry, feed=feed, revocations=revocations)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         yield client
 
 
+@pytest.fixture
+def api(anonymous: httpx.AsyncClient) -> httpx.AsyncClient:
+    """The app's client with a token of home h1."""
+    anonymous.headers["Authorization"] = f"Bearer {create_token(SECRET, home_id='h1')}"
+    return anonymous
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+ADMIN = bearer(create_token(SECRET, admin=True))
+
+
 async def test_a_command_is_one_inbox_request_and_202_pending(
-    api: httpx.AsyncClient, journal: FakeJournal
+    api: httpx.AsyncClient, journal: FakeCommandJournal
 ) -> None:
     answer = await api.post(
         "/v1/devices/h1-thermostat/commands",
@@ -98,7 +100,7 @@ async def test_a_command_is_one_inbox_request_and_202_pending(
 
 
 async def test_the_same_idempotency_key_gives_the_same_command_once(
-    api: httpx.AsyncClient, journal: FakeJournal
+    api: httpx.AsyncClient, journal: FakeCommandJournal
 ) -> None:
     body = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
     headers = {"Idempotency-Key": "k-1"}
@@ -113,7 +115,9 @@ async def test_the_same_idempotency_key_gives_the_same_command_once(
     assert len(journal.requests) == 1
 
 
-async def test_out_of_range_is_422_and_writes_nothing(api: httpx.AsyncClient, journal: FakeJournal) -> None:
+async def test_out_of_range_is_422_and_writes_nothing(
+    api: httpx.AsyncClient, journal: FakeCommandJournal
+) -> None:
     answer = await api.post(
         "/v1/devices/h1-thermostat/commands",
         json={"name": "set_target_temperature", "params": {"target_c": 99}},
@@ -124,7 +128,7 @@ async def test_out_of_range_is_422_and_writes_nothing(api: httpx.AsyncClient, jo
 
 
 async def test_another_homes_device_is_404_like_one_that_does_not_exist(
-    api: httpx.AsyncClient, journal: FakeJournal
+    api: httpx.AsyncClient, journal: FakeCommandJournal
 ) -> None:
     theirs = await api.post("/v1/devices/h2-lock/commands", json={"name": "unlock", "params": {}})
     nobody = await api.post("/v1/devices/nobody-lock/commands", json={"name": "unlock", "params": {}})
@@ -136,7 +140,7 @@ async def test_another_homes_device_is_404_like_one_that_does_not_exist(
 
 
 async def test_wait_returns_once_the_registry_sees_the_status(
-    api: httpx.AsyncClient, journal: FakeJournal, registry: RegistryView
+    api: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
 ) -> None:
     async def actor() -> None:  # plays the device actor: accepts, then converges, the command
         await journal.submitted.wait()
@@ -168,17 +172,13 @@ async def test_wait_returns_once_the_registry_sees_the_status(
 
 
 async def test_an_admin_registers_a_device_and_gets_its_credentials_once(
-    journal: FakeJournal, registry: RegistryView
+    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
 ) -> None:
-    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
-    app = make_app(settings, journal=journal, registry=registry, feed=FakeFeed())  # type: ignore[arg-type]
-    admin = {"Authorization": f"Bearer {create_token(SECRET, admin=True)}"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
-        answer = await client.post(
-            "/v1/devices",
-            json={"device_id": "h1-door", "home_id": "h1", "type": "lock", "name": "Door"},
-            headers=admin,
-        )
+    answer = await anonymous.post(
+        "/v1/devices",
+        json={"device_id": "h1-door", "home_id": "h1", "type": "lock", "name": "Door"},
+        headers=ADMIN,
+    )
     assert answer.status_code == 201, answer.text
     assert answer.json()["home_id"] == "h1"
     credentials = answer.json()["credentials"]
@@ -188,3 +188,118 @@ async def test_an_admin_registers_a_device_and_gets_its_credentials_once(
     assert isinstance(issue, IssueCredentials) and issue.password_hash.startswith("$7$")
     assert credentials["password"] not in issue.password_hash  # only the salted hash leaves the API
     assert registry.devices["h1-door"].home_id == "h1"
+
+
+COMMAND = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
+
+
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        ({}, "missing bearer token"),
+        (bearer("hth1_not-a-token"), "invalid token"),
+        (bearer(create_token("another-secret", home_id="h1")), "invalid token"),
+        (
+            bearer(create_token(SECRET, home_id="h1", expires_in=timedelta(minutes=1), now=0)),
+            "invalid token: token expired",
+        ),
+    ],
+    ids=["none", "malformed", "another-secret", "expired"],
+)
+async def test_a_request_without_a_good_token_is_401_and_writes_nothing(
+    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, headers: dict[str, str], says: str
+) -> None:
+    answer = await anonymous.post("/v1/devices/h1-thermostat/commands", json=COMMAND, headers=headers)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["detail"].startswith(says)
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert journal.requests == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "where"),
+    [
+        ("/v1/devices/bad%20id/commands", COMMAND, "device_id"),
+        ("/v1/devices/h1-thermostat/commands", {"name": "self_destruct", "params": {}}, "unknown_command"),
+        ("/v1/devices/h1-thermostat/commands", {"params": {"target_c": 21.5}}, "name"),
+        ("/v1/devices", {"home_id": "h1", "type": "toaster", "name": "T"}, "type"),
+        ("/v1/devices", {"home_id": "h1", "type": "lock", "name": "line\nbreak"}, "name"),
+        ("/v1/devices", {"device_id": "mine", "home_id": "h1", "type": "lock", "name": "D"}, "device_id"),
+    ],
+    ids=["bad-device-id", "unknown-command", "no-name", "unknown-type", "control-character", "chosen-id"],
+)
+async def test_malformed_input_is_422_naming_the_field_and_writes_nothing(
+    api: httpx.AsyncClient, journal: FakeCommandJournal, path: str, body: dict[str, Any], where: str
+) -> None:
+    answer = await api.post(path, json=body)
+    assert answer.status_code == 422, answer.text
+    errors = answer.json()["detail"]  # `where`: a field of the location, or the error type
+    assert any(where in [*map(str, e["loc"]), e["type"]] for e in errors), answer.text
+    assert journal.requests == []
+
+
+async def test_a_body_over_the_limit_is_413_before_it_is_read(
+    api: httpx.AsyncClient, journal: FakeCommandJournal
+) -> None:
+    big = {"name": "set_hvac_mode", "params": {"mode": "x" * 5000}}  # the fixture's limit: 4096 bytes
+    answer = await api.post("/v1/devices/h1-thermostat/commands", json=big)
+    assert answer.status_code == 413, answer.text
+    assert journal.requests == []
+
+
+async def test_a_home_token_registers_only_in_its_home_and_the_server_names_the_device(
+    api: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
+) -> None:
+    elsewhere = await api.post("/v1/devices", json={"home_id": "h2", "type": "lock", "name": "Door"})
+    assert elsewhere.status_code == 403 and "h2" in elsewhere.json()["detail"]
+    assert journal.requests == []
+    mine = await api.post("/v1/devices", json={"home_id": "h1", "type": "lock", "name": "Door"})
+    assert mine.status_code == 201, mine.text
+    device_id = mine.json()["device_id"]
+    assert device_id.startswith("lock-") and registry.devices[device_id].home_id == "h1"
+    assert [type(r) for r in journal.requests] == [RegisterDevice, IssueCredentials]
+
+
+async def test_an_admin_choosing_a_taken_id_gets_409(
+    anonymous: httpx.AsyncClient, journal: FakeCommandJournal
+) -> None:
+    body = {"device_id": "h2-lock", "home_id": "h2", "type": "lock", "name": "Door"}
+    answer = await anonymous.post("/v1/devices", json=body, headers=ADMIN)
+    assert answer.status_code == 409 and "h2-lock" in answer.json()["detail"]
+    assert journal.requests == []
+
+
+async def test_a_wait_that_times_out_answers_the_status_so_far(api: httpx.AsyncClient) -> None:
+    answer = await api.post("/v1/devices/h1-thermostat/commands?wait=converged&timeout_s=0.2", json=COMMAND)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "pending" and answer.json()["timed_out"] is True
+
+
+async def test_only_an_admin_token_revokes_a_token(
+    anonymous: httpx.AsyncClient, journal: FakeCommandJournal
+) -> None:
+    home = bearer(create_token(SECRET, home_id="h1"))
+    refused = await anonymous.delete("/v1/tokens/some-token-id", headers=home)
+    assert refused.status_code == 403 and journal.revocations == []
+    answer = await anonymous.delete("/v1/tokens/some-token-id", headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    [fact] = journal.revocations
+    assert fact.token_id == answer.json()["token_id"] == "some-token-id"
+
+
+async def test_a_revoked_token_is_401(
+    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, revocations: Revocations
+) -> None:
+    token = create_token(SECRET, home_id="h1")
+    revocations.add(token_id(token))  # what the revocation feed does on reading the fact
+    answer = await anonymous.post("/v1/devices/h1-thermostat/commands", json=COMMAND, headers=bearer(token))
+    assert answer.status_code == 401 and answer.json()["detail"] == "invalid token: token revoked"
+    assert journal.requests == []
+
+
+async def test_healthz_is_503_until_the_registry_has_caught_up(
+    anonymous: httpx.AsyncClient, feed: FakeFeed
+) -> None:
+    feed.caught_up.clear()
+    waiting = await anonymous.get("/healthz")
+    assert waiting.status_code == 503 and "journal" in waiting.json()["status"]

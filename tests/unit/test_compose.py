@@ -9,6 +9,7 @@ import json
 import shlex
 from importlib.metadata import distribution
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
-SERVICES: dict[str, dict] = COMPOSE["services"]
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 ONE_SHOT = {"init"}  # runs to completion; everything else runs for good
 LONG_RUNNING = sorted(set(SERVICES) - ONE_SHOT)
 RESTARTING = {"always", "unless-stopped", "on-failure"}
@@ -50,22 +51,22 @@ IMAGE_PACKAGES = {
 }
 
 
-def _ours() -> dict[str, dict]:
+def _ours() -> dict[str, dict[str, Any]]:
     """Services built from this repository (the ones that run Hearth code)."""
     return {name: svc for name, svc in SERVICES.items() if "build" in svc}
 
 
-def _command(svc: dict) -> list[str]:
+def _command(svc: dict[str, Any]) -> list[str]:
     cmd = svc.get("command", [])
     return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
 
 
-def _env_names(svc: dict) -> set[str]:
+def _env_names(svc: dict[str, Any]) -> set[str]:
     env = svc.get("environment", {})
     return set(env) if isinstance(env, dict) else {item.split("=", 1)[0] for item in env}
 
 
-def _host_ports(svc: dict) -> set[int]:
+def _host_ports(svc: dict[str, Any]) -> set[int]:
     ports = set()
     for port in svc.get("ports", []):
         if isinstance(port, dict):
@@ -78,7 +79,7 @@ def _host_ports(svc: dict) -> set[int]:
 
 def test_compose_matches_the_compose_specification_schema() -> None:
     # The compose-spec project's schema as vendored by check-jsonschema (read as a file, not imported).
-    schema = json.loads(Path(distribution("check-jsonschema").locate_file(SCHEMA)).read_text())
+    schema = json.loads(Path(str(distribution("check-jsonschema").locate_file(SCHEMA))).read_text())
     errors = [
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
         for e in Draft202012Validator(schema).iter_errors(COMPOSE)

@@ -56,7 +56,7 @@ def env(name: str) -> dict[str, str]:
 
 
 def test_merged_file_matches_the_compose_specification_schema() -> None:
-    schema = json.loads(Path(distribution("check-jsonschema").locate_file(SCHEMA)).read_text())
+    schema = json.loads(Path(str(distribution("check-jsonschema").locate_file(SCHEMA))).read_text())
     errors = [
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
         for e in Draft202012Validator(schema).iter_errors(MERGED)
@@ -122,8 +122,8 @@ def test_hearth_services_know_every_node_and_the_replication_factor() -> None:
     ours = {name for name, svc in SERVICES.items() if "HEARTH_KAFKA_BOOTSTRAP_SERVERS" in env(name)}
     assert ours == {n for n, svc in BASE["services"].items() if "HEARTH_KAFKA_BOOTSTRAP_SERVERS" in env(n)}
     for name in ours:
-        settings = StackSettings(
-            **{
+        settings = StackSettings.model_validate(
+            {
                 k.removeprefix("HEARTH_").lower(): v
                 for k, v in env(name).items()
                 if k in ("HEARTH_KAFKA_BOOTSTRAP_SERVERS", "HEARTH_KAFKA_REPLICATION_FACTOR")

@@ -98,7 +98,7 @@ def test_replaying_the_journal_rebuilds_the_credential_in_force() -> None:
     issue(device, uuid.uuid4(), hash_secret(new_secret()), 1)
     last = uuid.uuid4()
     issue(device, last, hash_secret(new_secret()), 2)
-    replayed: Twin | None = reduce(evolve, (decode_event(encode(e)) for e in device.journal), None)  # type: ignore[arg-type]
+    replayed: Twin | None = reduce(evolve, (decode_event(encode(e)) for e in device.journal), None)
     assert replayed == device.twin
     assert replayed is not None and replayed.credential_id == last
 

@@ -27,6 +27,7 @@ from hearth_shared.events import (
     CommandDispatched,
     CommandExpired,
     CommandFailed,
+    CommandFailedPayload,
     CommandRequested,
     CommandSuperseded,
     DeviceCameOnline,
@@ -38,10 +39,12 @@ from hearth_shared.events import (
     ReportAvailability,
     ReportState,
     StateReported,
+    StateReportedPayload,
     SubmitCommand,
     decode_event,
     encode,
 )
+from tests.support import payload_of
 
 pytestmark = pytest.mark.unit
 
@@ -201,9 +204,9 @@ def test_state_reported_occurs_at_the_device_time() -> None:
 def test_report_records_only_changed_keys_but_always_advances_the_seq() -> None:
     device = online_device()
     device.report(at(1), ambient_c=19.0, humidity_pct=40)
-    assert device.journal[-1].payload.reported == {"humidity_pct": 40}
+    assert payload_of(device.journal[-1], StateReportedPayload).reported == {"humidity_pct": 40}
     assert device.report(at(2), ambient_c=19.0) == [StateReported]
-    assert device.journal[-1].payload.reported == {}
+    assert payload_of(device.journal[-1], StateReportedPayload).reported == {}
     assert device.state.last_device_seq == 3
 
 
@@ -259,7 +262,7 @@ def test_negative_ack_fails_the_command_with_its_reason() -> None:
     device = online_device()
     command_id = device.command(at(1), 22.0)
     assert device.ack(at(2), command_id, ok=False, reason="hardware_fault") == [CommandFailed]
-    assert device.journal[-1].payload.reason == "hardware_fault"
+    assert payload_of(device.journal[-1], CommandFailedPayload).reason == "hardware_fault"
     assert device.status(command_id) == "gone (terminal)"
     assert device.ack(at(3), command_id) == []  # a terminal command takes no more acks
 

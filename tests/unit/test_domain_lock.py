@@ -17,13 +17,17 @@ from hearth_shared.events import (
     CommandConverged,
     CommandDispatched,
     CommandFailed,
+    CommandFailedPayload,
     CommandRejected,
+    CommandRejectedPayload,
     CommandRequested,
+    DesiredSetPayload,
     LockDesiredStateSet,
     ReportState,
     StateReported,
     SubmitCommand,
 )
+from tests.support import payload_of
 
 pytestmark = pytest.mark.unit
 
@@ -102,13 +106,13 @@ def test_lock_desires_locked_and_is_dispatched() -> None:
         LockDesiredStateSet,
         CommandDispatched,
     ]
-    assert changes[2].payload.desired == {"lock_state": "locked"}
+    assert payload_of(changes[2], DesiredSetPayload).desired == {"lock_state": "locked"}
 
 
 def test_cannot_lock_with_the_door_open() -> None:
     changes = decide(lock(reported={"lock_state": "unlocked", "door": "open"}), submit("lock"), NOW)
     assert [c.event_type for c in changes] == [CommandRequested, CommandRejected]
-    assert changes[1].payload.reason == "door_open"
+    assert payload_of(changes[1], CommandRejectedPayload).reason == "door_open"
 
 
 def test_can_unlock_with_the_door_open() -> None:
@@ -120,7 +124,7 @@ def test_can_unlock_with_the_door_open() -> None:
 def test_jammed_lock_rejects_every_command(name: str) -> None:
     changes = decide(lock(reported={"lock_state": "jammed", "door": "closed"}), submit(name), NOW)
     assert changes[-1].event_type is CommandRejected
-    assert changes[-1].payload.reason == "device_jammed"
+    assert payload_of(changes[-1], CommandRejectedPayload).reason == "device_jammed"
 
 
 def test_lock_accepts_commands_again_after_reporting_a_good_state() -> None:
@@ -135,7 +139,7 @@ def test_lock_accepts_commands_again_after_reporting_a_good_state() -> None:
 def test_jam_reported_while_a_command_is_in_flight_fails_it(status: str) -> None:
     changes = decide(lock(commands=in_flight(status)), report(6, lock_state="jammed"), NOW)
     assert [c.event_type for c in changes] == [StateReported, CommandFailed]
-    assert changes[1].payload.reason == "device_jammed"
+    assert payload_of(changes[1], CommandFailedPayload).reason == "device_jammed"
     assert changes[1].correlation_id == COMMAND_ID
 
 

@@ -13,12 +13,16 @@ from hearth_shared.events import (
     CommandAccepted,
     CommandDispatched,
     CommandRejected,
+    CommandRejectedPayload,
     CommandRequested,
     CommandSuperseded,
+    CommandSupersededPayload,
+    DesiredSetPayload,
     SubmitCommand,
     ThermostatHvacModeSet,
     ThermostatTargetSet,
 )
+from tests.support import payload_of
 
 pytestmark = pytest.mark.unit
 
@@ -107,7 +111,7 @@ def test_unknown_command() -> None:
 def test_out_of_range_command_is_requested_then_rejected() -> None:
     changes = decide(thermostat(), submit("set_target_temperature", {"target_c": 40}), NOW)
     assert [c.event_type for c in changes] == [CommandRequested, CommandRejected]
-    assert changes[1].payload.reason == "out_of_range"
+    assert payload_of(changes[1], CommandRejectedPayload).reason == "out_of_range"
 
 
 def test_pair_is_wrong_mode_outside_heat_cool_and_auto() -> None:
@@ -115,20 +119,20 @@ def test_pair_is_wrong_mode_outside_heat_cool_and_auto() -> None:
         thermostat(), submit("set_target_temperature", {"target_low_c": 19, "target_high_c": 23}), NOW
     )
     assert changes[-1].event_type is CommandRejected
-    assert changes[-1].payload.reason == "wrong_mode"
+    assert payload_of(changes[-1], CommandRejectedPayload).reason == "wrong_mode"
 
 
 def test_single_target_is_wrong_mode_in_heat_cool() -> None:
     twin = thermostat(reported={"hvac_mode": "heat_cool"})
     changes = decide(twin, submit("set_target_temperature", {"target_c": 21}), NOW)
-    assert changes[-1].payload.reason == "wrong_mode"
+    assert payload_of(changes[-1], CommandRejectedPayload).reason == "wrong_mode"
 
 
 def test_pair_is_accepted_once_heat_cool_is_desired() -> None:
     twin = thermostat(desired={"hvac_mode": "heat_cool"})
     changes = decide(twin, submit("set_target_temperature", {"target_low_c": 19, "target_high_c": 23}), NOW)
     assert [c.event_type for c in changes] == [CommandRequested, CommandAccepted, ThermostatTargetSet]
-    assert changes[-1].payload.desired == {"target_low_c": 19.0, "target_high_c": 23.0}
+    assert payload_of(changes[-1], DesiredSetPayload).desired == {"target_low_c": 19.0, "target_high_c": 23.0}
 
 
 def test_accepted_command_on_an_online_thermostat_is_dispatched_at_once() -> None:
@@ -158,8 +162,8 @@ def test_newer_target_supersedes_a_held_target_but_not_a_held_mode() -> None:
     changes = decide(twin, newer, NOW)
     superseded = [c for c in changes if c.event_type is CommandSuperseded]
     assert len(superseded) == 1
-    assert superseded[0].payload.command_id == held_target.command_id
-    assert superseded[0].payload.superseded_by == newer.command_id
+    assert payload_of(superseded[0], CommandSupersededPayload).command_id == held_target.command_id
+    assert payload_of(superseded[0], CommandSupersededPayload).superseded_by == newer.command_id
     assert superseded[0].correlation_id == held_target.command_id
 
 

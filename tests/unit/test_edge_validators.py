@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -92,7 +93,9 @@ def test_anything_but_a_cursor_is_a_422_in_the_validation_shape(cursor: str) -> 
     with pytest.raises(HTTPException) as refused:
         decode_cursor(cursor, 2)
     assert refused.value.status_code == 422
-    [error] = refused.value.detail
+    detail = refused.value.detail
+    assert isinstance(detail, list)
+    [error] = detail
     assert error["loc"] == ["query", "after"] and "not a cursor" in error["msg"]
 
 
@@ -168,14 +171,14 @@ async def drive(
         for i, chunk in enumerate(chunks)
     ]
     given = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         nonlocal given
         given += 1
         return pending.pop(0)
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     await BodySizeLimit(app, max_bytes=limit)(scope, receive, send)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -23,7 +25,7 @@ from hearth_shared.kafka import partition_of
 pytestmark = pytest.mark.unit
 
 
-def envelope(version: int) -> dict:
+def envelope(version: int) -> dict[str, Any]:
     now = utcnow()
     return {
         "event_id": new_id(),

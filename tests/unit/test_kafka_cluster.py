@@ -92,7 +92,7 @@ def test_the_stack_names_a_cluster_port_that_clashes_with_another_part(tmp_path:
 
 def test_topics_get_the_replication_factor_and_two_in_sync_replicas() -> None:
     assert [min_insync_replicas(n) for n in (1, 2, 3, 5)] == [1, 2, 2, 2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="replication factor must be at least 1"):
         min_insync_replicas(0)
     for spec in Topics("x", 3).specs():
         assert (spec.replication_factor, spec.config["min.insync.replicas"]) == (3, "2"), spec.name

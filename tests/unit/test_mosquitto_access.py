@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ SERVICES_PASSWD = "_hearth_gateway:$7$101$AAAA$BBBB\n"
 SERVICES_ACL = "user _hearth_gateway\ntopic readwrite hearth/#\n"
 
 
-def envelope(device_id: str, version: int) -> dict:
+def envelope(device_id: str, version: int) -> dict[str, Any]:
     return {
         "event_id": uuid.uuid4(),
         "device_id": device_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 import pytest
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.unit
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
 
-def envelope(version: int) -> dict:
+def envelope(version: int) -> dict[str, Any]:
     return {
         "event_id": uuid.uuid4(),
         "device_id": "lock-1",

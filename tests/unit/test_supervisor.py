@@ -85,7 +85,7 @@ class Fleet:
 
 
 def supervised(tmp_path: Path, *names: tuple[str, ...]) -> tuple[Supervisor, Fleet, FakeClock, list[str]]:
-    fleet, clock, lines = Fleet(tmp_path), FakeClock(), []
+    fleet, clock, lines = Fleet(tmp_path), FakeClock(), list[str]()
     specs = [fleet.spec(name, *deps) for name, *deps in names]
     supervisor = Supervisor(specs, policy=POLICY, clock=clock, report=lines.append)
     supervisor.start_all()
@@ -208,7 +208,7 @@ def test_unhealthy_is_reported_without_a_restart(tmp_path: Path) -> None:
 
 
 def test_a_start_that_raises_is_a_crash_and_supervision_goes_on(tmp_path: Path) -> None:
-    fleet, clock, lines = Fleet(tmp_path), FakeClock(), []
+    fleet, clock, lines = Fleet(tmp_path), FakeClock(), list[str]()
     spec = fleet.spec("redis")
     broken = {"on": False}
 

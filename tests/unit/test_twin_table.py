@@ -13,9 +13,8 @@ pytestmark = pytest.mark.unit
 
 def test_a_worker_forgets_the_twins_of_partitions_it_no_longer_holds() -> None:
     app = faust.App("unit-twins", store="memory://", web_enabled=False)
-    table = app.tables.add(
-        TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
-    )
+    table = TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
+    app.tables.add(table)
     keys = [f"thermostat-{i}".encode() for i in range(200)]
     for key in keys:  # written by this worker itself, as the actors do: not read from the changelog
         table.data[key] = b"twin"

@@ -60,8 +60,10 @@ def per_day(homes: pd.DataFrame) -> pd.DataFrame:
 def _dates(ax: Axes, days: pd.DatetimeIndex) -> None:
     """One tick per day (or per few days), the days' bars wholly inside the axes."""
     span = (days.max() - days.min()).days + 1
-    ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, math.ceil(span / 10))))
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
+    # matplotlib.dates is untyped (matplotlib ships stubs for most modules, not for this one)
+    locator = mdates.DayLocator(interval=max(1, math.ceil(span / 10)))  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))  # type: ignore[no-untyped-call]
     ax.set_xlim(days.min() - pd.Timedelta(hours=12), days.max() + pd.Timedelta(hours=12))
     ax.grid(axis="y", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)

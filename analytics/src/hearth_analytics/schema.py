@@ -15,8 +15,11 @@ read as null, as a value of the wrong type is (``from_json``), so no mean or mod
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from typing import TypeVar
+
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import (
     DoubleType,
     IntegerType,
@@ -89,7 +92,10 @@ ENVELOPE = StructType(
 )
 
 
-def _kafka(reader, settings: AnalyticsSettings, topic: str):  # type: ignore[no-untyped-def]
+_Reader = TypeVar("_Reader", DataFrameReader, DataStreamReader)
+
+
+def _kafka(reader: _Reader, settings: AnalyticsSettings, topic: str) -> _Reader:
     return (
         reader.format("kafka")
         .option("kafka.bootstrap.servers", settings.stack.kafka_bootstrap_servers)

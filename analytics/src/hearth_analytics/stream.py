@@ -35,6 +35,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from hearth_analytics.rollups import METRICS, HomeRollups, Reading
@@ -92,7 +93,7 @@ def telemetry(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
     )
 
 
-def _trigger(writer: Any, once: bool, interval_s: float) -> Any:
+def _trigger(writer: DataStreamWriter, once: bool, interval_s: float) -> DataStreamWriter:
     return (
         writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{interval_s} seconds")
     )

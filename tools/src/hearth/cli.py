@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -38,7 +39,6 @@ console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to
 app.command("up")(cli_stack.up)
 app.command("down")(cli_stack.down)
 app.command("status")(cli_stack.status)
-
 
 
 @app.command()
@@ -217,6 +217,32 @@ def bench_roundtrip(
         duration_s=duration,
         floor_s=floor_duration,
         telemetry_rate=telemetry_rate,
+    )
+
+
+@bench_app.command("gateway")
+def bench_gateway(
+    devices: Annotated[int, typer.Option(help="Thermostats whose reports go through the gateway")] = 1000,
+    reports: Annotated[int, typer.Option(help="State reports published (floor and gateway each)")] = 100_000,
+    connections: Annotated[
+        int, typer.Option(help="Devices connected at once, each with its own credentials (0: skip)")
+    ] = 10_000,
+    roundtrip: Annotated[bool, typer.Option(help="Also the command round trip over MQTT at 200/s")] = True,
+    duration: Annotated[float, typer.Option(help="Seconds of commands for the round trip")] = 20.0,
+    profile: Annotated[
+        Path | None, typer.Option(help="py-spy profile of the gateway while it runs (collapsed stacks)")
+    ] = None,
+) -> None:
+    """Device gateway: reports/s into the journal against gmqtt's own floor, connections held, round trip."""
+    from hearth.bench.gateway import main as gateway_main
+
+    gateway_main(
+        devices=devices,
+        reports=reports,
+        connections=connections,
+        roundtrip=roundtrip,
+        duration_s=duration,
+        profile=profile,
     )
 
 

@@ -17,26 +17,39 @@ from hearth_command_api.admin import router as admin_router
 from hearth_command_api.campaign_feed import CampaignFeed
 from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
+from hearth_command_api.ports import CaughtUpFeed, CommandJournal
 from hearth_command_api.registry import JournalFeed, RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
+from hearth_shared.campaign_events import CampaignRequest, encode_campaign_record
 from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
-from hearth_shared.revocations import RevocationFeed
+from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
 
 
 class Health(BaseModel):
     status: str
 
 
+class KafkaCommandJournal(KafkaJournal):
+    """``CommandJournal`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
+
+    async def revoke(self, fact: TokenRevoked) -> None:
+        await publish_revocation(self.producer, self.topics, fact)
+
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        value = encode_campaign_record(request)
+        await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
+
+
 def make_app(
     settings: CommandApiSettings | None = None,
     *,
-    journal: KafkaJournal | None = None,
+    journal: CommandJournal | None = None,
     registry: RegistryView | None = None,
-    feed: JournalFeed | None = None,
+    feed: CaughtUpFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
     campaign_feed: CampaignFeed | None = None,
@@ -44,7 +57,7 @@ def make_app(
     settings = settings or CommandApiSettings()
     stack = settings.stack
     registry = registry or RegistryView()
-    journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="command-api")
+    journal = journal or KafkaCommandJournal(stack.kafka_bootstrap_servers, stack.topics, "command-api")
     feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = revocation_feed or RevocationFeed(

@@ -25,11 +25,9 @@ from hearth_command_api.schemas import printable
 from hearth_shared.campaign_events import (
     AbortCampaign,
     AbortThresholds,
-    CampaignRequest,
     Firmware,
     RegisterFirmware,
     StartCampaign,
-    encode_campaign_record,
 )
 from hearth_shared.domain import CommandInvalid, device_type_names
 from hearth_shared.domain.admin import validate_firmware
@@ -37,7 +35,6 @@ from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import new_id, utcnow
 from hearth_shared.http_errors import error_responses, unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.kafka import KafkaJournal
 
 router = APIRouter(prefix="/v1", tags=["campaigns"])
 
@@ -114,11 +111,6 @@ class CampaignCreated(BaseModel):
     campaign_id: uuid.UUID
 
 
-async def _send(journal: KafkaJournal, key: str, request: CampaignRequest) -> None:
-    topic = journal.topics.campaign_requests
-    await journal.producer.send_and_wait(topic, encode_campaign_record(request), key=key.encode())
-
-
 def _feed(request: Request) -> CampaignFeed:
     feed: CampaignFeed = request.app.state.campaign_feed
     return feed
@@ -156,8 +148,8 @@ async def register_firmware(
     known = _feed(request).catalog.get((firmware.device_type, firmware.version))
     if known is not None and (known.url, known.sha256) != (firmware.url, firmware.sha256):
         raise HTTPException(status.HTTP_409_CONFLICT, f"{firmware.version} is registered with another image")
-    await _send(
-        journal, firmware.version, RegisterFirmware(request_id=new_id(), sent_at=utcnow(), firmware=firmware)
+    await journal.request_campaign(
+        firmware.version, RegisterFirmware(request_id=new_id(), sent_at=utcnow(), firmware=firmware)
     )
     return {"device_type": firmware.device_type, "version": firmware.version, "status": "pending"}
 
@@ -187,7 +179,7 @@ async def start_campaign(
         abort=AbortThresholds(**body.abort.model_dump()),
         job_timeout_s=body.job_timeout_s,
     )
-    await _send(journal, str(campaign_id), start)
+    await journal.request_campaign(str(campaign_id), start)
     return CampaignCreated(campaign_id=campaign_id)
 
 
@@ -235,8 +227,7 @@ async def abort_campaign(
     if await _feed(request).wait_for(str(campaign_id), 0) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"campaign {campaign_id} not found")
     reason = (body or AbortBody()).text()
-    await _send(
-        journal,
+    await journal.request_campaign(
         str(campaign_id),
         AbortCampaign(request_id=new_id(), sent_at=utcnow(), campaign_id=campaign_id, reason=reason),
     )

@@ -20,6 +20,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel, Field
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
+from hearth_command_api.ports import CommandJournal
 from hearth_command_api.registry import DeviceEntry
 from hearth_command_api.schemas import DeviceId
 from hearth_shared.auth import Principal
@@ -27,7 +28,6 @@ from hearth_shared.credentials import hash_secret, new_credential_id, new_secret
 from hearth_shared.events import IssueCredentials, RevokeCredentials, new_id, utcnow
 from hearth_shared.http import not_found
 from hearth_shared.http_errors import error_responses
-from hearth_shared.kafka import KafkaJournal
 
 router = APIRouter(prefix="/v1", tags=["credentials"])
 
@@ -42,7 +42,7 @@ class DeviceCredentials(BaseModel):
 
 
 async def issue_credential(
-    journal: KafkaJournal, device_id: str, mqtt_url: str, credential_id: uuid.UUID | None = None
+    journal: CommandJournal, device_id: str, mqtt_url: str, credential_id: uuid.UUID | None = None
 ) -> DeviceCredentials:
     """Make a secret, put its hash on the inbox for the device, and return the plaintext (once)."""
     secret, credential_id = new_secret(), credential_id or new_credential_id()

@@ -10,14 +10,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from hearth_command_api.ports import CommandJournal
 from hearth_command_api.registry import RegistryView
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.http import CurrentPrincipal
-from hearth_shared.kafka import KafkaJournal
 
 
-async def _journal(request: Request) -> KafkaJournal:
-    journal: KafkaJournal = request.app.state.journal
+async def _journal(request: Request) -> CommandJournal:
+    journal: CommandJournal = request.app.state.journal
     return journal
 
 
@@ -31,7 +31,7 @@ async def _settings(request: Request) -> CommandApiSettings:
     return settings
 
 
-Journal = Annotated[KafkaJournal, Depends(_journal)]
+Journal = Annotated[CommandJournal, Depends(_journal)]
 Registry = Annotated[RegistryView, Depends(_registry)]
 Settings = Annotated[CommandApiSettings, Depends(_settings)]
 

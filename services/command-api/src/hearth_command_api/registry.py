@@ -61,7 +61,7 @@ class RegistryView:
     """Devices and command statuses, applied fact by fact. Pure in-memory; fed by ``JournalFeed``."""
 
     # The facts that change the view; the rest (telemetry, mostly) is skipped without being decoded.
-    FACT_TYPES = frozenset(wire_name(t) for t in (DeviceRegistered, *COMMAND_STATUS_BY_EVENT))
+    FACT_TYPES = frozenset([wire_name(DeviceRegistered), *map(wire_name, COMMAND_STATUS_BY_EVENT)])
 
     def __init__(self) -> None:
         self.devices: dict[str, DeviceEntry] = {}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from hearth_command_api.deps import CurrentPrincipal, Journal
 from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.revocations import publish_revocation, token_revoked
+from hearth_shared.revocations import token_revoked
 
 router = APIRouter(prefix="/v1")
 
@@ -40,5 +40,5 @@ async def revoke_token(
     if not principal.admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "only an admin token may revoke tokens")
     fact = token_revoked(token_id, reason="revoked through the command API", by=principal.token_id or "")
-    await publish_revocation(journal.producer, journal.topics, fact)
+    await journal.revoke(fact)
     return TokenRevokedView(token_id=token_id, revoked_at=fact.revoked_at)

@@ -34,7 +34,7 @@ KEYS = 1000  # records are keyed like device facts, spread over the partitions
 
 def run_broker_bench(
     bootstrap: str, *, messages: int = 200_000, size: int = 200, partitions: int = 6
-) -> dict:
+) -> dict[str, Any]:
     """Raw produce and consume rates on a fresh topic, in msg/s and MB/s."""
     return asyncio.run(_bench(bootstrap, messages, size, partitions))
 

@@ -31,6 +31,7 @@ def main() -> None:
 
     @app.agent(topic)
     async def count(stream: faust.StreamT[bytes]) -> None:
+        assert isinstance(stream, faust.Stream)  # take_events is on faust.Stream, not on StreamT
         async for batch in stream.take_events(5000, within=0.05):
             seen["first"] = seen["first"] or time.perf_counter()
             seen["n"] += len(batch)

@@ -84,15 +84,29 @@ def life(i: int, now: datetime, *, commands: int) -> Iterator[Inbound]:
         hvac_mode=rng.choice(("heat", "heat", "auto", "cool", "off")),
         target_c=rng.choice((19.5, 20.0, 20.5, 21.0)),
     )
-    head = {"device_id": device_id, "sent_at": now}
-    yield RegisterDevice(request_id=new_id(), **head, home_id=home_id, device_type="thermostat", name=name)
+    yield RegisterDevice(
+        request_id=new_id(),
+        device_id=device_id,
+        sent_at=now,
+        home_id=home_id,
+        device_type="thermostat",
+        name=name,
+    )
     seq = rng.randrange(10**12)  # device_seq: a device's own counter (the simulator starts from its clock)
-    yield ReportState(request_id=new_id(), **head, device_seq=seq, device_time=now, state=model.state)
+    yield ReportState(
+        request_id=new_id(),
+        device_id=device_id,
+        sent_at=now,
+        device_seq=seq,
+        device_time=now,
+        state=model.state,
+    )
     for n in range(commands):
         command_id, target = uuid.uuid4(), 21.5 + n
         yield SubmitCommand(
             request_id=new_id(),
-            **head,
+            device_id=device_id,
+            sent_at=now,
             home_id=home_id,
             command_id=command_id,
             name="set_target_temperature",
@@ -100,9 +114,18 @@ def life(i: int, now: datetime, *, commands: int) -> Iterator[Inbound]:
             expires_at=now + timedelta(seconds=30),
         )
         model.apply_command("set_target_temperature", {"target_c": target}, now.timestamp())
-        yield AcknowledgeCommand(request_id=new_id(), **head, command_id=command_id, ok=True)
+        yield AcknowledgeCommand(
+            request_id=new_id(), device_id=device_id, sent_at=now, command_id=command_id, ok=True
+        )
         seq += 1
-        yield ReportState(request_id=new_id(), **head, device_seq=seq, device_time=now, state=model.state)
+        yield ReportState(
+            request_id=new_id(),
+            device_id=device_id,
+            sent_at=now,
+            device_seq=seq,
+            device_time=now,
+            state=model.state,
+        )
 
 
 class _Dropped:
@@ -155,7 +178,7 @@ def measure_table(devices: int, built: int, commands: int = 2) -> dict[str, Any]
     """In this (fresh) process: the table holding ``devices`` twins, then the deadline index over them."""
     twins: dict[bytes, bytes] = {}
     actors = DeviceActors(twins, _Dropped(), offline_after_s=60.0)
-    actors._watch = lambda device_id, twin: None  # type: ignore[method-assign]  # measured apart, below
+    actors._watch = lambda key, twin: None  # type: ignore[method-assign]  # measured apart, below
     before = _rss()
     began = time.perf_counter()
     asyncio.run(_fill(actors, min(built, devices), commands))

@@ -291,7 +291,7 @@ class ClientProcesses:
         """Start them; once every client is connected and subscribed, the slowest process's time for it."""
         for proc in self.procs:
             proc.start()
-        return max(await asyncio.gather(*(self._receive(pipe, "ready") for pipe in self.pipes)))
+        return float(max(await asyncio.gather(*(self._receive(pipe, "ready") for pipe in self.pipes))))
 
     async def results(self, expected: int, timeout_s: float) -> list[Any]:
         """Tell them to wait until each client has read ``expected`` messages (or ``timeout_s`` passed),

@@ -242,7 +242,7 @@ def cpu_seconds(bench: BenchStack) -> dict[str, float]:
 
     def used(process: psutil.Process) -> float:
         with contextlib.suppress(psutil.Error):
-            return sum(process.cpu_times()[:4])  # user, system, and of the children it waited for
+            return float(sum(process.cpu_times()[:4]))  # user, system, and of the children it waited for
         return 0.0
 
     seconds = {"rebuild": used(psutil.Process())}

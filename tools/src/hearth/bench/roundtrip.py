@@ -1,13 +1,16 @@
 """Command round trip: POST a command with ``?wait=converged`` until the answer says converged.
 
-The whole stack runs on temporary servers (Kafka, PostgreSQL, Redis; the device actor, projector, query
-API, command API and the fleet simulator as processes). The simulator plays ``devices`` thermostats of
+The whole stack runs on temporary servers (Kafka, PostgreSQL, Redis, Mosquitto; the device actor,
+projector, query API, command API, broker-access follower, one device gateway and the fleet simulator as
+processes). The simulator plays the thermostats over MQTT, as devices do: nothing in the device's path
+writes Kafka but the gateway. The simulator plays ``devices`` thermostats of
 one home, registered through the command API; once all of them are online, for each rate in turn,
 commands (``set_target_temperature``, a new target each time, round robin over the devices) go to the
 command API at that rate for ``duration_s`` from this process (asyncio, ``LeanHttp``), open loop, each with
 ``?wait=converged&timeout_s=10``. A command's latency runs from when it was due to be sent to the
-answer: command API -> inbox -> device actor -> journal and device-bound topic -> simulator -> ack and
-report on the inbox -> device actor -> journal -> the command API's registry view.
+answer: command API -> inbox -> device actor -> journal and device-bound topic -> gateway -> MQTT
+(Mosquitto) -> simulator -> ack and report over MQTT -> gateway -> inbox -> device actor -> journal -> the
+command API's registry view.
 
 The floor, in the same run with the same client at the same rate, measured just before each rate's
 commands: ``GET /healthz`` of the command API (an HTTP round trip to the same server that does no work).

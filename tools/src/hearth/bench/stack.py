@@ -39,12 +39,16 @@ from rich.progress import (
 
 from hearth.simulator.fleet import MqttEndpoint
 from hearth.simulator.registration import register_fleet
-from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
-from hearth.stack.postgres import PostgresServer
 from hearth.stack.process import ManagedProcess, free_port, tail
-from hearth.stack.redis import RedisServer
+from hearth.stack.servers import (
+    ServerT,
+    StartedServer,
+    start_kafka,
+    start_mosquitto,
+    start_postgres,
+    start_redis,
+)
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.mqtt import SIMULATOR_ACCOUNT
@@ -155,32 +159,28 @@ def bench_stack(
             part.start()
             part.wait_healthy(timeout_s)
 
+        def started(name: str, server: Callable[[Path], StartedServer[ServerT]]) -> ServerT:
+            console.print(f"[dim]starting {name} ...[/]")
+            running = server(work)
+            parts[running.process.name] = running.process
+            return running.server
+
         try:
-            broker = KafkaBroker(
-                data_dir=work / "kafka", log_dir=work, port=free_port(), controller_port=free_port()
-            )
-            start(broker.process(), 90)
+            broker = started("kafka", start_kafka)
             settings = StackSettings(
                 kafka_bootstrap_servers=broker.bootstrap,
                 topic_prefix=f"bench{secrets.token_hex(3)}",
                 token_secret=secrets.token_urlsafe(24),
             )
             if databases:
-                pg = PostgresServer(data_dir=work / "pg", port=free_port(), log_dir=work)
-                pg.init()
-                start(pg.process(), 60)
-                pg.ensure_database()
-                redis = RedisServer(data_dir=work / "redis", port=free_port(), log_dir=work)
-                start(redis.process(), 30)
+                pg = started("postgres", start_postgres)
+                redis = started("redis", start_redis)
                 settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
             asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-            mqtt: dict[str, Any] = {}
+            mqtt_env: dict[str, Any] = {}  # not `mqtt`: that is the flag asking for it
             if mqtt or "simulator" in services:
-                mosquitto = MosquittoBroker(
-                    data_dir=work / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=work
-                )
-                start(mosquitto.process(), 30)
-                mqtt = {
+                mosquitto = started("mosquitto", start_mosquitto)
+                mqtt_env = {
                     "mqtt_port": mosquitto.port,
                     "mqtt_password": mosquitto.admin.password,
                     "mqtt_access_dir": mosquitto.access_dir,
@@ -197,7 +197,7 @@ def bench_stack(
                 command_api_port=free_port(),
                 query_api_port=free_port(),
                 extra_env=dict(env or {}),
-                **mqtt,
+                **mqtt_env,
             )
             for service in services:
                 start(*runner.part(service))
@@ -386,14 +386,14 @@ async def paced(rate: float, duration_s: float, send: Callable[[int, float], Awa
     the latest start was, in seconds."""
     loop = asyncio.get_running_loop()
     start = loop.time()
-    tasks = []
+    tasks: list[asyncio.Future[None]] = []
     late = 0.0
     for i in range(round(rate * duration_s)):
         due = start + i / rate
         if (wait := due - loop.time()) > 0:
             await asyncio.sleep(wait)
         late = max(late, loop.time() - due)
-        tasks.append(asyncio.create_task(send(i, due)))
+        tasks.append(asyncio.ensure_future(send(i, due)))  # a task for a coroutine
     await asyncio.gather(*tasks)
     return late
 

@@ -1,0 +1,41 @@
+"""What the command API needs of the outside world, as protocols: the composition root (``make_app``)
+wires Kafka in (``KafkaCommandJournal``, ``JournalFeed``), the unit tests wire fakes (tests/fakes.py).
+
+The routes see only these methods, so a request that reaches them can be checked without a broker, and
+nothing in the routes reaches past them to a producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from hearth_shared.campaign_events import CampaignRequest
+from hearth_shared.events import Inbound
+from hearth_shared.revocations import TokenRevoked
+
+
+class CommandJournal(Protocol):
+    """Where the API's writes go: requests to the inbox (the device actor decides), token revocations to
+    their compacted topic. Each returns once the broker has it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def submit(self, request: Inbound) -> None: ...
+
+    async def revoke(self, fact: TokenRevoked) -> None: ...
+
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        """A request to the campaign driver (``campaign-requests``, keyed by campaign id or version)."""
+
+
+class CaughtUpFeed(Protocol):
+    """A follower of a topic that the health check waits for (the registry's journal feed)."""
+
+    caught_up: asyncio.Event
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...

@@ -1,0 +1,1 @@
+"""The local stack: embedded Kafka, PostgreSQL, Redis, Mosquitto and the services, supervised."""

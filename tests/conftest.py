@@ -142,6 +142,7 @@ def platform(
         command_api_port=free_port(),
         query_api_port=free_port(),
         mqtt_port=mosquitto.port,
+        mqtt_platform_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
         mqtt_access_dir=mosquitto.access_dir,
         mqtt_pid_file=mosquitto.pid_file,
@@ -151,7 +152,7 @@ def platform(
     try:
         for name in services.names(simulate=False):
             part, timeout_s = services.part(name)
-            parts[name] = start_healthy(part, timeout_s)
+            parts[name] = start_healthy(part, timeout_s * 2)  # as identity_stack: a shared, busy machine
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",

@@ -29,7 +29,7 @@ from hearth_shared.events import decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings
 from tests.conftest import Platform, make_settings
-from tests.mosquitto_clients import Subscriber, wait_connect_code
+from tests.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
 
 
 @dataclass
@@ -54,9 +54,7 @@ def identity_stack(
     kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer, root: Path
 ) -> Iterator[Identity]:
     """Its own broker, broker-access follower, device actor and command API, on its own topics."""
-    broker = MosquittoBroker(
-        data_dir=root / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=root
-    )
+    broker = broker_on_free_ports(root / "mosquitto", root)
     settings = make_settings(kafka, postgres, redis_server, f"id{uuid.uuid4().hex[:8]}")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
     services = Services(
@@ -66,6 +64,7 @@ def identity_stack(
         command_api_port=free_port(),
         query_api_port=free_port(),
         mqtt_port=broker.port,
+        mqtt_platform_port=broker.platform_port,
         mqtt_password=broker.admin.password,
         mqtt_access_dir=broker.access_dir,
         mqtt_pid_file=broker.pid_file,

@@ -10,15 +10,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
+from hearth.stack.process import free_port
+from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_shared.credentials import hash_secret, new_secret
 
 NOT_AUTHORISED = 5
+
+
+def broker_on_free_ports(data_dir: Path, log_dir: Path) -> MosquittoBroker:
+    """A broker (not started) whose three listeners (devices, devices over TLS, platform) are on free
+    ports."""
+    return MosquittoBroker(
+        data_dir=data_dir, port=free_port(), tls_port=free_port(), platform_port=free_port(), log_dir=log_dir
+    )
+
+
+def admit_devices(broker: MosquittoBroker, *device_ids: str) -> list[MqttAccount]:
+    """Give each device a fresh credential on a running broker, as the broker-access follower would
+    (rendered by ``MosquittoAccess``, then a reload); the accounts, with their plaintext secrets."""
+    accounts = [MqttAccount(device_id, new_secret()) for device_id in device_ids]
+    access = MosquittoAccess(
+        hashes={a.username: hash_secret(a.password) for a in accounts},
+        credential_ids={a.username: "c1" for a in accounts},
+    )
+    broker.password_file.write_text(access.password_file())
+    broker.acl_file.write_text(access.acl_file(broker.services_acl_file.read_text()))
+    broker.reload()
+    return accounts
 
 
 def connection_args(broker: MosquittoBroker, account: MqttAccount, *, tls: bool = False) -> list[str]:
     if tls:
         return ["-h", "localhost", "-p", str(broker.tls_port), "--cafile", str(broker.cafile),
                 "-u", account.username, "-P", account.password]  # fmt: skip
-    return ["-h", broker.host, "-p", str(broker.port), "-u", account.username, "-P", account.password]
+    port = broker.port_for(account.username)  # a service account: the platform listener
+    return ["-h", broker.host, "-p", str(port), "-u", account.username, "-P", account.password]
 
 
 def publish(
@@ -40,6 +66,12 @@ def publish(
     return subprocess.CompletedProcess(
         done.args, done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     )
+
+
+def retained(broker: MosquittoBroker, topic: str) -> str:
+    """The retained message on ``topic`` as Hearth's own account reads it ("" if none within 2 s)."""
+    argv = ["mosquitto_sub", *connection_args(broker, broker.admin), "-t", topic, "-C", "1", "-W", "2"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
 
 
 async def wait_connect_code(

@@ -28,12 +28,13 @@ async def register(api: httpx.AsyncClient, home: str, device_type: str = "thermo
 
 
 async def connected(
-    mosquitto: MosquittoBroker, device_id: str, password: str, timeout_s: float = 30.0
+    mosquitto: MosquittoBroker, device_id: str, password: str, timeout_s: float = 30.0, **options: Any
 ) -> DeviceConnection:
-    """The device connected with its credential (retried until the broker has read the new password)."""
+    """The device connected with its credential (retried until the broker has read the new password);
+    ``options`` go to ``DeviceConnection`` (e.g. ``backoff_max_s``)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        device = DeviceConnection(username=device_id, password=password, port=mosquitto.port)
+        device = DeviceConnection(username=device_id, password=password, port=mosquitto.port, **options)
         try:
             await device.connect()
             return device

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import fields
 
 import pytest
 
@@ -24,7 +25,7 @@ CHAOS_POLICY = RestartPolicy(
 def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     stack = LocalStack(
         home=tmp_path_factory.mktemp("chaos"),
-        ports=StackPorts(*(free_port() for _ in range(6))),
+        ports=StackPorts(*(free_port() for _ in fields(StackPorts))),  # never the default ports
         topic_prefix="chaos",
         simulate=False,
         analytics=False,

@@ -3,13 +3,19 @@ and no command that got a 202 is lost, doubled or stuck; the journal holds each 
 versions 1..N; the live views equal a replay (verify). Recovery times go to bench/results/chaos.json.
 
 Commands carry an Idempotency-Key; a request that failed during a kill (no answer, 5xx) is sent again
-with the same key, as a client would. The devices are played by ``DeviceLink`` (ack, then report what
-was asked).
+with the same key, as a client would. The devices are real MQTT devices (the hearth_device SDK, with the
+credentials their registration issued: ack, then report what was asked), so the broker, the broker-access
+follower and the device gateway are killed too. Mosquitto saves its sessions every 30 s
+(``autosave_interval``), and its kill comes later than that, so the sessions it restores hold every
+device's subscription; what it had accepted and not yet delivered at the moment it died is lost, and a
+command that loses its ack or report that way expires (a terminal status, which the test accepts; the
+probe command sent after each recovery must converge).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +31,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from hearth.stack.local import LocalStack
+from hearth_device import DeviceConnection
 from hearth_read_models.db import connect
 from hearth_read_models.rebuild import verify
 from hearth_read_models.settings import ReadModelSettings
@@ -32,11 +39,22 @@ from hearth_shared.auth import create_token
 from hearth_shared.events import TERMINAL_STATUSES, CommandRequested, decode_event
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.device_link import DeviceLink
+from tests.mqtt_devices import connected
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1500)]
 
-KILLED = ["device-actor", "projector", "command-api", "query-api", "redis", "postgres"]
+KILLED = [
+    "device-actor",
+    "device-gateway",
+    "projector",
+    "command-api",
+    "query-api",
+    "redis",
+    "postgres",
+    "broker-access",
+    "mosquitto",  # last: its sessions were saved (autosave_interval 30 s) long before
+]
+MQTT_PARTS = {"device-gateway", "broker-access", "mosquitto"}
 DEVICES = 6
 RATE = 4.0  # commands per second, spread over the devices
 HEARTBEAT_S = 5.0
@@ -89,27 +107,30 @@ async def drive(api: httpx.AsyncClient, ledger: Ledger, devices: list[str], stop
     await asyncio.gather(*sent)
 
 
-async def play(link: DeviceLink, device_id: str) -> None:
+async def play(device: DeviceConnection) -> None:
     """The device: acknowledge each command it gets and report the target it was asked for."""
     while True:
-        dispatched = await link.next_command(device_id, timeout_s=3600)
-        await link.ack(device_id, dispatched.command_id)
-        await link.report(device_id, {"target_c": dispatched.params["target_c"], "hvac_action": "heating"})
+        dispatched = await device.next_command(timeout_s=3600)
+        await device.ack(dispatched)
+        await device.report({"target_c": dispatched.params["target_c"], "hvac_action": "heating"})
 
 
-async def heartbeat(link: DeviceLink, device_id: str) -> None:
+async def heartbeat(device: DeviceConnection) -> None:
     """A reading every few seconds, as a real thermostat sends: a device silent for the actor's offline
     limit (60 s) is offline, and its commands are held until they expire."""
     while True:
         await asyncio.sleep(HEARTBEAT_S)
-        await link.report(device_id, {"ambient_c": INITIAL["ambient_c"]})
+        await device.report({"ambient_c": INITIAL["ambient_c"]})
 
 
-async def status_of(query: httpx.AsyncClient, command_id: str) -> str | None:
-    try:
-        response = await query.get(f"/v1/commands/{command_id}", timeout=5)
-    except httpx.TransportError:
-        return None
+async def status_of(
+    query: httpx.AsyncClient, command_id: str, limit: asyncio.Semaphore | None = None
+) -> str | None:
+    async with limit or contextlib.nullcontext():
+        try:
+            response = await query.get(f"/v1/commands/{command_id}", timeout=5)
+        except httpx.TransportError:
+            return None
     return str(response.json()["status"]) if response.status_code == 200 else None
 
 
@@ -125,10 +146,25 @@ async def healthy_again(stack: LocalStack, name: str, restarts_before: int, time
         await asyncio.sleep(0.1)
 
 
+async def devices_back(connections: list[DeviceConnection], timeout_s: float = 60) -> None:
+    """Until every device is connected again (they reconnect by themselves, with backoff)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(d.link.client.is_connected for d in connections):
+        assert time.monotonic() < deadline, f"devices not connected again within {timeout_s} s"
+        await asyncio.sleep(0.1)
+
+
 async def kill_and_recover(
-    stack: LocalStack, name: str, api: httpx.AsyncClient, query: httpx.AsyncClient, ledger: Ledger, probe: str
+    stack: LocalStack,
+    name: str,
+    api: httpx.AsyncClient,
+    query: httpx.AsyncClient,
+    ledger: Ledger,
+    probe: str,
+    connections: list[DeviceConnection],
 ) -> dict[str, Any]:
-    """kill -9 the part's process; seconds to healthy again, then to a new command converging."""
+    """kill -9 the part's process; seconds to healthy again (and, for an MQTT part, until every device
+    is connected again), then to a new command converging."""
     assert stack.supervisor is not None
     restarts = next(p.restarts for p in stack.supervisor.snapshot() if p.name == name)
     victim = stack.supervisor.child(name)
@@ -137,6 +173,8 @@ async def kill_and_recover(
     os.kill(victim.pid, signal.SIGKILL)
     await healthy_again(stack, name, restarts)
     healthy_s = time.monotonic() - killed_at
+    if name in MQTT_PARTS:
+        await devices_back(connections)
     command_id = await command(api, ledger, probe, 20.0 + len(ledger.accepted) % 10 * 0.5)
     while (status := await status_of(query, command_id)) not in TERMINAL_STATUSES:
         assert time.monotonic() - killed_at < 240, f"probe command {command_id} did not end: {status}"
@@ -208,25 +246,30 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
     )
     headers = {"Authorization": f"Bearer {create_token(settings.token_secret, admin=True)}"}
     ledger, recoveries = Ledger(), []
+    connections: list[DeviceConnection] = []
     async with (
         httpx.AsyncClient(base_url=command_api, headers=headers) as api,
         httpx.AsyncClient(base_url=query_api, headers=headers) as query,
-        DeviceLink(settings) as link,
     ):
         devices = [f"chaos-thermostat-{i}" for i in range(DEVICES + 1)]
         for device_id in devices:
             body = {"device_id": device_id, "home_id": "chaos", "type": "thermostat", "name": device_id}
-            assert (await api.post("/v1/devices", json=body)).status_code == 201
-            await link.report(device_id, INITIAL)
-        players = [asyncio.create_task(play(link, d)) for d in devices]
-        players += [asyncio.create_task(heartbeat(link, d)) for d in devices]
+            response = await api.post("/v1/devices", json=body)
+            assert response.status_code == 201, response.text
+            password = response.json()["credentials"]["password"]
+            # Back soon after a broker restart: at most 2 s between attempts.
+            device = await connected(stack.mosquitto, device_id, password, 60.0, backoff_max_s=2.0)
+            connections.append(device)
+            await device.report(INITIAL)
+        players = [asyncio.create_task(play(d)) for d in connections]
+        players += [asyncio.create_task(heartbeat(d)) for d in connections]
         stop = asyncio.Event()
         driver = asyncio.create_task(drive(api, ledger, devices[1:], stop))
         probe = devices[0]  # the recovery probe's own device: its command is never superseded by load
         started = time.monotonic()
         for name in KILLED:
             await asyncio.sleep(SETTLE_S)
-            recoveries.append(await kill_and_recover(stack, name, api, query, ledger, probe))
+            recoveries.append(await kill_and_recover(stack, name, api, query, ledger, probe, connections))
             print(f"chaos: {recoveries[-1]}", flush=True)
         await asyncio.sleep(SETTLE_S)
         stop.set()
@@ -237,13 +280,18 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
         deadline = time.monotonic() + 90  # the default 30 s expiry ends any command left behind
         while True:
             pending = [c for c in ledger.accepted if statuses.get(c) not in TERMINAL_STATUSES]
-            found = await asyncio.gather(*(status_of(query, c) for c in pending))
+            # A thousand commands after a long run: a few requests at a time, or most of them would time
+            # out waiting for a connection on a busy machine (and read as lost).
+            limit = asyncio.Semaphore(16)
+            found = await asyncio.gather(*(status_of(query, c, limit) for c in pending))
             statuses.update(zip(pending, found, strict=True))
             if all(s in TERMINAL_STATUSES for s in statuses.values()) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(1)
         for player in players:
             player.cancel()
+        for device in connections:
+            await device.close(offline=False)
 
     lost = sorted(c for c, s in statuses.items() if s is None)
     stuck = sorted(c for c, s in statuses.items() if s is not None and s not in TERMINAL_STATUSES)

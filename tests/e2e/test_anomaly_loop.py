@@ -145,7 +145,9 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
     devices = [b["device_id"] for b in bodies]
     drifting, normal = devices[0], devices[1:]
     simulator = mosquitto.simulator
-    mqtt = MqttEndpoint(port=mosquitto.port, username=simulator.username, password=simulator.password)
+    mqtt = MqttEndpoint(
+        port=mosquitto.platform_port, username=simulator.username, password=simulator.password
+    )
     settings = AnalyticsSettings(
         stack=platform.settings,
         checkpoint_dir=tmp_path / "checkpoints",

@@ -14,11 +14,8 @@ from pathlib import Path
 import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from hearth.stack.process import free_port
 from hearth.stack.servers import start_healthy
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
-from hearth_shared.credentials import hash_secret, new_secret
-from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, publish
+from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, admit_devices, broker_on_free_ports, publish
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +24,9 @@ DEVICE = "cli-lock-1"
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[MosquittoBroker, MqttAccount]]:
-    broker = MosquittoBroker(
-        data_dir=tmp_path / "mqtt", port=free_port(), tls_port=free_port(), log_dir=tmp_path
-    )
+    broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
     part = start_healthy(broker.process(), 30)
-    device = MqttAccount(DEVICE, new_secret())
-    access = MosquittoAccess(hashes={DEVICE: hash_secret(device.password)}, credential_ids={DEVICE: "c1"})
-    broker.password_file.write_text(access.password_file(broker.services_password_file.read_text()))
-    broker.acl_file.write_text(access.acl_file(broker.services_acl_file.read_text()))
-    broker.reload()
+    (device,) = admit_devices(broker, DEVICE)
     yield broker, device
     part.stop()
 

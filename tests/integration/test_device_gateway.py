@@ -3,6 +3,7 @@ mosquitto_pub/mosquitto_sub play the devices with the credentials Hearth issued 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -144,10 +145,12 @@ async def test_mosquitto_clients_as_a_device_and_the_will_takes_it_offline_at_on
         assert done.returncode == 0, done.stderr
 
     await wait_connect_code(mosquitto, device, 0, timeout_s=30)  # the broker knows its password now
+    # One connection per device at a time (its client id is its username): mosquitto_pub first, then
+    # mosquitto_sub while a command is awaited, stopped cleanly before the device publishes again.
+    pub(availability_topic(device_id), "online", retain=True)
+    pub(state_topic(device_id), {"seq": 1, "at": "2026-11-23T12:00:00+00:00", "state": THERMOSTAT})
     listener = Subscriber(mosquitto, device, [commands_topic(device_id)], tmp_path / "sub-1", will).start()
     try:
-        pub(availability_topic(device_id), "online", retain=True)
-        pub(state_topic(device_id), {"seq": 1, "at": "2026-11-23T12:00:00+00:00", "state": THERMOSTAT})
         await twin_when(query, device_id, lambda t: t["connectivity"]["online"])
 
         sent = await send(api, device_id, "set_hvac_mode", {"mode": "cool"})
@@ -162,6 +165,7 @@ async def test_mosquitto_clients_as_a_device_and_the_will_takes_it_offline_at_on
             "set_hvac_mode",
             {"mode": "cool"},
         )
+        listener.stop()  # clean (SIGTERM): no will
         pub(acks_topic(device_id), {"command_id": command_id, "result": "ok"})
         pub(
             state_topic(device_id),
@@ -179,7 +183,11 @@ async def test_mosquitto_clients_as_a_device_and_the_will_takes_it_offline_at_on
         await twin_when(
             query, device_id, lambda t: t["connectivity"]["online"] and t["reported"]["ambient_c"] == 19.5
         )
-        assert listener.proc is not None
+        listener = Subscriber(
+            mosquitto, device, [commands_topic(device_id)], tmp_path / "sub-2", will
+        ).start()
+        await asyncio.sleep(1.0)  # connected, its will registered
+        assert listener.proc is not None and listener.proc.poll() is None, listener.lines()
         os.kill(listener.proc.pid, signal.SIGKILL)
         listener.proc.wait(10)
         twin = await twin_when(query, device_id, lambda t: not t["connectivity"]["online"])

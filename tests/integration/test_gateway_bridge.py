@@ -40,7 +40,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def gateway(stack: StackSettings, mosquitto: MosquittoBroker) -> AsyncIterator[DeviceGateway]:
     settings = DeviceGatewaySettings(
-        mqtt_port=mosquitto.port,
+        mqtt_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
         instance=f"{stack.topic_prefix}-1",
         stack=stack,
@@ -63,7 +63,7 @@ async def hub(mosquitto: MosquittoBroker) -> AsyncIterator[DeviceConnection]:
     connection = DeviceConnection(
         username=account.username,
         password=account.password,
-        port=mosquitto.port,
+        port=mosquitto.platform_port,
         hub=True,
         client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
     )

@@ -50,7 +50,7 @@ def gateway(
         stack,
         logs=tmp_path / instance,
         data=tmp_path / f"{instance}-data",
-        mqtt_port=mosquitto.port,
+        mqtt_platform_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
         extra_env={"HEARTH_DEVICE_GATEWAY_INSTANCE": instance},
     )
@@ -132,7 +132,7 @@ async def test_a_gateway_killed_under_load_loses_and_doubles_nothing(
     hub = DeviceConnection(
         username=account.username,
         password=account.password,
-        port=mosquitto.port,
+        port=mosquitto.platform_port,
         hub=True,
         client_id=f"{stack.topic_prefix}-hub",
     )

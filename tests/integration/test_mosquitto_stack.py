@@ -1,61 +1,71 @@
-"""Mosquitto as a part of the local stack (hearth.stack.mosquitto): who may connect, TLS with the
-certificate the stack makes, and what survives a restart (accounts, certificate, retained messages)."""
+"""Mosquitto as a part of the local stack (hearth.stack.mosquitto): who may connect on which listener, TLS
+with the certificate the stack makes, what survives a restart (accounts, certificate, retained messages),
+and that no device can take another's session over with its client id."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount, mqtt_connect_code
-from hearth.stack.process import free_port
+from hearth.stack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth.stack.servers import start_healthy
-from tests.mosquitto_clients import NOT_AUTHORISED, publish
+from hearth_device import DeviceConnection
+from tests.mosquitto_clients import (
+    NOT_AUTHORISED,
+    Subscriber,
+    admit_devices,
+    broker_on_free_ports,
+    publish,
+    retained,
+)
 
 pytestmark = pytest.mark.integration
 
 
-def broker_at(tmp_path: Path) -> MosquittoBroker:
-    return MosquittoBroker(
-        data_dir=tmp_path / "mqtt", port=free_port(), tls_port=free_port(), log_dir=tmp_path
-    )
-
-
-def retained(broker: MosquittoBroker, topic: str) -> str:
-    argv = ["mosquitto_sub", "-h", broker.host, "-p", str(broker.port), "-u", broker.admin.username]
-    argv += ["-P", broker.admin.password, "-t", topic, "-C", "1", "-W", "5"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
-
-
-def test_only_known_accounts_connect_and_tls_verifies_the_stacks_certificate(tmp_path: Path) -> None:
-    broker = broker_at(tmp_path)
+def test_each_listener_takes_only_its_accounts_and_tls_verifies_the_stacks_certificate(
+    tmp_path: Path,
+) -> None:
+    broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
     part = start_healthy(broker.process(), 30)
     try:
-        assert mqtt_connect_code(broker.host, broker.port, broker.admin) == 0
-        assert mqtt_connect_code(broker.host, broker.port, broker.simulator) == 0
+        (device,) = admit_devices(broker, "lock-1")
+        # The platform listener: the service accounts, and no device.
+        assert mqtt_connect_code(broker.host, broker.platform_port, broker.admin) == 0
+        assert mqtt_connect_code(broker.host, broker.platform_port, broker.simulator) == 0
+        assert mqtt_connect_code(broker.host, broker.platform_port, device) == NOT_AUTHORISED
+        # The device listener: devices, and no service account (its clients choose their client ids).
+        assert mqtt_connect_code(broker.host, broker.port, device) == 0
+        assert mqtt_connect_code(broker.host, broker.port, broker.admin) == NOT_AUTHORISED
+        assert mqtt_connect_code(broker.host, broker.port, broker.simulator) == NOT_AUTHORISED
         stranger = MqttAccount("someone", "guess")
-        assert mqtt_connect_code(broker.host, broker.port, stranger) == NOT_AUTHORISED
-        anonymous = subprocess.run(
-            ["mosquitto_pub", "-h", broker.host, "-p", str(broker.port), "-t", "hearth/x", "-m", "x"],
-            capture_output=True, timeout=30, check=False,
-        )  # fmt: skip
-        assert anonymous.returncode == NOT_AUTHORISED
+        for port in (broker.port, broker.platform_port):
+            assert mqtt_connect_code(broker.host, port, stranger) == NOT_AUTHORISED
+            anonymous = subprocess.run(
+                ["mosquitto_pub", "-h", broker.host, "-p", str(port), "-t", "hearth/x", "-m", "x"],
+                capture_output=True, timeout=30, check=False,
+            )  # fmt: skip
+            assert anonymous.returncode == NOT_AUTHORISED
+        topic = "hearth/devices/lock-1/availability"
         for host in ("localhost", "127.0.0.1"):  # the certificate names both
             argv = ["mosquitto_pub", "-h", host, "-p", str(broker.tls_port), "--cafile", str(broker.cafile)]
-            argv += ["-u", broker.admin.username, "-P", broker.admin.password, "-t", "hearth/x", "-m", "x"]
+            argv += ["-u", device.username, "-P", device.password, "-t", topic, "-m", "online"]
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
             assert done.returncode == 0, done.stderr
         # Without trusting the stack's certificate, TLS fails (the listener really is TLS).
         argv = ["mosquitto_pub", "-h", "localhost", "-p", str(broker.tls_port), "--capath", str(tmp_path)]
-        argv += ["-u", broker.admin.username, "-P", broker.admin.password, "-t", "hearth/x", "-m", "x"]
+        argv += ["-u", device.username, "-P", device.password, "-t", topic, "-m", "online"]
         assert subprocess.run(argv, capture_output=True, timeout=30, check=False).returncode != 0
     finally:
         part.stop()
 
 
 def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Path) -> None:
-    broker = broker_at(tmp_path)
+    broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
     part = start_healthy(broker.process(), 30)
     admin, certificate = broker.admin, broker.cafile.read_bytes()
     try:
@@ -63,13 +73,53 @@ def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Pa
         assert sent.returncode == 0, sent.stderr
     finally:
         part.stop()
-    again = MosquittoBroker(
-        data_dir=broker.data_dir, port=free_port(), tls_port=free_port(), log_dir=tmp_path / "again"
-    )
+    again = broker_on_free_ports(broker.data_dir, tmp_path / "again")
     part = start_healthy(again.process(), 30)
     try:
         assert again.admin == admin and again.cafile.read_bytes() == certificate
-        assert mqtt_connect_code(again.host, again.port, admin) == 0
+        assert mqtt_connect_code(again.host, again.platform_port, admin) == 0
         assert retained(again, "hearth/devices/d1/availability") == "online"
     finally:
+        part.stop()
+
+
+async def test_a_client_with_another_devices_client_id_neither_drops_it_nor_acts_as_it(
+    tmp_path: Path,
+) -> None:
+    """Device B connects with device A's client id (and B's own credential): the device listener makes
+    the client id B's username, so A's session is not taken over (A stays connected and keeps getting its
+    commands) and B gets nothing of A's and can publish nothing as A."""
+    broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
+    part = start_healthy(broker.process(), 30)
+    a, b = admit_devices(broker, "lock-a", "lock-b")
+    watcher = Subscriber(broker, broker.admin, ["hearth/devices/lock-a/#"], tmp_path / "watch.out").start()
+    device_a = DeviceConnection(username=a.username, password=a.password, port=broker.port)
+    intruder = DeviceConnection(
+        username=b.username, password=b.password, port=broker.port, hub=True, client_id=a.username
+    )
+    dropped: list[object] = []
+    try:
+        await device_a.connect()
+        await device_a.link.subscribed()
+        on_disconnect = device_a.link.client.on_disconnect
+        device_a.link.client.on_disconnect = lambda *args: (dropped.append(args), on_disconnect(*args))
+        await intruder.connect()  # accepted: B's credential is good, and its client id becomes B's
+        intruder.link.subscribe("hearth/devices/lock-a/commands")
+        await asyncio.sleep(0.5)
+        await intruder.publish_raw("hearth/devices/lock-a/state", b'{"forged": true}')
+        command = {"command_id": str(uuid.uuid4()), "name": "unlock", "params": {}}
+        command["expires_at"] = "2030-01-01T00:00:00Z"
+        sent = publish(broker, broker.admin, "hearth/devices/lock-a/commands", json.dumps(command))
+        assert sent.returncode == 0, sent.stderr
+        received = await device_a.next_command(timeout_s=10)  # A is still there, and gets its command
+        assert str(received.command_id) == command["command_id"]
+        await watcher.wait_for_line(command["command_id"])
+        await asyncio.sleep(0.5)
+        assert dropped == [] and device_a.link.client.is_connected
+        assert intruder.commands.empty()  # nothing of A's reached B
+        assert not any("forged" in line for line in watcher.lines()), watcher.lines()
+    finally:
+        watcher.stop()
+        await intruder.close(offline=False)
+        await device_a.close(offline=False)
         part.stop()

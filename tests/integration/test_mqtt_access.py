@@ -4,15 +4,21 @@ hub; and a person being a device with Debian's mosquitto clients, as the README 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
 import pytest
 
 from hearth.stack.mosquitto import MosquittoBroker
+from hearth_shared.events import StateReported
+from hearth_shared.mqtt import state_topic
 from tests.conftest import Platform
 from tests.identity_stack import Identity, account, register
+from tests.integration.test_device_gateway import journal_of
 from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.mqtt_devices import connected
+from tests.mqtt_devices import register as register_device
 
 pytestmark = pytest.mark.integration
 
@@ -89,27 +95,30 @@ async def test_a_simulated_device_has_no_credential_and_only_the_simulator_hub_a
 async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
     platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path
 ) -> None:
-    """The README's "Be a device from a terminal": mosquitto_sub for commands, mosquitto_pub for the
-    availability, the ack and the state; the command converges."""
+    """The README's "Be a device from a terminal": mosquitto_pub for the availability, the state and the
+    ack, mosquitto_sub for the commands; the command converges. The broker makes a device's client id its
+    username, so a device has one connection at a time (a second one takes the first over): the person
+    runs mosquitto_sub while waiting for the command and stops it (Ctrl-C) before publishing again."""
     home = f"home-{uuid.uuid4().hex[:8]}"
     async with platform.client(platform.command_api, home) as api:
         twin = await register(api, home)
         device_id, device = twin["device_id"], account(twin["credentials"])
         await wait_connect_code(mosquitto, device, 0)
         base = f"hearth/devices/{device_id}"
+        online = publish(mosquitto, device, f"{base}/availability", "online", retain=True)
+        assert online.returncode == 0, online.stderr
+        report = '{"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"lock_state": "locked"}}'
+        assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
         sub = Subscriber(
             mosquitto, device, [f"{base}/commands", f"{base}/errors"], tmp_path / "dev.out"
         ).start()
         try:
             await asyncio.sleep(0.5)
-            online = publish(mosquitto, device, f"{base}/availability", "online", retain=True)
-            assert online.returncode == 0, online.stderr
-            report = '{"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"lock_state": "locked"}}'
-            assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
             sent = await api.post(f"/v1/devices/{device_id}/commands", json={"name": "unlock", "params": {}})
             assert sent.status_code == 202, sent.text
             command_id = sent.json()["command_id"]
             await sub.wait_for_line(command_id, timeout_s=30)
+            sub.stop()  # Ctrl-C: a clean disconnect (no will), before the device's next connection
             ack = f'{{"command_id": "{command_id}", "result": "ok"}}'
             assert publish(mosquitto, device, f"{base}/acks", ack).returncode == 0
             report = '{"seq": 2, "at": "2026-11-23T12:00:01Z", "state": {"lock_state": "unlocked"}}'
@@ -122,3 +131,25 @@ async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
             assert status.json().get("status") == "converged", (status.text, sub.lines(), platform.logs())
         finally:
             sub.stop()
+
+
+async def test_a_report_published_to_another_devices_topic_changes_nothing_in_the_journal(
+    platform: Platform, mosquitto: MosquittoBroker
+) -> None:
+    """Through the whole platform (broker, gateway, actor): device A's report on device B's ``state``
+    never becomes a fact of B, while A's own report, sent after it, becomes one of A's."""
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with platform.client(platform.command_api, home) as api:
+        mine_id, mine_password = await register_device(api, home)
+        other_id, _ = await register_device(api, home)
+    device = await connected(mosquitto, mine_id, mine_password)
+    try:
+        forged = {"seq": 1, "at": "2026-11-23T12:00:00Z", "state": {"ambient_c": 99.0}}
+        await device.publish_raw(state_topic(other_id), json.dumps(forged).encode())
+        await device.report({"ambient_c": 18.5}, seq=2)
+        facts = await journal_of(platform, mine_id, lambda f: any(isinstance(e, StateReported) for e in f))
+        assert [e.payload.device_seq for e in facts if isinstance(e, StateReported)] == [2]
+        others = await journal_of(platform, other_id, lambda f: bool(f))  # its registration, at least
+        assert [type(e).__name__ for e in others if isinstance(e, StateReported)] == []
+    finally:
+        await device.close()

@@ -26,6 +26,7 @@ def simulator(platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path) ->
         logs=tmp_path / "logs",
         data=tmp_path / "data",
         mqtt_port=mosquitto.port,
+        mqtt_platform_port=mosquitto.platform_port,
         mqtt_simulator_password=mosquitto.simulator.password,
         extra_env={"HEARTH_SIMULATOR_RATE": "2"},
     )

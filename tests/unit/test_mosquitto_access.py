@@ -23,7 +23,6 @@ from hearth_shared.events import (
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
-SERVICES_PASSWD = "_hearth_gateway:$7$101$AAAA$BBBB\n"
 SERVICES_ACL = "user _hearth_gateway\ntopic readwrite hearth/#\n"
 
 
@@ -55,7 +54,7 @@ def revoked(device_id: str, credential_id: uuid.UUID) -> Event:
     return DeviceCredentialsRevoked(**envelope(device_id, 3), payload=payload)
 
 
-def test_the_password_file_holds_the_hash_in_force_per_device_after_the_service_accounts() -> None:
+def test_the_password_file_holds_the_hash_in_force_per_device_and_no_service_account() -> None:
     access = MosquittoAccess()
     first, second = uuid.uuid4(), uuid.uuid4()
     hash_b, hash_a, hash_a2 = hash_secret(new_secret()), hash_secret(new_secret()), hash_secret(new_secret())
@@ -63,9 +62,13 @@ def test_the_password_file_holds_the_hash_in_force_per_device_after_the_service_
     assert access.apply(issued("a-lock", first, hash_a))
     assert access.apply(issued("a-lock", second, hash_a2))  # rotated
     assert not access.apply(revoked("a-lock", first))  # the older credential: the new one stays
-    assert access.password_file(SERVICES_PASSWD) == f"{SERVICES_PASSWD}a-lock:{hash_a2}\nb-lock:{hash_b}\n"
+    assert access.password_file() == f"a-lock:{hash_a2}\nb-lock:{hash_b}\n"
+    assert access.revoked == set()  # a rotation: the device has a credential all along
     assert access.apply(revoked("a-lock", second))
-    assert access.password_file(SERVICES_PASSWD) == f"{SERVICES_PASSWD}b-lock:{hash_b}\n"
+    assert access.password_file() == f"b-lock:{hash_b}\n"
+    assert access.revoked == {"a-lock"}  # no credential any more: its availability is Hearth's to set
+    assert access.apply(issued("a-lock", uuid.uuid4(), hash_a))
+    assert access.revoked == set()
 
 
 def test_facts_the_broker_could_misread_change_nothing() -> None:
@@ -73,7 +76,7 @@ def test_facts_the_broker_could_misread_change_nothing() -> None:
     assert not access.apply(issued("a-lock", uuid.uuid4(), "plaintext-not-a-hash"))
     assert not access.apply(issued("bad/id", uuid.uuid4(), hash_secret("x")))  # not an identifier
     assert not access.apply(registered("+", simulated=True))
-    assert access.password_file("") == "\n" and "+" not in access.acl_file(SERVICES_ACL)
+    assert access.password_file() == "" and "+" not in access.acl_file(SERVICES_ACL)
 
 
 def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devices() -> None:
@@ -87,6 +90,7 @@ def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devic
     hub = acl[acl.index("user _hearth_simulator") + 1 :]
     hub = hub[: hub.index("")]
     assert hub == [
+        "topic write hearth/hubs/_hearth_simulator/availability",  # its will, for its children
         *(f"topic write hearth/devices/sim-1/{c}" for c in ("state", "acks", "availability")),
         *(f"topic read hearth/devices/sim-1/{c}" for c in ("commands", "errors")),
         *(f"topic write hearth/devices/sim-2/{c}" for c in ("state", "acks", "availability")),
@@ -110,5 +114,5 @@ def test_the_same_facts_in_any_replay_give_the_same_files() -> None:
         first.apply(fact)
     for fact in facts + facts:  # replayed twice, as a restarted follower would
         second.apply(fact)
-    assert first.password_file(SERVICES_PASSWD) == second.password_file(SERVICES_PASSWD)
+    assert first.password_file() == second.password_file()
     assert first.acl_file(SERVICES_ACL) == second.acl_file(SERVICES_ACL)

@@ -7,8 +7,10 @@ reports state with an increasing ``seq``, receives commands and acknowledges the
 
 ``DeviceConnection(username=hub_id, password=..., hub=True)`` is a hub (a Zigbee coordinator, the fleet
 simulator): one connection acting for many child devices, each added with ``add_device``. MQTT gives a
-connection one will, so a hub's children are not marked offline when the hub drops: Hearth's silence
-timeout catches them; a hub that closes cleanly says ``offline`` for each.
+connection one will, and it cannot name children added later, so the hub's will is about the hub:
+``offline`` (retained) on ``hearth/hubs/{hub_id}/availability``, where it says ``online`` on every
+(re)connect before its children's ``online``. Hearth, which knows the hub's children from the journal,
+takes them offline when the hub's will (or its clean ``close``) says ``offline``.
 
 ``seq`` starts at the clock in milliseconds and grows by one per report, so it keeps increasing across
 restarts of a device that reports less than a thousand times a second. Every publish is QoS 1 and
@@ -20,6 +22,7 @@ command can therefore arrive twice: ``Command.command_id`` tells, and acking it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -43,6 +46,7 @@ from hearth_shared.mqtt import (
     decode_error,
     encode_message,
     errors_topic,
+    hub_availability_topic,
     parse_topic,
     state_topic,
 )
@@ -90,12 +94,13 @@ class DeviceConnection:
         self.username = username
         self.host, self.port, self.tls = host, port, tls
         self.hub = hub
+        self.availability_topic = hub_availability_topic(username) if hub else availability_topic(username)
         self.link = MqttLink(
             client_id=client_id or username,
             username=username,
             password=password,
             keepalive_s=keepalive_s,
-            will=None if hub else (availability_topic(username), OFFLINE),
+            will=(self.availability_topic, OFFLINE),
             backoff_s=backoff_s,
             backoff_max_s=backoff_max_s,
         )
@@ -115,10 +120,12 @@ class DeviceConnection:
             self.add_device(self.username)
 
     async def close(self, *, offline: bool = True) -> None:
-        """Say ``offline`` for every device (unless told not to) and disconnect."""
+        """Say ``offline`` (unless told not to) and disconnect: a device for itself, a hub for itself (what
+        its will would say: Hearth takes its children offline)."""
         if offline and self.link.client.is_connected:
-            sent = [self.link.publish(availability_topic(d), OFFLINE, retain=True) for d in self._devices]
-            await asyncio.wait_for(asyncio.gather(*sent), 10)
+            sent = self.link.publish(self.availability_topic, OFFLINE, retain=True)
+            with contextlib.suppress(TimeoutError):  # disconnect all the same
+                await asyncio.wait_for(sent, 10)
         await self.link.disconnect()
 
     async def __aenter__(self) -> DeviceConnection:
@@ -175,7 +182,9 @@ class DeviceConnection:
     # ----------------------------------------------------------------------------------- what it hears
 
     def _announce(self) -> None:
-        """Birth on every (re)connect: each device is online (retained)."""
+        """Birth on every (re)connect: a hub is online, then each device is (retained)."""
+        if self.hub:
+            self.link.publish(self.availability_topic, ONLINE, retain=True)
         for device_id in self._devices:
             self.link.publish(availability_topic(device_id), ONLINE, retain=True)
 

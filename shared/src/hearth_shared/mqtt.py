@@ -8,6 +8,12 @@ Every device topic is ``hearth/devices/{device_id}/{channel}``:
 * ``commands`` (Hearth -> device, QoS 1): ``{"command_id", "name", "params", "expires_at"}``
 * ``errors`` (Hearth -> device): ``{"error", "reason", "topic"}`` for a payload Hearth refused
 
+A hub (one connection acting for many child devices: the fleet simulator) also has
+``hearth/hubs/{hub}/availability`` (retained): ``online`` on connect, ``offline`` as its will. MQTT gives a
+connection one will, so a hub's will cannot name its children; the broker-access follower, which knows
+them from the journal, publishes ``offline`` on each child's ``availability`` when the hub's says
+``offline`` (hearth_device_gateway.availability_keeper).
+
 The decoders here are the edge: they check the payload's shape, the device id (``hearth_shared.ids``),
 free text and numbers that a consumer behind the edge could not store, and the size; anything they refuse
 raises ``MalformedRecord`` with a short machine-readable reason, which the gateway puts on the dead-letter
@@ -26,6 +32,7 @@ from hearth_shared.events import JSON, MalformedRecord
 from hearth_shared.ids import find_unstorable, has_control_characters, is_identifier
 
 TOPIC_ROOT: Final = "hearth/devices"
+HUB_ROOT: Final = "hearth/hubs"
 STATE: Final = "state"
 ACKS: Final = "acks"
 AVAILABILITY: Final = "availability"
@@ -42,6 +49,12 @@ OFFLINE: Final = b"offline"
 GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
 SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
 
+# The broker's default ports: devices (plain, TLS) and the platform's own components (service accounts
+# only; see hearth.stack.mosquitto for why they have a listener of their own).
+DEVICE_PORT: Final = 1883
+DEVICE_TLS_PORT: Final = 8883
+PLATFORM_PORT: Final = 1884
+
 MAX_PAYLOAD_BYTES: Final = 16 * 1024  # a state report is a few hundred bytes; this leaves room
 MAX_STATE_KEYS: Final = 64
 MAX_REASON_CHARS: Final = 200
@@ -50,6 +63,11 @@ MAX_REASON_CHARS: Final = 200
 def topic(device_id: str, channel: str) -> str:
     """``hearth/devices/{device_id}/{channel}``."""
     return f"{TOPIC_ROOT}/{device_id}/{channel}"
+
+
+def hub_availability_topic(hub: str) -> str:
+    """``hearth/hubs/{hub}/availability``: a hub's own ``online``/``offline`` (its will), for its children."""
+    return f"{HUB_ROOT}/{hub}/{AVAILABILITY}"
 
 
 def state_topic(device_id: str) -> str:

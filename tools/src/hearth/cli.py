@@ -49,7 +49,9 @@ def simulate(
         str, typer.Option("--home", help="Home of the devices registered with --devices")
     ] = "sim",
     api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
-    mqtt_port: Annotated[int, typer.Option(help="The stack's MQTT broker port")] = 1883,
+    mqtt_port: Annotated[
+        int, typer.Option(help="The stack's MQTT listener for its components (--mqtt-platform-port)")
+    ] = 1884,
     home: Home = DEFAULT_HOME,
 ) -> None:
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub

@@ -47,6 +47,9 @@ def up(
     query_api_port: int = 8001,
     mqtt_port: Annotated[int, typer.Option(help="MQTT listener for devices")] = 1883,
     mqtts_port: Annotated[int, typer.Option(help="MQTT over TLS listener for devices")] = 8883,
+    mqtt_platform_port: Annotated[
+        int, typer.Option(help="MQTT listener for Hearth's own components (gateways, simulator)")
+    ] = 1884,
     mqtt_certfile: Annotated[
         Path | None, typer.Option(help="PEM certificate for MQTT over TLS (default: one made locally)")
     ] = None,
@@ -73,7 +76,7 @@ def up(
     ports = StackPorts(
         kafka_port, kafka_controller_port, postgres_port, redis_port, command_api_port, query_api_port
     )
-    ports.mqtt, ports.mqtts = mqtt_port, mqtts_port
+    ports.mqtt, ports.mqtts, ports.mqtt_platform = mqtt_port, mqtts_port, mqtt_platform_port
     try:
         stack = LocalStack(
             home=home,

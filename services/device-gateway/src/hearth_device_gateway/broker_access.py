@@ -1,4 +1,5 @@
-"""The broker-access follower: keeps Mosquitto's password and ACL files equal to the journal's facts.
+"""The broker-access follower: keeps Mosquitto's password and ACL files equal to the journal's facts, and
+says on the broker what devices can no longer say for themselves (availability_keeper.py).
 
 ``python -m hearth_device_gateway.broker_access`` reads the journal from its first offset, folds the
 credential and registration facts into ``MosquittoAccess`` and, once caught up and after every batch of
@@ -29,10 +30,10 @@ The costs: the follower must share the broker's filesystem and be able to signal
 compose the same volume and ``pid: service:mosquitto``); a reload re-reads the files and re-checks every
 connected client (PBKDF2 each), so changes are batched, one reload per poll of the journal; Mosquitto
 2.0's ACL file grants a SUBSCRIBE to another device's topic but never delivers a message on it (read
-access is checked per message), where dynsec would refuse the SUBACK. Not solved yet: a device may
-connect with another device's client id and so knock it off (session takeover); forcing client id =
-username (``use_username_as_clientid``) needs a listener of its own for the gateway processes, which
-share one username.
+access is checked per message), where dynsec would refuse the SUBACK. Session takeover (a device
+connecting with another device's client id) is closed by the broker's listeners, not here: the device
+listeners force client id = username, and the platform's accounts have a listener of their own
+(``hearth.stack.mosquitto``).
 """
 
 from __future__ import annotations
@@ -47,18 +48,22 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
+from hearth_device_gateway.availability_keeper import AvailabilityKeeper
 from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_shared.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
+    Event,
     MalformedRecord,
     decode_event,
     fact_type,
     wire_name,
 )
 from hearth_shared.kafka import topic_partitions
+from hearth_shared.mqtt import hub_availability_topic
+from hearth_shared.mqtt_link import MqttLink
 
 log = logging.getLogger("hearth_device_gateway.broker_access")
 
@@ -88,6 +93,8 @@ class BrokerAccessFollower:
         self.caught_up = asyncio.Event()
         self.reloads = 0
         self._task: asyncio.Task[None] | None = None
+        self.link: MqttLink | None = None
+        self.keeper: AvailabilityKeeper | None = None
 
     async def start(self) -> None:
         if self.settings.gateway_password or self.settings.simulator_password:  # compose: accounts from env
@@ -101,35 +108,67 @@ class BrokerAccessFollower:
             auto_offset_reset="earliest",
         )
         await self.consumer.start()
+        await self._connect_broker()
         tps = await topic_partitions(self.consumer, stack.topics.journal)
         self.consumer.assign(tps)
         await self.consumer.seek_to_beginning(*tps)
         self._end = {tp: off for tp, off in (await self.consumer.end_offsets(tps)).items() if off > 0}
         self._task = asyncio.create_task(self._run(), name="broker-access")
 
+    async def _connect_broker(self) -> None:
+        """The MQTT side (availability_keeper.py), on the platform listener; none without a password."""
+        s = self.settings
+        password = s.mqtt_password or s.gateway_password
+        if not password:
+            log.warning("broker access: no MQTT password; revoked devices' and dropped hubs' availability "
+                        "is left as it is")  # fmt: skip
+            return
+        self.link = link = MqttLink(
+            client_id=f"hearth-broker-access-{s.stack.topic_prefix}",
+            username=s.mqtt_username,
+            password=password,
+            persistent=False,  # the hubs' availability is retained: a new session reads it again
+        )
+        self.keeper = AvailabilityKeeper(self.access, self._publish_retained)
+        link.subscribe(hub_availability_topic("+"), self.keeper.on_hub_message)
+        await link.connect(s.mqtt_host, s.mqtt_port)
+        await link.subscribed()
+
+    def _publish_retained(self, topic: str, payload: bytes) -> None:
+        assert self.link is not None
+        self.link.publish(topic, payload, retain=True).add_done_callback(_log_failure)
+
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # an error: see ``failed``
                 await self._task
+        if self.link is not None:
+            await self.link.disconnect()
         await self.consumer.stop()
 
     async def _run(self) -> None:
         while True:
             batches = await self.consumer.getmany(timeout_ms=self.settings.poll_ms, max_records=20_000)
-            changed = False
+            changed, revoked = False, set[str]()
             for tp, records in batches.items():
                 for record in records:
-                    if fact_type(record.value) in FACT_TYPES:
-                        with contextlib.suppress(MalformedRecord):  # the projector dead-letters it
-                            changed |= self.access.apply(decode_event(record.value))
+                    event = _access_fact(record.value)
+                    if event is not None and self.access.apply(event):
+                        changed = True
+                        if isinstance(event, DeviceCredentialsRevoked):
+                            revoked.add(event.device_id)
                 if tp in self._end and records and records[-1].offset + 1 >= self._end[tp]:
                     del self._end[tp]
             if not self.caught_up.is_set():
                 if not self._end:  # the first files and reload: the whole journal is in
                     self._apply_files(force=True)
+                    if self.keeper is not None:
+                        self.keeper.caught_up()
             elif changed:
                 self._apply_files()
+                if self.keeper is not None:  # after the reload that refused their secrets
+                    self.keeper.revoked(revoked)
 
     async def wait_stopped(self) -> None:
         """Returns when the follower's task ended (raising what ended it, if anything)."""
@@ -147,9 +186,8 @@ class BrokerAccessFollower:
     def _apply_files(self, *, force: bool = False) -> None:
         """Render both files; write those whose text changed and reload the broker if any did."""
         access_dir = self.settings.access_dir
-        services_passwd = (access_dir / "services.passwd").read_text()
         services_acl = (access_dir / "services.acl").read_text()
-        written = _replace_if_changed(access_dir / "passwd", self.access.password_file(services_passwd))
+        written = _replace_if_changed(access_dir / "passwd", self.access.password_file())
         written |= _replace_if_changed(access_dir / "acl", self.access.acl_file(services_acl))
         if written or force:
             self.reload()
@@ -166,6 +204,22 @@ class BrokerAccessFollower:
                 "broker access files rewritten and the broker reloaded (%d credentials)",
                 len(self.access.hashes),
             )
+
+
+def _access_fact(value: bytes | None) -> Event | None:
+    """A registration or credential fact, decoded; None for any other record (or a malformed one: the
+    projector dead-letters it)."""
+    if fact_type(value) not in FACT_TYPES:
+        return None
+    try:
+        return decode_event(value or b"")
+    except MalformedRecord:
+        return None
+
+
+def _log_failure(sent: asyncio.Future[None]) -> None:
+    if not sent.cancelled() and sent.exception() is not None:
+        log.warning("broker access: an availability message was not delivered: %r", sent.exception())
 
 
 def _replace_if_changed(path: Path, text: str) -> bool:

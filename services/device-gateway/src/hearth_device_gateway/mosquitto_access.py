@@ -2,9 +2,10 @@
 
 ``MosquittoAccess`` applies ``device.registered`` (is the device simulated?) and
 ``device.credentials_issued`` / ``device.credentials_revoked`` (its hash in force) and renders the two
-files the broker reads (``hearth.stack.mosquitto``): the password file (``username:$7$...`` lines) and
-the ACL file. Rendering is deterministic (sorted), so the same journal always gives the same files and the
-broker's whole access state can be rebuilt from the journal alone.
+files the broker reads (``hearth.stack.mosquitto``): the device listeners' password file
+(``username:$7$...`` lines, devices only) and the ACL file. Rendering is deterministic (sorted), so
+the same journal always gives the same files and the broker's whole access state can be rebuilt from
+the journal alone.
 
 The ACL gives:
 
@@ -12,7 +13,7 @@ The ACL gives:
   and read on its own ``commands`` and ``errors``, and nothing else: one set of ``pattern`` lines for all
   devices, so registering a device adds no ACL line;
 * the simulator hub account the same five topics of each simulated device, one ``topic`` line each
-  (a wildcard would let it act for real devices too);
+  (a wildcard would let it act for real devices too), and its own hub ``availability`` (its will);
 * the service accounts what ``services.acl`` gives them (written by the stack, copied first).
 """
 
@@ -31,6 +32,7 @@ from hearth_shared.mqtt import (
     GATEWAY_ACCOUNT,
     SIMULATOR_ACCOUNT,
     STATE,
+    hub_availability_topic,
     topic,
 )
 
@@ -45,6 +47,9 @@ class MosquittoAccess:
     hashes: dict[str, str] = field(default_factory=dict)  # device id -> its $7$ hash in force
     credential_ids: dict[str, str] = field(default_factory=dict)  # device id -> credential id in force
     simulated: set[str] = field(default_factory=set)
+    # Devices whose credential was revoked and that have none since: they cannot say anything any more,
+    # so their retained availability is Hearth's to set (availability_keeper.py).
+    revoked: set[str] = field(default_factory=set)
 
     def apply(self, event: Event) -> bool:
         """Apply one fact; True when the broker's files change because of it."""
@@ -62,23 +67,25 @@ class MosquittoAccess:
                 return False
             self.hashes[device_id] = payload.password_hash
             self.credential_ids[device_id] = str(payload.credential_id)
+            self.revoked.discard(device_id)
             return True
         if isinstance(event, DeviceCredentialsRevoked):
             if self.credential_ids.get(device_id) != str(event.payload.credential_id):
                 return False  # an older credential: the one in force stays
             del self.hashes[device_id], self.credential_ids[device_id]
+            self.revoked.add(device_id)
             return True
         return False
 
-    def password_file(self, services: str) -> str:
-        """The broker's password file: the service accounts' lines, then one line per device credential."""
-        lines = [line for line in services.splitlines() if line.strip()]
-        lines += [f"{device_id}:{self.hashes[device_id]}" for device_id in sorted(self.hashes)]
-        return "\n".join(lines) + "\n"
+    def password_file(self) -> str:
+        """The device listeners' password file: one line per device credential in force, and nothing else
+        (the service accounts are in ``services.passwd``, which only the platform listener reads)."""
+        return "".join(f"{device_id}:{self.hashes[device_id]}\n" for device_id in sorted(self.hashes))
 
     def acl_file(self, services: str) -> str:
         """The broker's ACL file: service accounts, the simulator hub's devices, the device patterns."""
         parts = [services.rstrip("\n"), "", f"user {SIMULATOR_ACCOUNT}"]
+        parts += [f"topic write {hub_availability_topic(SIMULATOR_ACCOUNT)}"]
         for device_id in sorted(self.simulated):
             parts += [f"topic write {topic(device_id, channel)}" for channel in DEVICE_WRITES]
             parts += [f"topic read {topic(device_id, channel)}" for channel in DEVICE_READS]

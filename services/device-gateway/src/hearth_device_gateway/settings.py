@@ -15,6 +15,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.mqtt import GATEWAY_ACCOUNT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 
@@ -22,8 +23,8 @@ class DeviceGatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HEARTH_DEVICE_GATEWAY_", extra="ignore")
 
     mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = Field(1883, gt=0, lt=65536)
-    mqtt_username: str = Field("_hearth_gateway", description="The broker account of Hearth's own components")
+    mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
+    mqtt_username: str = Field(GATEWAY_ACCOUNT, description="The broker account of Hearth's own components")
     mqtt_password: str = ""
     mqtt_keepalive_s: int = Field(10, gt=0)
     mqtt_session_expiry_s: int = Field(
@@ -62,4 +63,10 @@ class BrokerAccessSettings(BaseSettings):
     # Where no launcher writes services.passwd (compose): the service accounts' secrets, hashed on start.
     gateway_password: str = ""
     simulator_password: str = ""
+    # The follower's own MQTT connection (availability_keeper.py), on the platform listener with the
+    # gateway's account; the password defaults to ``gateway_password``. No password: no connection.
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536)
+    mqtt_username: str = GATEWAY_ACCOUNT
+    mqtt_password: str = ""
     stack: StackSettings = Field(default_factory=StackSettings)

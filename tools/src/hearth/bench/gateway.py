@@ -123,7 +123,7 @@ def _publish_job(stack: BenchStack, ids: list[str], reports: int, root: str, nam
     return {
         "name": name,
         "host": "127.0.0.1",
-        "port": stack.services.mqtt_port,
+        "port": stack.services.mqtt_platform_port,
         "username": GATEWAY_ACCOUNT,
         "password": stack.services.mqtt_password,
         "root": root,
@@ -151,7 +151,7 @@ async def _publish(job: dict[str, Any]) -> tuple[dict[str, Any], float]:
 async def _floor(stack: BenchStack, ids: list[str], reports: int) -> dict[str, Any]:
     subscriber = FloorSubscriber(
         host="127.0.0.1",
-        port=stack.services.mqtt_port,
+        port=stack.services.mqtt_platform_port,
         username=GATEWAY_ACCOUNT,
         password=stack.services.mqtt_password,
         receive_maximum=RECEIVE_MAXIMUM,

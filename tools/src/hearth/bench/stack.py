@@ -73,7 +73,7 @@ class BenchStack:
         password = self.services.mqtt_simulator_password
         if not password:
             raise RuntimeError("this bench stack runs no MQTT broker: bench_stack(..., mqtt=True)")
-        return MqttEndpoint("127.0.0.1", self.services.mqtt_port, SIMULATOR_ACCOUNT, password)
+        return MqttEndpoint("127.0.0.1", self.services.mqtt_platform_port, SIMULATOR_ACCOUNT, password)
 
     @property
     def query_api(self) -> str:
@@ -182,6 +182,7 @@ def bench_stack(
                 mosquitto = started("mosquitto", start_mosquitto)
                 mqtt_env = {
                     "mqtt_port": mosquitto.port,
+                    "mqtt_platform_port": mosquitto.platform_port,
                     "mqtt_password": mosquitto.admin.password,
                     "mqtt_access_dir": mosquitto.access_dir,
                     "mqtt_pid_file": mosquitto.pid_file,

@@ -48,7 +48,14 @@ from hearth_shared.events import (
     wire_name,
 )
 from hearth_shared.kafka import topic_partitions
-from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
+from hearth_shared.mqtt import (
+    PLATFORM_PORT,
+    AckMessage,
+    StateMessage,
+    acks_topic,
+    encode_message,
+    state_topic,
+)
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
 
@@ -111,7 +118,7 @@ class MqttEndpoint:
     """Where the hub connects, and as whom (the local stack's simulator account)."""
 
     host: str = "127.0.0.1"
-    port: int = 1883
+    port: int = PLATFORM_PORT  # the service accounts' listener
     username: str = "_hearth_simulator"
     password: str = ""
 
@@ -329,7 +336,7 @@ class Fleet:
                 for task in running:
                     task.cancel()
         finally:
-            await hub.close(offline=False)  # the silence timeout takes them offline, as for a hub gone
+            await hub.close()  # the hub says offline (as its will would): Hearth takes its children offline
             await journal.stop()
 
     def _join(self, hub: DeviceConnection) -> None:

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hearth.simulator.firmware import FirmwareOptions
 from hearth.simulator.fleet import FleetOptions, MqttEndpoint
+from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 
@@ -37,7 +38,7 @@ class SimulatorSettings(BaseSettings):
         description="Failure modes by firmware version: 6.6.6=bad_checksum,7.0.0=never_returns,8.0.0=drifts",
     )
     mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = Field(1883, gt=0, lt=65536)
+    mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
     mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
     mqtt_password: str = ""
     log_level: str = "info"

@@ -36,6 +36,7 @@ from hearth.stack.stale import clear_stale_postmaster_pid
 from hearth.stack.status import PartStatus, write_status
 from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.kafka import ensure_topics
+from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
 DEFAULT_HOME = Path(".hearth")
@@ -49,8 +50,9 @@ class StackPorts:
     redis: int = 6379
     command_api: int = 8000
     query_api: int = 8001
-    mqtt: int = 1883
-    mqtts: int = 8883
+    mqtt: int = DEVICE_PORT
+    mqtts: int = DEVICE_TLS_PORT
+    mqtt_platform: int = PLATFORM_PORT
 
 
 def token_secret(home: Path) -> str:
@@ -93,7 +95,8 @@ class Services:
     data: Path
     command_api_port: int = 8000
     query_api_port: int = 8001
-    mqtt_port: int = 1883
+    mqtt_port: int = DEVICE_PORT  # the devices' listener (what the command API tells devices)
+    mqtt_platform_port: int = PLATFORM_PORT  # the service accounts' listener (gateway, follower, simulator)
     mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
     # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
     mqtt_access_dir: Path | None = None
@@ -114,13 +117,15 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
-            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_platform_port),
             "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
-            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_port),
+            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_platform_port),
             "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
             "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
             "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
+            "HEARTH_BROKER_ACCESS_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
             "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -215,6 +220,7 @@ class LocalStack:
             data_dir=self.data / "mosquitto",
             port=self.ports.mqtt,
             tls_port=self.ports.mqtts,
+            platform_port=self.ports.mqtt_platform,
             log_dir=self.logs,
             certfile=self.mqtt_certfile,
             keyfile=self.mqtt_keyfile,
@@ -288,6 +294,7 @@ class LocalStack:
             command_api_port=self.ports.command_api,
             query_api_port=self.ports.query_api,
             mqtt_port=self.ports.mqtt,
+            mqtt_platform_port=self.ports.mqtt_platform,
             mqtt_password=self.mosquitto.admin.password,
             mqtt_access_dir=self.mosquitto.access_dir,
             mqtt_pid_file=self.mosquitto.pid_file,

@@ -3,8 +3,17 @@
 Debian's ``mosquitto`` package (2.0.x, installed by ``make setup``) runs from a configuration file this
 module writes into the broker's data directory on every start:
 
-* a plain listener (``port``, 1883 by default) and a TLS listener (``tls_port``, 8883) on ``host``
-  (127.0.0.1), both asking every client for a username and password (``allow_anonymous false``);
+* two listeners for devices, plain (``port``, 1883 by default) and TLS (``tls_port``, 8883), and one for
+  the platform's own components (``platform_port``, 1884: the device gateways, the broker-access follower,
+  the simulator hub), all on ``host`` (127.0.0.1) and all asking for a username and password
+  (``allow_anonymous false``). Each listener has its own settings (``per_listener_settings true``):
+  the device listeners take only device credentials (``passwd``) and force the client id to be the
+  username (``use_username_as_clientid``), so no device can connect under another's client id and take
+  its session over (the broker would drop the first connection); the platform listener takes only the
+  service accounts (``services.passwd``), whose processes choose their own client ids (several gateway
+  processes share one account, each with its persistent session). Both read the same ACL file. So a
+  device has one connection at a time: a second connection with its credential takes the first over
+  (as with AWS IoT Core's client ids);
 * the TLS certificate is one the stack makes once with the ``openssl`` CLI (a self-signed certificate for
   ``localhost`` and ``127.0.0.1``, kept in ``<data>/tls/``); a client trusts it with
   ``--cafile <data>/tls/server.crt``. For a real certificate, pass ``certfile`` and ``keyfile`` (``hearth
@@ -13,12 +22,13 @@ module writes into the broker's data directory on every start:
 * persistence (retained messages, QoS 1 sessions) in the data directory, the log on stdout (the
   ManagedProcess's log file), and a pid file so the broker can be told to reload (SIGHUP).
 
-Who may connect and what each may do is in two files the broker reads at start and on every SIGHUP:
-``<data>/access/passwd`` (``username:$7$...`` lines, the PBKDF2-SHA512 hashes of
-``hearth_shared.credentials``) and ``<data>/access/acl``. They are rendered from the service accounts
-below plus every device credential in the journal by the broker-access follower
-(``hearth_device_gateway.broker_access``); this module writes the service-account part and, when nothing
-was rendered yet, files with only the service accounts, so the broker starts before that follower.
+Who may connect and what each may do is in files the broker reads at start and on every SIGHUP:
+``<data>/access/passwd`` (the devices' ``username:$7$...`` lines, the PBKDF2-SHA512 hashes of
+``hearth_shared.credentials``), ``<data>/access/services.passwd`` (the service accounts') and
+``<data>/access/acl``. The broker-access follower (``hearth_device_gateway.broker_access``) renders
+``passwd`` and ``acl`` from the journal's device credentials plus the service accounts' ACL; this module
+writes ``services.*`` and, when nothing was rendered yet, a ``passwd`` with no device and an ``acl`` with
+only the service accounts, so the broker starts before that follower.
 
 Service accounts (username, secret kept in ``<data>/access/<name>.secret``, mode 0600):
 
@@ -45,7 +55,13 @@ from pathlib import Path
 from hearth.stack.process import ManagedProcess, StartupError, require_free_port
 from hearth_device_gateway.mosquitto_access import service_files
 from hearth_shared.credentials import new_secret
-from hearth_shared.mqtt import GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT
+from hearth_shared.mqtt import (
+    DEVICE_PORT,
+    DEVICE_TLS_PORT,
+    GATEWAY_ACCOUNT,
+    PLATFORM_PORT,
+    SIMULATOR_ACCOUNT,
+)
 
 SERVICE_ACCOUNTS = (GATEWAY_ACCOUNT, SIMULATOR_ACCOUNT)
 MOSQUITTO = "mosquitto"
@@ -62,8 +78,9 @@ class MqttAccount:
 @dataclass(kw_only=True)
 class MosquittoBroker:
     data_dir: Path
-    port: int = 1883
-    tls_port: int = 8883
+    port: int = DEVICE_PORT
+    tls_port: int = DEVICE_TLS_PORT
+    platform_port: int = PLATFORM_PORT  # the platform's own accounts only (see the module docstring)
     log_dir: Path
     host: str = "127.0.0.1"
     certfile: Path | None = None  # a real certificate (PEM); None: the stack's own self-signed one
@@ -78,6 +95,15 @@ class MosquittoBroker:
     @property
     def tls_url(self) -> str:
         return f"mqtts://{self.host}:{self.tls_port}"
+
+    @property
+    def platform_url(self) -> str:
+        """Where Hearth's own components connect (service accounts only)."""
+        return f"mqtt://{self.host}:{self.platform_port}"
+
+    def port_for(self, username: str) -> int:
+        """The plain listener an account connects to: the platform's for a service account, else devices'."""
+        return self.platform_port if username in SERVICE_ACCOUNTS else self.port
 
     @property
     def access_dir(self) -> Path:
@@ -138,12 +164,13 @@ class MosquittoBroker:
         return self.account(SIMULATOR_ACCOUNT)
 
     def write_service_access(self) -> None:
-        """The service accounts' hashes and ACL; ``passwd``/``acl`` with just those if none exist yet."""
+        """The service accounts' hashes and ACL; until the follower has rendered any, ``passwd`` with no
+        device and ``acl`` with just the service accounts' lines."""
         passwd, acl = service_files(self.admin.password, self.simulator.password)
         _write_private(self.services_password_file, passwd)
         _write_private(self.services_acl_file, acl)
         if not self.password_file.exists() or not self.acl_file.exists():
-            _write_private(self.password_file, self.services_password_file.read_text())
+            _write_private(self.password_file, "")
             _write_private(self.acl_file, self.services_acl_file.read_text())
 
     # ------------------------------------------------------------------------------------- process
@@ -183,10 +210,7 @@ class MosquittoBroker:
             # cannot write our data directory).
             f"user {getpass.getuser()}",
             f"pid_file {self.pid_file.resolve()}",
-            "per_listener_settings false",
-            "allow_anonymous false",
-            f"password_file {self.password_file.resolve()}",
-            f"acl_file {self.acl_file.resolve()}",
+            "per_listener_settings true",
             "persistence true",
             f"persistence_location {persistence.resolve()}/",
             "autosave_interval 30",
@@ -203,17 +227,33 @@ class MosquittoBroker:
             "max_queued_messages 0",
             "max_queued_bytes 268435456",
             f"listener {self.port} {self.host}",
+            *self._device_listener(),
             f"listener {self.tls_port} {self.host}",
+            *self._device_listener(),
             f"certfile {cert.resolve()}",
             f"keyfile {key.resolve()}",
             "tls_version tlsv1.2",
+            f"listener {self.platform_port} {self.host}",
+            "allow_anonymous false",
+            f"password_file {self.services_password_file.resolve()}",
+            f"acl_file {self.acl_file.resolve()}",
         ]
         self.config_file.write_text("\n".join(lines) + "\n")
         return self.config_file
 
+    def _device_listener(self) -> list[str]:
+        """A device listener's settings: device credentials only, client id = username (no takeover)."""
+        return [
+            "allow_anonymous false",
+            "use_username_as_clientid true",
+            f"password_file {self.password_file.resolve()}",
+            f"acl_file {self.acl_file.resolve()}",
+        ]
+
     def process(self) -> ManagedProcess:
         require_free_port("MQTT", self.port)
         require_free_port("MQTT over TLS", self.tls_port)
+        require_free_port("MQTT for the platform", self.platform_port)
         if shutil.which(MOSQUITTO) is None and not Path("/usr/sbin/mosquitto").exists():
             raise StartupError("MQTT: the `mosquitto` broker is not installed (make setup installs it).")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -234,8 +274,9 @@ class MosquittoBroker:
         reload_broker(self.pid_file)
 
     def healthy(self) -> bool:
-        """The broker accepts the gateway account's CONNECT (so it runs and has read its password file)."""
-        return mqtt_connect_code(self.host, self.port, self.admin) == 0
+        """The broker accepts the gateway account's CONNECT on the platform listener (so it runs and has
+        read its password files)."""
+        return mqtt_connect_code(self.host, self.platform_port, self.admin) == 0
 
 
 def reload_broker(pid_file: Path) -> None:

@@ -76,8 +76,13 @@ def start_redis(directory: Path) -> StartedServer[RedisServer]:
 
 
 def start_mosquitto(directory: Path) -> StartedServer[MosquittoBroker]:
-    """Mosquitto on a free plain and a free TLS port; ``.server.admin`` is Hearth's own account."""
+    """Mosquitto with its three listeners (devices, devices over TLS, platform) on free ports;
+    ``.server.admin`` is Hearth's own account (on ``.server.platform_port``)."""
     broker = MosquittoBroker(
-        data_dir=directory / "mosquitto", port=free_port(), tls_port=free_port(), log_dir=directory
+        data_dir=directory / "mosquitto",
+        port=free_port(),
+        tls_port=free_port(),
+        platform_port=free_port(),
+        log_dir=directory,
     )
     return StartedServer(broker, start_healthy(broker.process(), MOSQUITTO_STARTUP_S))

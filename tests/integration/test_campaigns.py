@@ -41,6 +41,7 @@ def firmware_simulator(
         logs=base / "logs",
         data=base / "data",
         mqtt_port=mosquitto.port,
+        mqtt_platform_port=mosquitto.platform_port,
         mqtt_simulator_password=mosquitto.simulator.password,
         extra_env={
             "HEARTH_SIMULATOR_RATE": "1",

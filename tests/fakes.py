@@ -8,6 +8,7 @@ import asyncio
 from datetime import datetime
 
 from hearth_device_actor.actor import InboxRecord
+from hearth_shared.campaign_events import CampaignRequest
 from hearth_shared.events import DeviceCommand, Event, Inbound, MalformedRecord
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.revocations import TokenRevoked
@@ -54,6 +55,7 @@ class FakeCommandJournal:
         self.requests: list[Inbound] = []
         self.revocations: list[TokenRevoked] = []
         self.home_facts: list[HomeFact] = []
+        self.campaign_requests: list[CampaignRequest] = []
         self.submitted = asyncio.Event()
 
     async def start(self) -> None: ...
@@ -69,6 +71,8 @@ class FakeCommandJournal:
 
     async def append_home(self, fact: HomeFact) -> None:
         self.home_facts.append(fact)
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        self.campaign_requests.append(request)
 
 
 class FakeFeed:

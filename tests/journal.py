@@ -1,16 +1,20 @@
-"""Writing records and facts to a test's topics, and reading its journal whole (for tests that count
-facts: each fact once, versions 1..N)."""
+"""Writing records and facts to a test's topics, and reading its journal (or any topic, e.g. the campaigns
+topic) whole (for tests that count facts: each fact once, versions 1..N)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
+from hearth_shared.campaign_events import CampaignFact, decode_campaign_fact
 from hearth_shared.events import Event, decode_event, encode
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
+
+Record = TypeVar("Record")
 
 
 async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
@@ -35,23 +39,35 @@ async def produce_facts(settings: StackSettings, facts: Iterable[Event]) -> None
 
 async def read_journal(settings: StackSettings, timeout_s: float = 30.0) -> list[Event]:
     """Every fact in the journal now, in offset order per partition (up to the end offsets at the call)."""
+    return await read_topic(settings, settings.topics.journal, decode_event, timeout_s)
+
+
+async def read_campaign_facts(settings: StackSettings, timeout_s: float = 30.0) -> list[CampaignFact]:
+    """Every campaign fact now (one partition: in the order the driver recorded them)."""
+    return await read_topic(settings, settings.topics.campaigns, decode_campaign_fact, timeout_s)
+
+
+async def read_topic(
+    settings: StackSettings, topic: str, decode: Callable[[bytes | None], Record], timeout_s: float = 30.0
+) -> list[Record]:
+    """Every record of ``topic`` now, decoded, in offset order per partition (up to the end offsets)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
     await consumer.start()
-    events: list[Event] = []
+    found: list[Record] = []
     try:
-        tps = await topic_partitions(consumer, settings.topics.journal)
+        tps = await topic_partitions(consumer, topic)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         left = {tp for tp in tps if ends[tp] > 0}
         deadline = asyncio.get_running_loop().time() + timeout_s
         while left:
-            assert asyncio.get_running_loop().time() < deadline, "the journal was not read to its end in time"
+            assert asyncio.get_running_loop().time() < deadline, f"{topic} was not read to its end in time"
             for tp, records in (await consumer.getmany(*left, timeout_ms=500)).items():
-                events += [decode_event(r.value) for r in records if r.offset < ends[tp]]
+                found += [decode(r.value) for r in records if r.offset < ends[tp]]
             for tp in list(left):
                 if await consumer.position(tp) >= ends[tp]:
                     left.discard(tp)
     finally:
         await consumer.stop()
-    return events
+    return found

@@ -36,6 +36,7 @@ WORKSPACE_PACKAGES = [
     "hearth_analytics",
     "hearth_device_gateway",
     "hearth_automations",
+    "hearth_campaigns",
 ]
 # What the services' image (./Dockerfile, `uv sync --no-dev`) installs; the Spark image adds analytics.
 IMAGE_PACKAGES = {
@@ -46,6 +47,7 @@ IMAGE_PACKAGES = {
         "hearth_read_models",
         "hearth_device_gateway",
         "hearth_automations",
+        "hearth_campaigns",
     },
     "hearth-spark:0.1.0": {"hearth_shared", "hearth_analytics"},
 }

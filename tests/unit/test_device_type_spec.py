@@ -49,7 +49,7 @@ def test_a_command_takes_exactly_one_of_its_forms() -> None:
     assert command.params_schema()["oneOf"][1]["required"] == ["b"]
 
 
-def _reboot(twin: Twin, command: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _power_cycle(twin: Twin, command: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "power_cycle", {"boot_count": twin.reported.get("boot_count", 0) + 1}
 
 
@@ -57,16 +57,17 @@ def _reboot(twin: Twin, command: str, params: dict[str, Any]) -> tuple[str, dict
 def test_a_command_with_its_own_planner_is_planned_alike_for_every_type(
     type_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shared = Command("reboot", admin=True, plan=_reboot)
+    # (not "reboot": the admin module plans the platform's own admin commands before any type)
+    shared = Command("power_cycle", admin=True, plan=_power_cycle)
     kind = DEVICE_TYPES[type_name]
     monkeypatch.setitem(DEVICE_TYPES, type_name, dataclasses.replace(kind, commands=(*kind.commands, shared)))
     twin = Twin(device_id="d1", home_id="h1", device_type=type_name, name="x", desired={},
                 reported={"boot_count": 2}, version=1, updated_at=NOW, online=True)  # fmt: skip
     request = SubmitCommand(request_id=uuid.uuid4(), device_id="d1", sent_at=NOW, home_id="h1",
-                            command_id=uuid.uuid4(), name="reboot", params={},
+                            command_id=uuid.uuid4(), name="power_cycle", params={},
                             expires_at=NOW + timedelta(minutes=1))  # fmt: skip
     recorded = [c for c in decide(twin, request, NOW) if c.event_type is DesiredStateSet]
     assert len(recorded) == 1
     assert payload_of(recorded[0], DesiredSetPayload).desired == {"boot_count": 3}
     assert payload_of(recorded[0], DesiredSetPayload).setting == "power_cycle"
-    assert DEVICE_TYPES[type_name].schema()["commands"]["reboot"]["admin"] is True
+    assert DEVICE_TYPES[type_name].schema()["commands"]["power_cycle"]["admin"] is True

@@ -396,6 +396,7 @@ def test_twin_view_has_the_contract_shape() -> None:
         "connectivity": {"online": True, "last_seen": T0.isoformat()},
         "firmware_version": None,  # not reported yet
         "updated_at": at(1).isoformat(),
+        "quarantine": None,  # {reason, since} while quarantined (test_domain_admin.py)
     }
 
 

@@ -130,6 +130,19 @@ class AnomalyDetectedPayload(Payload, frozen=True, kw_only=True):
     device_time: datetime
 
 
+class QuarantinedPayload(Payload, frozen=True, kw_only=True):
+    """Why an admin quarantined the device, and since when (the platform's clock)."""
+
+    reason: str
+    since: datetime
+
+
+class ReleasedPayload(Payload, frozen=True, kw_only=True):
+    """The quarantine ended; ``reason`` is the one it had."""
+
+    reason: str
+
+
 # ----------------------------------------------------------------------------------------------- facts
 
 
@@ -239,6 +252,24 @@ class AnomalyDetected(Event, frozen=True, kw_only=True, tag="anomaly.detected"):
     payload: AnomalyDetectedPayload
 
 
+# Administration (hearth_shared.domain.admin): admin commands record what they desire like a type's
+# settings do; quarantine and release are facts of their own.
+class DeviceRebootRequested(Event, frozen=True, kw_only=True, tag="device.reboot_requested"):
+    payload: DesiredSetPayload
+
+
+class DeviceFirmwareUpdateRequested(Event, frozen=True, kw_only=True, tag="device.firmware_update_requested"):
+    payload: DesiredSetPayload
+
+
+class DeviceQuarantined(Event, frozen=True, kw_only=True, tag="device.quarantined"):
+    payload: QuarantinedPayload
+
+
+class DeviceReleased(Event, frozen=True, kw_only=True, tag="device.released"):
+    payload: ReleasedPayload
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     DeviceRegistered,
     CommandRequested,
@@ -260,6 +291,10 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     AnomalyDetected,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
+    DeviceRebootRequested,
+    DeviceFirmwareUpdateRequested,
+    DeviceQuarantined,
+    DeviceReleased,
 )
 AnyEvent = Union[EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 
@@ -359,6 +394,16 @@ class RevokeCredentials(Inbound, frozen=True, kw_only=True, tag="revoke_credenti
     """The device's MQTT credential stops working (nothing happens if it has none)."""
 
 
+class QuarantineDevice(Inbound, frozen=True, kw_only=True, tag="quarantine_device"):
+    """An admin takes the device out of service: it refuses every non-admin command until released."""
+
+    reason: str
+
+
+class ReleaseDevice(Inbound, frozen=True, kw_only=True, tag="release_device"):
+    """An admin ends the device's quarantine (nothing happens if it has none)."""
+
+
 INBOUND_TYPES: tuple[type[Inbound], ...] = (
     RegisterDevice,
     SubmitCommand,
@@ -367,6 +412,8 @@ INBOUND_TYPES: tuple[type[Inbound], ...] = (
     ReportAvailability,
     IssueCredentials,
     RevokeCredentials,
+    QuarantineDevice,
+    ReleaseDevice,
 )
 AnyInbound = Union[INBOUND_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 

@@ -94,6 +94,17 @@ class Topics:
         facts in one partition, in order (``hearth_shared.home_facts``)."""
         return f"{self.prefix}.home-journal"
 
+    @property
+    def campaigns(self) -> str:
+        """Firmware campaign facts (hearth_shared.campaign_events), keyed by campaign id, ordered per
+        campaign by version; the campaign driver is their one writer. A campaign's whole story."""
+        return f"{self.prefix}.campaigns"
+
+    @property
+    def campaign_requests(self) -> str:
+        """Requests to the campaign driver: register a firmware, start or abort a campaign."""
+        return f"{self.prefix}.campaign-requests"
+
     def specs(self) -> list[TopicSpec]:
         keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
@@ -108,4 +119,6 @@ class Topics:
             TopicSpec(self.dead_letters, 1, keep | replicas, rf),
             TopicSpec(self.token_revocations, 1, compact | replicas, rf),
             TopicSpec(self.home_journal, PARTITIONS, keep | replicas, rf),
+            TopicSpec(self.campaigns, 1, keep | replicas, rf),
+            TopicSpec(self.campaign_requests, 1, keep | replicas, rf),
         ]

@@ -13,7 +13,10 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel
 
+from hearth_command_api.admin import router as admin_router
 from hearth_command_api.automations import router as automations_router
+from hearth_command_api.campaign_feed import CampaignFeed
+from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.ports import CaughtUpFeed, CommandJournal
 from hearth_command_api.registry import JournalFeed, RegistryView
@@ -22,6 +25,7 @@ from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
+from hearth_shared.campaign_events import CampaignRequest, encode_campaign_record
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import install_edge
@@ -41,6 +45,9 @@ class KafkaCommandJournal(KafkaJournal):
 
     async def append_home(self, fact: HomeFact) -> None:
         await append_home_fact(self.producer, self.topics, fact)
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        value = encode_campaign_record(request)
+        await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
 
 
 def make_app(
@@ -51,6 +58,7 @@ def make_app(
     feed: CaughtUpFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
+    campaign_feed: CampaignFeed | None = None,
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
@@ -62,14 +70,18 @@ def make_app(
         stack.kafka_bootstrap_servers, stack.topics, revocations
     )
 
+    campaign_feed = campaign_feed or CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await journal.start()
         await feed.start()
         await revocation_feed.start()
+        await campaign_feed.start()
         try:
             yield
         finally:
+            await campaign_feed.stop()
             await revocation_feed.stop()
             await feed.stop()
             await journal.stop()
@@ -86,11 +98,14 @@ def make_app(
     app.state.revocations = revocations
     app.state.journal = journal
     app.state.registry = registry
+    app.state.campaign_feed = campaign_feed
     app.include_router(router)
     app.include_router(tokens_router)
     app.include_router(credentials_router)
     app.include_router(schedules_router)
     app.include_router(automations_router)
+    app.include_router(admin_router)
+    app.include_router(campaigns_router)
     app.add_middleware(
         CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
     )

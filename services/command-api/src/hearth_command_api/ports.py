@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from hearth_shared.campaign_events import CampaignRequest
 from hearth_shared.events import Inbound
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.revocations import TokenRevoked
@@ -29,6 +30,8 @@ class CommandJournal(Protocol):
 
     async def append_home(self, fact: HomeFact) -> None:
         """A fact about a home (zone, program, resume, automation, webhook) to the home journal."""
+    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
+        """A request to the campaign driver (``campaign-requests``, keyed by campaign id or version)."""
 
 
 class CaughtUpFeed(Protocol):

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
+from hearth_command_api.admin import admin_params
 from hearth_command_api.credentials import issue_credential
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
 from hearth_command_api.registry import RegistryView, fingerprint
@@ -20,6 +21,7 @@ from hearth_command_api.schemas import (
 )
 from hearth_shared.auth import Principal
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
+from hearth_shared.domain.admin import is_admin_command
 from hearth_shared.events import RegisterDevice, SubmitCommand, new_id, utcnow
 from hearth_shared.http import not_found
 from hearth_shared.http_errors import error_responses, unprocessable
@@ -127,12 +129,15 @@ async def register_device(
     response_model=CommandAccepted,
     response_model_exclude_none=True,
     summary="Send a command to a device",
+    description="The device type's commands, and for admin tokens `reboot` {} and `update_firmware` "
+    "{version, url, sha256} on any device (a home token gets 403). A quarantined device rejects every "
+    "non-admin command (status `rejected`, reason `quarantined`).",
     responses={
         status.HTTP_200_OK: {
             "model": CommandAccepted,
             "description": "With ?wait=: the status reached, and whether the timeout passed first",
         },
-        **error_responses(400, 401, 404, 413),
+        **error_responses(400, 401, 403, 404, 413),
     },
 )
 async def submit_command(
@@ -153,7 +158,10 @@ async def submit_command(
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
     try:
-        params = validate_command(device.device_type, body.name, body.params)
+        if is_admin_command(body.name):
+            params = admin_params(principal, body.name, body.params)
+        else:
+            params = validate_command(device.device_type, body.name, body.params)
     except CommandInvalid as exc:
         raise unprocessable(("body", "params"), exc.reason, exc.message) from exc
     expires_in = body.expires_in_s or settings.default_expires_in_s

@@ -10,12 +10,13 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-import msgspec
-
-from hearth_shared.domain.device_type import CommandInvalid
+from hearth_shared.domain import admin
+from hearth_shared.domain.change import Change as Change  # re-exported: decide returns them
+from hearth_shared.domain.device_type import CommandInvalid, DeviceType
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.domain.twin import CommandState, Twin
 from hearth_shared.events import (
+    JSON,
     AcknowledgeCommand,
     CommandAccepted,
     CommandAcknowledged,
@@ -45,7 +46,9 @@ from hearth_shared.events import (
     Inbound,
     IssueCredentials,
     Payload,
+    QuarantineDevice,
     RegisterDevice,
+    ReleaseDevice,
     ReportAvailability,
     ReportState,
     RevokeCredentials,
@@ -55,14 +58,6 @@ from hearth_shared.events import (
 )
 
 _MISSING = object()
-
-
-class Change(msgspec.Struct, frozen=True):
-    """A fact to record, before it has an envelope."""
-
-    event_type: type[Event]
-    payload: Payload
-    correlation_id: uuid.UUID | None = None
 
 
 def _about(command_id: uuid.UUID, event_type: type[Event], payload: Payload | None = None) -> Change:
@@ -93,6 +88,8 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         return _availability(twin, request, now)
     if isinstance(request, IssueCredentials | RevokeCredentials):
         return _credentials(twin, request, now)
+    if isinstance(request, QuarantineDevice | ReleaseDevice):
+        return admin.quarantine_changes(twin, request, now)
     return []
 
 
@@ -111,7 +108,15 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         return [requested, _about(command_id, CommandExpired)]
     kind = DEVICE_TYPES[twin.device_type]
     try:
-        setting, desired = kind.plan_command(twin, request.name, kind.validate(request.name, request.params))
+        refused = admin.refusal(twin, request.name)
+        if refused is not None:
+            raise refused
+        if admin.is_admin_command(request.name):
+            params = admin.validate_admin(request.name, request.params)
+            setting, desired = admin.plan_admin(request.name, params)
+        else:
+            params = kind.validate(request.name, request.params)
+            setting, desired = kind.plan_command(twin, request.name, params)
     except CommandInvalid as invalid:
         rejected = CommandRejectedPayload(
             command_id=command_id, reason=invalid.reason, message=invalid.message
@@ -131,11 +136,17 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         requested,
         _about(command_id, CommandAccepted),
         *superseded,
-        _about(command_id, kind.setting_fact(setting), desired_set),
+        _about(command_id, admin.ADMIN_SETTINGS.get(setting) or kind.setting_fact(setting), desired_set),
     ]
     if twin.online:
         changes.append(_about(command_id, CommandDispatched))
     return changes
+
+
+def _converged(kind: DeviceType, command: CommandState, reported: JSON) -> bool:
+    if admin.is_admin_command(command.name):
+        return admin.admin_converged(command.desired, reported)
+    return kind.converged(command.desired, reported)
 
 
 def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
@@ -161,7 +172,7 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
                 command_id=command.command_id, reason=reason, message=f"device reported {reason}"
             )
             changes.append(_about(command.command_id, CommandFailed, failed))
-        elif command.status == "acknowledged" and kind.converged(command.desired, reported):
+        elif command.status == "acknowledged" and _converged(kind, command, reported):
             changes.append(_about(command.command_id, CommandConverged))
     return changes
 
@@ -223,7 +234,7 @@ def _acknowledge(twin: Twin, request: AcknowledgeCommand) -> list[Change]:
     if command.status != "dispatched":
         return []
     changes = [_about(command.command_id, CommandAcknowledged)]
-    if DEVICE_TYPES[twin.device_type].converged(command.desired, twin.reported):
+    if _converged(DEVICE_TYPES[twin.device_type], command, twin.reported):
         changes.append(_about(command.command_id, CommandConverged))
     return changes
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import msgspec
 
+from hearth_shared.domain.admin import ADMIN_SETTINGS
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Twin
+from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Quarantine, Twin
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
@@ -16,7 +17,9 @@ from hearth_shared.events import (
     DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
+    DeviceQuarantined,
     DeviceRegistered,
+    DeviceReleased,
     DeviceWentOffline,
     Event,
     StateReported,
@@ -62,6 +65,10 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         if twin.credential_id == payload.credential_id:
             return {"credential_id": None, "revoked_credentials": revoked}
         return {"revoked_credentials": revoked}
+    if isinstance(event, DeviceQuarantined):
+        return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
+    if isinstance(event, DeviceReleased):
+        return {"quarantine": None}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
     if isinstance(payload, DesiredSetPayload):  # device.desired_set, thermostat.target_set, ...
@@ -104,4 +111,7 @@ def _setting(twin: Twin, payload: DesiredSetPayload, event: Event) -> str:
     """The setting a desired-state fact records: its payload says (older facts: their type does)."""
     setting = payload.setting
     kind = DEVICE_TYPES.get(twin.device_type)
-    return setting or (kind.setting_of(type(event)) if kind else "")
+    if setting:
+        return setting
+    admin_setting = next((name for name, fact in ADMIN_SETTINGS.items() if fact is type(event)), "")
+    return admin_setting or (kind.setting_of(type(event)) if kind else "")

@@ -30,6 +30,13 @@ class CommandState(msgspec.Struct, frozen=True, kw_only=True):
     requested_at: datetime
 
 
+class Quarantine(msgspec.Struct, frozen=True, kw_only=True):
+    """Why and since when an admin took the device out of service (hearth_shared.domain.admin)."""
+
+    reason: str
+    since: datetime
+
+
 class Twin(msgspec.Struct, frozen=True, kw_only=True):
     device_id: str
     home_id: str
@@ -52,6 +59,8 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     # The last few credentials revoked, so an issue request redelivered after a later rotation does not
     # bring its (revoked) credential back.
     revoked_credentials: tuple[uuid.UUID, ...] = ()
+    # Set by device.quarantined, cleared by device.released: it refuses every non-admin command meanwhile.
+    quarantine: Quarantine | None = None
 
     @property
     def delta(self) -> JSON:
@@ -86,4 +95,9 @@ def twin_view(twin: Twin) -> JSON:
         },
         "firmware_version": twin.reported.get("firmware_version"),
         "updated_at": twin.updated_at.isoformat(),
+        "quarantine": (
+            {"reason": twin.quarantine.reason, "since": twin.quarantine.since.isoformat()}
+            if twin.quarantine
+            else None
+        ),
     }

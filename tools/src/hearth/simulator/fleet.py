@@ -38,6 +38,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
+from hearth.simulator import firmware
+from hearth.simulator.devices.sim_thermostat import SimThermostat
+from hearth.simulator.firmware import DeviceFirmware, FirmwareOptions
 from hearth.simulator.models import SIM_MODELS, SimDevice
 from hearth_device import Command, DeviceConnection
 from hearth_shared.events import (
@@ -88,6 +91,9 @@ class FleetOptions:
     fault_rates: Mapping[str, float] = field(default_factory=dict)  # by name, as a model documents them
     seed: int = 0
     client_id: str = "hearth-simulator"  # the journal reader's Kafka client id
+    firmware: FirmwareOptions = field(
+        default_factory=FirmwareOptions
+    )  # installs, reboots and their failure modes (firmware.py)
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -108,6 +114,7 @@ class _Player:
     wake_at: float = 0.0  # its live entry in the heap (older entries are stale)
     silent_until: float = 0.0
     held: bytes | None = None  # a report held back, to be sent after the next one
+    firmware: DeviceFirmware = field(default_factory=lambda: DeviceFirmware(""))  # set in add_device
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,8 @@ class Fleet:
         model = self._new_model(device_id, device_type, now)
         # device_seq survives gateway restarts: it starts from the clock (ms), and only ever grows.
         player = _Player(device_id, state_topic(device_id), model, seq=int(now * 1000), last_step=now)
+        player.firmware = DeviceFirmware(self.options.firmware.initial_version)
+        player.model.firmware_version = player.firmware.version
         self.players[device_id] = player
         self._schedule(player, model.wake_at)
         self._poke.set()
@@ -169,6 +178,7 @@ class Fleet:
             self.add_device(event.device_id, event.payload.device_type, now)
         elif isinstance(event, StateReported) and (player := self.players.get(event.device_id)):
             player.model.restore(event.payload.reported)
+            player.firmware.restore(event.payload.reported)
             player.seq = max(player.seq, event.payload.device_seq)
 
     def on_command(self, command: Command, now: float) -> None:
@@ -180,7 +190,10 @@ class Fleet:
         if command.expires_at.timestamp() <= now:
             self.stats["commands_stale"] += 1
             return
-        ok, reason = player.model.apply_command(command.name, command.params, now)
+        if firmware.handles(command.name):
+            ok, reason = self._admin_command(player, command, now)
+        else:
+            ok, reason = player.model.apply_command(command.name, command.params, now)
         self._schedule(player, now)  # report the change right away
         self.stats["commands_ok" if ok else "commands_failed"] += 1
         options = self.options
@@ -191,6 +204,21 @@ class Fleet:
         ack = AckMessage(command_id=command.command_id, result="ok" if ok else "failed", reason=reason)
         self._acks.append((due, acks_topic(player.device_id), encode_message(ack)))
         self._poke.set()
+
+    def _admin_command(self, player: _Player, command: Command, now: float) -> tuple[bool, str]:
+        """``reboot`` / ``update_firmware``: the ack, then silence while it installs (firmware.py)."""
+        outcome = firmware.command(self.options.firmware, command.name, command.params)
+        was_drifting = player.firmware.drifting
+        firmware.apply(player.firmware, outcome)
+        player.model.firmware_version = player.firmware.version  # its telemetry says what it now runs
+        if isinstance(player.model, SimThermostat) and player.firmware.drifting != was_drifting:
+            drift = self.options.firmware.drift_c_per_h if outcome.drifts else 0.0
+            player.model.drift_c_per_s = drift / 3600.0
+        if outcome.silent_s:
+            player.silent_until = now + outcome.silent_s
+            player.held = None
+        self.stats[f"firmware_{'ok' if outcome.ok else outcome.reason}"] += 1
+        return outcome.ok, outcome.reason
 
     def tick(self, now: float) -> list[Record]:
         """Everything due by ``now``: acks, then every due device's report."""

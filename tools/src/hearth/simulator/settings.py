@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from hearth.simulator.firmware import FirmwareOptions
 from hearth.simulator.fleet import FleetOptions, MqttEndpoint
 from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
@@ -32,6 +33,13 @@ class SimulatorSettings(BaseSettings):
         default_factory=dict, description='Faults of other models by name, as JSON: {"bulb_failure": 0.1}'
     )
     seed: int = 0
+    firmware_version: str = Field("1.0.0", description="The firmware every simulated device starts on")
+    firmware_install_s: float = Field(2.0, ge=0, description="How long an install keeps a device silent")
+    firmware_drift_c_per_h: float = Field(40.0, description="How fast a `drifts` firmware's reading drifts")
+    firmware_faults: str = Field(
+        "",
+        description="Failure modes by firmware version: 6.6.6=bad_checksum,7.0.0=never_returns,8.0.0=drifts",
+    )
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536, description="The broker's platform listener")
     mqtt_username: str = Field("_hearth_simulator", description="The hub's broker account")
@@ -59,6 +67,12 @@ class SimulatorSettings(BaseSettings):
             jam_probability=self.jam_probability,
             fault_rates=dict(self.fault_rates),
             seed=self.seed,
+            firmware=FirmwareOptions(
+                initial_version=self.firmware_version,
+                install_s=self.firmware_install_s,
+                drift_c_per_h=self.firmware_drift_c_per_h,
+                faults=FirmwareOptions.parse_faults(self.firmware_faults),
+            ),
         )
 
     def mqtt(self) -> MqttEndpoint:

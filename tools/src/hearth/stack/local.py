@@ -168,7 +168,8 @@ class Services:
         """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
         and the device gateway (for tests whose devices talk to the inbox directly)."""
         mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api", "automations"]
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+        names += ["automations", "campaigns"]
         return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
@@ -185,9 +186,10 @@ class Services:
             ),
             "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
             "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
-            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 120.0),
+            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 180.0),
             "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
             "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
+            "campaigns": (["hearth_campaigns"], log_says(log, "campaign driver: ready"), "", 90.0),
             "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
             "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
@@ -343,6 +345,7 @@ class LocalStack:
             "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
             "command-api": brokers,
             "automations": brokers,  # schedules: the home journal in, commands to the inbox
+            "campaigns": brokers,  # the firmware campaign driver (hearth_campaigns)
             "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
             "analytics": brokers,
             "archive": brokers,

@@ -1,0 +1,1 @@
+"""The firmware campaign driver (see driver.py)."""

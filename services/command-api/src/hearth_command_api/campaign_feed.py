@@ -1,0 +1,145 @@
+"""The command API's view of the firmware campaigns: the campaigns topic folded (the same
+``evolve_campaign`` the driver uses), and a campaign as ``GET /v1/campaigns/{id}`` shows it.
+
+Read from the first offset at start, then followed; the driver is the topic's one writer, so the view is
+the driver's state a moment later. A record it cannot read is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegistered, decode_campaign_fact
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
+from hearth_shared.domain.campaign_gates import wave_sizes
+from hearth_shared.events import MalformedRecord
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class CampaignFeed:
+    def __init__(self, bootstrap_servers: str, topics: Topics) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topics.campaigns
+        self.campaigns: dict[str, Campaign] = {}
+        self.catalog: FirmwareCatalog = {}
+        self.changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        consumer = self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False
+        )
+        await consumer.start()
+        partitions = await topic_partitions(consumer, self.topic)
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        self._task = asyncio.create_task(self._run(consumer), name="campaign-feed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            by_campaign: dict[str, list[CampaignFact]] = {}
+            for records in batches.values():
+                for record in records:
+                    try:
+                        fact = decode_campaign_fact(record.value)
+                    except MalformedRecord as bad:
+                        log.warning("skipping campaign fact at offset %d: %s", record.offset, bad)
+                        continue
+                    if isinstance(fact, FirmwareRegistered):
+                        register_firmware(self.catalog, fact)
+                    else:
+                        by_campaign.setdefault(fact.campaign_id, []).append(fact)
+            for campaign_id, facts in by_campaign.items():  # one fold per campaign and batch (fold_campaign)
+                folded = fold_campaign(self.campaigns.get(campaign_id), facts)
+                if folded is not None:
+                    self.campaigns[campaign_id] = folded
+            if batches:
+                async with self.changed:
+                    self.changed.notify_all()
+
+    async def wait_for(self, campaign_id: str, timeout_s: float) -> Campaign | None:
+        """The campaign, waiting up to ``timeout_s`` for it to appear (just requested)."""
+        async with self.changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.changed.wait_for(lambda: campaign_id in self.campaigns), timeout_s
+                )
+        return self.campaigns.get(campaign_id)
+
+
+def campaign_view(campaign: Campaign, *, devices: bool = True) -> dict[str, Any]:
+    """A campaign as the API shows it: status, per wave, per device."""
+    sizes = wave_sizes(len(campaign.order), campaign.waves)
+    waves, start = [], 0
+    for i, (percent, size) in enumerate(zip(campaign.waves, sizes, strict=True)):
+        ids = campaign.order[start : start + size]
+        start += size
+        if i < len(campaign.waves_passed):
+            state = "passed"
+        elif i == campaign.wave:
+            state = "aborted" if campaign.status == "aborted" else "running"
+        else:
+            state = "queued"
+        counts = Counter(campaign.jobs[d].state for d in ids)
+        waves.append(
+            {
+                "wave": i,
+                "percent": percent,
+                "size": size,
+                "state": state,
+                "jobs": {s: counts[s] for s in JOB_STATES if counts[s]},
+                "health": campaign.waves_passed[i] if i < len(campaign.waves_passed) else None,
+            }
+        )
+    totals = Counter(job.state for job in campaign.jobs.values())
+    view: dict[str, Any] = {
+        "campaign_id": campaign.campaign_id,
+        "status": campaign.status,
+        "device_type": campaign.firmware.device_type,
+        "version": campaign.firmware.version,
+        "url": campaign.firmware.url,
+        "sha256": campaign.firmware.sha256,
+        "soak_s": campaign.soak_s,
+        "job_timeout_s": campaign.job_timeout_s,
+        "current_wave": campaign.wave,
+        "started_at": campaign.started_at.isoformat(),
+        "ended_at": campaign.ended_at.isoformat() if campaign.ended_at else None,
+        "jobs": {s: totals[s] for s in JOB_STATES if totals[s]},
+        "waves": waves,
+        "abort": (
+            {"reason": campaign.abort_reason, "health": campaign.abort_health}
+            if campaign.status == "aborted"
+            else None
+        ),
+    }
+    if devices:
+        view["devices"] = {
+            job.device_id: {
+                "state": job.state,
+                "wave": job.wave,
+                "reason": job.reason,
+                "previous_version": job.previous_version,
+                "rollback_to": job.rollback_to,
+            }
+            for job in campaign.jobs.values()
+        }
+    return view

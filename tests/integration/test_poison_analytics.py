@@ -62,7 +62,7 @@ def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
 @pytest.mark.timeout(600)
 def test_the_finite_rebuild_of_a_payload_grows_with_its_fields_not_beyond(spark: Any) -> None:
     """Each device type adds columns to the parsed payload; the expression that reads non-finite numbers
-    as null must grow linearly with them (a per-number ``withField`` chain grew threefold per number and
+    as null must grow linearly with them (a per-number ``withField`` chain grew about tenfold per number and
     ran Spark's code generator out of heap at seven)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType

@@ -57,3 +57,30 @@ def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
     assert ambient == [(False, 20.5)] + [(True, None)] * 4  # NaN, Infinity, 1e999 and "hot" read as null
     [stats] = reading_stats(facts).where("metric = 'ambient_c'").collect()
     assert (stats["n"], stats["mean"]) == (1, 20.5)
+
+
+@pytest.mark.timeout(600)
+def test_the_finite_rebuild_of_a_payload_grows_with_its_fields_not_beyond(spark: Any) -> None:
+    """Each device type adds columns to the parsed payload; the expression that reads non-finite numbers
+    as null must grow linearly with them (a per-number ``withField`` chain grew about tenfold per number and
+    ran Spark's code generator out of heap at seven)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    from hearth_analytics.schema import finite_struct
+
+    def plan_size(doubles: int) -> int:
+        reported = StructType([StructField(f"m{i}", DoubleType()) for i in range(doubles)])
+        schema = StructType([StructField("reported", reported), StructField("value", DoubleType())])
+        raw = spark.createDataFrame([('{"reported": {"m0": 1e999, "m1": 2.5}, "value": 1}',)], "v string")
+        fact = raw.select(F.from_json("v", schema).alias("f"))  # as parse_journal reads it: a column
+        parsed = fact.select(finite_struct(F.col("f"), schema).alias("p"))
+        if doubles == 4:
+            assert parsed.select("p.reported.m0", "p.reported.m1", "p.value").first() == (None, 2.5, 1.0)
+        return len(parsed._jdf.queryExecution().optimizedPlan().toString())
+
+    # Half as many numbers again: linear growth is 1.3 times the plan (1,070 -> 1,431 characters), a
+    # quadratic one 2.25 times; the withField chain was 120 times (25 KB -> 3 MB). Six numbers, not more,
+    # so a regression fails here rather than running the shared session out of heap.
+    small, large = plan_size(4), plan_size(6)
+    assert large < 2 * small, (small, large)

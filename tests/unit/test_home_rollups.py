@@ -93,10 +93,10 @@ def test_heating_time_is_split_over_the_windows_it_overlaps_and_summed_for_the_h
     out = figures(
         rollups().process(
             [
-                reading("th-1", 0.5, 1, hvac_action="heating"),
-                reading("th-1", 2.0, 2, hvac_action="idle"),
-                reading("th-2", 1.0, 1, hvac_action="cooling"),
-                reading("th-2", 1.5, 2, hvac_action="off"),
+                reading("th-1", 0.5, 1, states={"hvac_action": "heating"}),
+                reading("th-1", 2.0, 2, states={"hvac_action": "idle"}),
+                reading("th-2", 1.0, 1, states={"hvac_action": "cooling"}),
+                reading("th-2", 1.5, 2, states={"hvac_action": "off"}),
             ],
             watermark_us=us(0),
         )
@@ -111,29 +111,29 @@ def test_heating_time_is_split_over_the_windows_it_overlaps_and_summed_for_the_h
 
 def test_an_open_heating_interval_is_credited_up_to_the_watermark_once() -> None:
     home = rollups()
-    home.process([reading("th-1", 0.0, 1, hvac_action="heating")], watermark_us=us(0))
+    home.process([reading("th-1", 0.0, 1, states={"hvac_action": "heating"})], watermark_us=us(0))
     first = figures(home.process([reading("th-2", 3.0, 1, metrics={"ambient_c": 20.0})], us(2.5)))
     assert first["device:th-1:15m:2026-11-22T10:00:00Z"]["heating_minutes"] == 2.5
-    second = figures(home.process([reading("th-1", 4.0, 2, hvac_action="idle")], us(3.0)))
+    second = figures(home.process([reading("th-1", 4.0, 2, states={"hvac_action": "idle"})], us(3.0)))
     assert second["device:th-1:15m:2026-11-22T10:00:00Z"]["heating_minutes"] == 4.0  # not 2.5 twice
 
 
 def test_an_older_on_time_change_is_counted_but_does_not_move_the_hvac_state() -> None:
     home = rollups()
-    home.process([reading("th-1", 5.0, 2, hvac_action="heating")], watermark_us=us(0))
-    out = figures(home.process([reading("th-1", 4.0, 1, hvac_action="idle")], watermark_us=us(0)))
+    home.process([reading("th-1", 5.0, 2, states={"hvac_action": "heating"})], watermark_us=us(0))
+    out = figures(home.process([reading("th-1", 4.0, 1, states={"hvac_action": "idle"})], watermark_us=us(0)))
     assert out["device:th-1:1m:2026-11-22T10:04:00Z"]["readings"] == 1
-    assert home.state["hvac"]["th-1"] == ["heating", us(5.0)]
+    assert home.state["since"]["hvac_action"]["th-1"] == ["heating", us(5.0)]
 
 
 def test_lock_operations_and_jams() -> None:
     out = figures(
         rollups().process(
             [
-                reading("lk-1", 0.1, 1, lock_state="locked"),
-                reading("lk-1", 0.2, 2, lock_state="unlocked"),
-                reading("lk-1", 0.3, 3, lock_state="locked"),
-                reading("lk-1", 0.4, 4, lock_state="jammed"),
+                reading("lk-1", 0.1, 1, states={"lock_state": "locked"}),
+                reading("lk-1", 0.2, 2, states={"lock_state": "unlocked"}),
+                reading("lk-1", 0.3, 3, states={"lock_state": "locked"}),
+                reading("lk-1", 0.4, 4, states={"lock_state": "jammed"}),
             ],
             watermark_us=us(0),
         )
@@ -144,9 +144,9 @@ def test_lock_operations_and_jams() -> None:
 
 def test_the_state_survives_a_json_round_trip_like_sparks_state_store() -> None:
     batches = [
-        ([reading("th-1", 0.5, 1, metrics={"ambient_c": 20.0}, hvac_action="heating")], us(0)),
+        ([reading("th-1", 0.5, 1, metrics={"ambient_c": 20.0}, states={"hvac_action": "heating"})], us(0)),
         ([reading("th-1", 1.5, 2, metrics={"ambient_c": 22.0})], us(0.75)),
-        ([reading("th-1", 2.5, 3, hvac_action="idle"), reading("th-1", 0.2, 9)], us(1.6)),
+        ([reading("th-1", 2.5, 3, states={"hvac_action": "idle"}), reading("th-1", 0.2, 9)], us(1.6)),
     ]
     kept = rollups()
     restored_state: dict[str, Any] | None = None
@@ -170,3 +170,31 @@ def test_windows_past_their_retention_leave_the_state() -> None:
 def test_clean_metrics_keeps_only_what_the_report_carried() -> None:
     row = {"ambient_c": 20, "humidity_pct": float("nan"), "battery_pct": None, "other": 1.0}
     assert clean_metrics(row) == {"ambient_c": 20.0}
+
+
+def test_a_lights_on_minutes_and_brightness_come_from_its_type() -> None:
+    out = figures(
+        rollups().process(
+            [
+                reading("li-1", 0.5, 1, metrics={"brightness_pct": 80.0}, states={"power": "on"}),
+                reading("li-1", 2.0, 2, metrics={"brightness_pct": 40.0}, states={"power": "off"}),
+            ],
+            watermark_us=us(0),
+        )
+    )
+    window = out["device:li-1:15m:2026-11-22T10:00:00Z"]
+    assert window["on_minutes"] == 1.5
+    assert window["metrics"]["brightness_pct"] == {"count": 2, "mean": 60.0, "min": 40.0, "max": 80.0}
+    assert window["heating_minutes"] == 0 and window["lock_operations"] == 0  # every figure, one format
+
+
+def test_a_state_checkpointed_before_the_types_declared_the_figures_is_read_by_name() -> None:
+    old_window = [2, 1, 0, 30 * 1_000_000, 0, 1, 2, 0, {"ambient_c": [2, 41.0, 20.0, 21.0]}]
+    old = {"w": {f"device|1m|{us(0)}|th-1": old_window}, "hvac": {"th-1": ["heating", us(0.5)]}}
+    home = HomeRollups(HOME, old, retention_us=RETENTION_US)
+    out = figures(home.process([reading("th-1", 0.75, 3, states={"hvac_action": "idle"})], us(0)))
+    window = out["device:th-1:1m:2026-11-22T10:00:00Z"]
+    assert window["heating_minutes"] == 0.75  # 30 s checkpointed + 10:00:30 to 10:00:45
+    assert (window["locks"], window["unlocks"], window["lock_operations"]) == (1, 2, 3)
+    assert (window["readings"], window["late_events"]) == (3, 1)
+    assert window["metrics"]["ambient_c"]["count"] == 2

@@ -42,7 +42,9 @@ from rich.table import Table
 
 from hearth_analytics import charts
 from hearth_analytics.daily_figures import (
-    KEYS,
+    KEYS as KEYS,  # the report's row keys, also for its readers (test_archive_history)
+)
+from hearth_analytics.daily_figures import (
     MINUTES_NAMES,
     TELEMETRY_SUMS,
     home_metrics,

@@ -29,6 +29,7 @@ from tests.known_history import DAY1, DAY2, Journal, at, known_history
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+
 def row(frame: pd.DataFrame, day: datetime, **keys: str) -> dict[str, Any]:
     match = frame[(pd.to_datetime(frame["day"]) == pd.Timestamp(day.date()))]
     for name, value in keys.items():
@@ -112,7 +113,7 @@ async def test_daily_report_figures_are_exact_for_a_known_history(
     })  # fmt: skip
 
     names = sorted(p.name for p in report.charts)
-    assert names == sorted(["hvac.png", "temperature.png", "locks.png", "commands.png", "anomalies.png",
+    assert names == sorted(["state_time.png", "temperature.png", "locks.png", "commands.png", "anomalies.png",
                             "top_homes.png", "overview.png"])  # fmt: skip
     for chart in report.charts:
         data = chart.read_bytes()
@@ -123,6 +124,45 @@ async def test_daily_report_figures_are_exact_for_a_known_history(
     text = console.export_text()
     assert "2026-11-20 to 2026-11-21" in text and "h1" in text and "h2" in text
     assert "40%" in text  # h1: 2 converged of 5 decided commands
+
+
+async def test_a_lights_figures_come_from_its_type_in_the_report_and_its_charts(
+    spark: Any, stack: StackSettings, tmp_path: Path
+) -> None:
+    """The report derives its figures from the device types, as the stream does: a light's on_minutes,
+    on_cycles and brightness appear with no edit in the report (h3's figures worked out by hand)."""
+    j = Journal()
+    j.register("li1", "h3", "light")
+    # li1: on 23:00 -> 00:15 (60 min on day 1, 15 on day 2), on again 06:00 -> its last reading 06:30.
+    j.report("li1", "h3", at(DAY1, 22), power="off", brightness_pct=0)
+    j.report("li1", "h3", at(DAY1, 23), power="on", brightness_pct=80)
+    j.report("li1", "h3", at(DAY1, 23, 30), brightness_pct=60)
+    j.report("li1", "h3", at(DAY2, 0, 15), power="off")
+    j.report("li1", "h3", at(DAY2, 6), power="on", brightness_pct=100)
+    j.report("li1", "h3", at(DAY2, 6, 30), brightness_pct=50)
+    await produce_facts(stack, j.facts)
+    settings = AnalyticsSettings(stack=stack, output_dir=tmp_path / "report", checkpoint_dir=tmp_path / "ck")
+
+    report = build_report(spark, settings)
+
+    devices = pd.read_parquet(report.devices_path)
+    check(row(devices, DAY1, device_id="li1"), {
+        "device_type": "light", "readings": 3, "on_minutes": 60.0, "on_cycles": 1, "heating_minutes": 0.0,
+        "brightness_pct_mean": 140.0 / 3, "brightness_pct_min": 0.0, "brightness_pct_max": 80.0,
+        "brightness_pct_count": 3, "locks": 0,
+    })  # fmt: skip
+    check(row(devices, DAY2, device_id="li1"), {
+        "readings": 3, "on_minutes": 45.0, "on_cycles": 1, "brightness_pct_mean": 75.0,
+    })  # fmt: skip
+    check(row(report.homes, DAY2, home_id="h3"), {
+        "devices": 1, "on_minutes": 45.0, "on_cycles": 1, "brightness_pct_mean": 75.0,
+        "brightness_pct_max": 100.0,
+    })  # fmt: skip
+    console = Console(record=True, width=160)
+    print_summary(report, console)
+    text = console.export_text()
+    assert "on h" in text and "1.8" in text  # 105 minutes on, in hours
+    assert any(p.name == "state_time.png" for p in report.charts)
 
 
 async def test_full_retrain_publishes_a_new_model_version_that_decodes(

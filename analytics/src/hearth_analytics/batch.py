@@ -7,23 +7,18 @@ Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 * ``daily_homes.parquet``: the same summed per (day, home);
 
 (Parquet datasets written by Spark: a directory each, one part file; ``pandas.read_parquet`` reads them);
-* ``charts/*.png``: heating/cooling, temperature, lock use, commands and anomalies per day, and
-  ``overview.png`` with all four;
+* ``charts/*.png``: time in a state (heating, cooling, lights on...), temperature, lock use, commands and
+  anomalies per day, the homes with the most, and ``overview.png`` with all six;
 
 and prints a summary per home. Days are UTC dates of event time (the device's clock for readings and
 anomalies, ``occurred_at`` for other facts).
 
 Figures (device rows; home rows are sums, with means weighted by their counts):
 
-* ``readings``: ``device.state_reported`` facts; ``<metric>_mean/_min/_max/_count`` over the readings that
-  carried the metric (ambient_c, humidity_pct; battery_pct: min and count).
-* Energy proxies: ``heating_minutes`` / ``cooling_minutes``: a device heats from a reading reporting
-  ``hvac_action=heating`` until its next reading reporting ``hvac_action`` (any value), or, for its last
-  such interval, until its last reading in the journal; intervals are split at midnight.
-  ``heating_cycles`` / ``cooling_cycles``: intervals that start that day. Ties in event time are ordered by
-  journal version.
-* Lock use: ``locks`` / ``unlocks`` / ``jams``: readings reporting lock_state locked / unlocked /
-  jammed; ``door_opens``: readings reporting door=open.
+* Telemetry, as the device types declare it (``hearth_analytics.daily_figures``): ``readings``, every
+  rolled-up metric's ``_mean/_min/_max/_count``, every minutes-in-a-state figure with its ``_cycles``
+  (``heating_minutes``, ``cooling_minutes``, a light's ``on_minutes``...), every state count (``locks``,
+  ``unlocks``, ``jams``...) and ``door_opens``.
 * ``anomalies``: ``anomaly.detected`` facts.
 * Commands, on the day of their ``command.requested`` fact, by their terminal fact (the first one, by
   version): ``commands``, ``commands_converged`` / ``_failed`` / ``_rejected`` / ``_expired`` /
@@ -46,6 +41,15 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth_analytics import charts
+from hearth_analytics.daily_figures import (
+    KEYS,
+    MINUTES_NAMES,
+    TELEMETRY_SUMS,
+    home_metrics,
+    join_by_keys,
+    minutes_by_day,
+    telemetry_by_day,
+)
 from hearth_analytics.history import read_history
 from hearth_analytics.schema import (
     ANOMALY_DETECTED,
@@ -60,14 +64,10 @@ from hearth_analytics.spark import build_session
 
 log = logging.getLogger(__name__)
 
-KEYS = ["day", "home_id", "device_id"]
 OUTCOMES = ("converged", "failed", "rejected", "expired", "superseded")
 DECIDED = ("converged", "failed", "rejected", "expired")
 COUNT_COLUMNS = [
-    "readings", "ambient_c_count", "humidity_pct_count", "battery_pct_count",
-    "heating_minutes", "cooling_minutes", "heating_cycles", "cooling_cycles",
-    "locks", "unlocks", "jams", "door_opens", "anomalies",
-    "commands", *(f"commands_{o}" for o in OUTCOMES), "commands_open",
+    *TELEMETRY_SUMS, "anomalies", "commands", *(f"commands_{o}" for o in OUTCOMES), "commands_open",
 ]  # fmt: skip
 
 
@@ -79,69 +79,6 @@ class BatchReport:
     charts: list[Path]
     facts: int  # journal facts read
     device_days: int  # rows of daily_devices.parquet
-
-
-def _telemetry(r: DataFrame) -> DataFrame:
-    def count_if(cond: Column, name: str) -> Column:
-        return F.sum(F.when(cond, 1).otherwise(0)).alias(name)
-
-    return r.groupBy(F.to_date("event_time").alias("day"), "home_id", "device_id").agg(
-        F.count("*").alias("readings"),
-        F.avg("ambient_c").alias("ambient_c_mean"),
-        F.min("ambient_c").alias("ambient_c_min"),
-        F.max("ambient_c").alias("ambient_c_max"),
-        F.count("ambient_c").alias("ambient_c_count"),
-        F.avg("humidity_pct").alias("humidity_pct_mean"),
-        F.min("humidity_pct").alias("humidity_pct_min"),
-        F.max("humidity_pct").alias("humidity_pct_max"),
-        F.count("humidity_pct").alias("humidity_pct_count"),
-        F.min("battery_pct").alias("battery_pct_min"),
-        F.count("battery_pct").alias("battery_pct_count"),
-        count_if(F.col("lock_state") == "locked", "locks"),
-        count_if(F.col("lock_state") == "unlocked", "unlocks"),
-        count_if(F.col("lock_state") == "jammed", "jams"),
-        count_if(F.col("door") == "open", "door_opens"),
-    )
-
-
-def _hvac(r: DataFrame) -> DataFrame:
-    """Heating/cooling minutes and cycles per device and day (intervals split at midnight)."""
-    last_seen = r.groupBy("device_id").agg(F.max("event_time").alias("last_seen"))
-    order = Window.partitionBy("device_id").orderBy("start", "version")
-    intervals = (
-        r.where(F.col("hvac_action").isNotNull())
-        .select("home_id", "device_id", "version", "hvac_action", F.col("event_time").alias("start"))
-        .withColumn("until", F.lead("start").over(order))
-        .join(last_seen, "device_id")
-        .withColumn("until", F.coalesce("until", "last_seen"))
-        .where(F.col("hvac_action").isin("heating", "cooling") & (F.col("until") > F.col("start")))
-    )
-    day_start = F.col("day").cast("timestamp")
-    next_day = F.date_add("day", 1).cast("timestamp")
-    pieces = intervals.withColumn(
-        "day",
-        F.explode(
-            F.sequence(F.to_date("start"), F.to_date(F.col("until") - F.expr("INTERVAL 1 MICROSECOND")))
-        ),
-    ).withColumn(
-        "minutes",
-        (F.unix_micros(F.least("until", next_day)) - F.unix_micros(F.greatest("start", day_start))) / 60e6,
-    )
-    starts_today = F.to_date("start") == F.col("day")
-    return pieces.groupBy("day", "home_id", "device_id").agg(
-        F.sum(F.when(F.col("hvac_action") == "heating", F.col("minutes")).otherwise(0.0)).alias(
-            "heating_minutes"
-        ),
-        F.sum(F.when(F.col("hvac_action") == "cooling", F.col("minutes")).otherwise(0.0)).alias(
-            "cooling_minutes"
-        ),
-        F.sum(F.when(starts_today & (F.col("hvac_action") == "heating"), 1).otherwise(0)).alias(
-            "heating_cycles"
-        ),
-        F.sum(F.when(starts_today & (F.col("hvac_action") == "cooling"), 1).otherwise(0)).alias(
-            "cooling_cycles"
-        ),
-    )
 
 
 def _anomalies(facts: DataFrame) -> DataFrame:
@@ -188,10 +125,7 @@ def _success_rate() -> Column:
 def daily_devices(facts: DataFrame) -> DataFrame:
     """One row per (day, home, device) with any fact that day."""
     r = readings(facts)
-    parts = [_telemetry(r), _hvac(r), _anomalies(facts), _commands(facts)]
-    report = parts[0]
-    for part in parts[1:]:
-        report = report.join(part, KEYS, "full_outer")
+    report = join_by_keys([telemetry_by_day(r), *minutes_by_day(r), _anomalies(facts), _commands(facts)])
     types = (
         facts.where(F.col("type") == DEVICE_REGISTERED)
         .groupBy("device_id")
@@ -209,21 +143,12 @@ def daily_devices(facts: DataFrame) -> DataFrame:
 
 def daily_homes(devices: DataFrame) -> DataFrame:
     """Per (day, home): sums, means weighted by their counts, extremes, the success rate of the sums."""
-    weighted = [
-        F.try_divide(F.sum(F.col(f"{m}_mean") * F.col(f"{m}_count")), F.sum(f"{m}_count")).alias(f"{m}_mean")
-        for m in ("ambient_c", "humidity_pct")
-    ]
-    extremes = [F.min("ambient_c_min").alias("ambient_c_min"), F.max("ambient_c_max").alias("ambient_c_max"),
-                F.min("humidity_pct_min").alias("humidity_pct_min"),
-                F.max("humidity_pct_max").alias("humidity_pct_max"),
-                F.min("battery_pct_min").alias("battery_pct_min")]  # fmt: skip
     return (
         devices.groupBy("day", "home_id")
         .agg(
             F.count_distinct("device_id").alias("devices"),
             *(F.sum(c).alias(c) for c in COUNT_COLUMNS),
-            *weighted,
-            *extremes,
+            *home_metrics(),
         )
         .withColumn("command_success_rate", _success_rate())
     )
@@ -263,8 +188,7 @@ def print_summary(report: BatchReport, console: Console | None = None, limit: in
         days=("day", "nunique"),
         devices=("devices", "max"),
         readings=("readings", "sum"),
-        heating=("heating_minutes", "sum"),
-        cooling=("cooling_minutes", "sum"),
+        **{m: (m, "sum") for m in MINUTES_NAMES},
         locks=("locks", "sum"),
         unlocks=("unlocks", "sum"),
         jams=("jams", "sum"),
@@ -284,12 +208,14 @@ def print_summary(report: BatchReport, console: Console | None = None, limit: in
         collapse_padding=True,
     )
     table.add_column("home", overflow="fold", min_width=min(12, max(4, per_home.index.str.len().max())))
-    for name in ("days", "devs", "readings", "heat h", "cool h", "lk/unlk", "jams", "anom.", "cmds (ok)"):
+    hours = [f"{m.removesuffix('_minutes')} h" for m in MINUTES_NAMES]  # heating h, on h...
+    for name in ("days", "devs", "readings", *hours, "lk/unlk", "jams", "anom.", "cmds (ok)"):
         table.add_column(name, justify="right", no_wrap=True)
     for r in per_home.head(limit).itertuples():
         table.add_row(
-            str(r.Index), f"{r.days:d}", f"{r.devices:d}", f"{r.readings:,d}", f"{r.heating / 60:,.1f}",
-            f"{r.cooling / 60:,.1f}", f"{r.locks:d}/{r.unlocks:d}", f"{r.jams:d}", f"{r.anomalies:d}",
+            str(r.Index), f"{r.days:d}", f"{r.devices:d}", f"{r.readings:,d}",
+            *(f"{getattr(r, m) / 60:,.1f}" for m in MINUTES_NAMES),
+            f"{r.locks:d}/{r.unlocks:d}", f"{r.jams:d}", f"{r.anomalies:d}",
             f"{r.commands:d}" + ("" if pd.isna(r.success) else f" ({r.success:.0%})"),
         )  # fmt: skip
     if len(per_home) > limit:

@@ -1,8 +1,9 @@
 """PNG charts of the daily report (matplotlib, Agg backend: no display needed).
 
-One chart per question a person asks of the fleet, per day: how long did we heat and cool, how warm
-was it, how were the locks used, did commands work, what looked odd, and which homes use the most.
-``overview.png`` puts all six on one page.
+One chart per question a person asks of the fleet, per day: how long were devices in a state (heating,
+cooling, a light on: every minutes figure the device types declare, ``hearth_analytics.daily_figures``),
+how warm was it, how were the locks used, did commands work, what looked odd, and which homes spend the
+most time in those states. ``overview.png`` puts all six on one page.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import PercentFormatter
 
+from hearth_analytics.daily_figures import MINUTES_NAMES, TELEMETRY_SUMS
+
 HEAT, COOL = "#e4572e", "#2e86de"
 OUTCOME_COLOURS = {
     "converged": "#3bb273",
@@ -30,11 +33,24 @@ OUTCOME_COLOURS = {
     "superseded": "#c9c9c9",
     "open": "#ededed",
 }
+# Colours of the minutes figures the charts know; a new type's figures take the next of STATE_PALETTE.
+STATE_COLOURS = {"heating_minutes": HEAT, "cooling_minutes": COOL, "on_minutes": "#f6c445"}
+STATE_PALETTE = ("#3bb273", "#7b2cbf", "#8d99ae", "#2d3047", "#93b7be")
 SUMS = [
-    "readings", "heating_minutes", "cooling_minutes", "locks", "unlocks", "jams", "door_opens", "anomalies",
-    "commands", "commands_converged", "commands_failed", "commands_rejected", "commands_expired",
-    "commands_superseded", "commands_open", "ambient_c_count", "humidity_pct_count",
+    *TELEMETRY_SUMS, "anomalies", "commands", "commands_converged", "commands_failed", "commands_rejected",
+    "commands_expired", "commands_superseded", "commands_open",
 ]  # fmt: skip
+
+
+def state_colours() -> dict[str, str]:
+    """A colour for every minutes figure, in the types' order."""
+    spare = iter(STATE_PALETTE * (1 + len(MINUTES_NAMES) // len(STATE_PALETTE)))
+    return {m: STATE_COLOURS.get(m) or next(spare) for m in MINUTES_NAMES}
+
+
+def state_label(minutes_name: str) -> str:
+    """``heating_minutes`` -> ``heating``, ``on_minutes`` -> ``on``."""
+    return minutes_name.removesuffix("_minutes").replace("_", " ")
 
 
 def per_day(homes: pd.DataFrame) -> pd.DataFrame:
@@ -69,13 +85,15 @@ def _dates(ax: Axes, days: pd.DatetimeIndex) -> None:
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def draw_hvac(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
-    heat, cool = daily["heating_minutes"] / 60, daily["cooling_minutes"] / 60
-    ax.bar(daily.index, heat, width=0.8, color=HEAT, label="heating")
-    ax.bar(daily.index, cool, width=0.8, bottom=heat, color=COOL, label="cooling")
-    ax.set_title(
-        f"Heating and cooling (device-hours): {heat.sum():,.1f} h heating, {cool.sum():,.1f} h cooling"
-    )
+def draw_state_time(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    bottom = pd.Series(0.0, index=daily.index)
+    totals = []
+    for name, colour in state_colours().items():
+        hours = daily[name] / 60
+        ax.bar(daily.index, hours, width=0.8, bottom=bottom, color=colour, label=state_label(name))
+        bottom = bottom + hours
+        totals.append(f"{hours.sum():,.1f} h {state_label(name)}")
+    ax.set_title("Time in a state (device-hours): " + ", ".join(totals))
     ax.set_ylabel("hours")
     ax.legend(frameon=False)
     _dates(ax, daily.index)
@@ -131,7 +149,8 @@ def draw_commands(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
                  + ("no decided ones" if pd.isna(overall) else f"{overall:.0%} succeeded"))  # fmt: skip
     ax.set_ylabel("commands")
     ax.set_ylim(0, max(float(bottom.max()), 1.0) * 1.3)  # headroom for the legend, in one row on top
-    ax.legend(frameon=False, loc="upper left", fontsize="small", ncols=6)
+    if ax.get_legend_handles_labels()[0]:  # a day range with no commands has no bars
+        ax.legend(frameon=False, loc="upper left", fontsize="small", ncols=6)
     _dates(ax, daily.index)
 
 
@@ -150,19 +169,20 @@ def draw_anomalies(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
 
 
 def draw_top_homes(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame, top: int = 10) -> None:
-    totals = homes.groupby("home_id")[["heating_minutes", "cooling_minutes"]].sum() / 60
+    totals = homes.groupby("home_id")[list(MINUTES_NAMES)].sum() / 60
     totals = totals.assign(total=totals.sum(axis=1)).sort_values("total").tail(top)
-    ax.barh(totals.index.astype(str), totals["heating_minutes"], color=HEAT, label="heating")
-    ax.barh(totals.index.astype(str), totals["cooling_minutes"], left=totals["heating_minutes"], color=COOL,
-            label="cooling")  # fmt: skip
-    ax.set_title(f"Homes with the most heating and cooling (top {min(top, len(totals))})")
+    left = pd.Series(0.0, index=totals.index)
+    for name, colour in state_colours().items():
+        ax.barh(totals.index.astype(str), totals[name], left=left, color=colour, label=state_label(name))
+        left = left + totals[name]
+    ax.set_title(f"Homes with the most device-hours in a state (top {min(top, len(totals))})")
     ax.set_xlabel("device-hours")
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(frameon=True, framealpha=0.9, loc="lower right")
 
 
 CHARTS: dict[str, Callable[[Axes, pd.DataFrame, pd.DataFrame], None]] = {
-    "hvac": draw_hvac,
+    "state_time": draw_state_time,
     "temperature": draw_temperature,
     "locks": draw_locks,
     "commands": draw_commands,

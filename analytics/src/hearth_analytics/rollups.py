@@ -58,15 +58,15 @@ from typing import Any
 
 import msgspec
 
-from hearth_shared.domain.registry import DEVICE_TYPES, rollup_metrics
+from hearth_shared.domain.registry import rollup_metrics, state_counts, state_minutes
 
 SCHEMA_VERSION = 1
 MINUTE_US = 60_000_000
 WINDOWS: tuple[tuple[str, int], ...] = (("1m", MINUTE_US), ("15m", 15 * MINUTE_US))
 _LENGTH = dict(WINDOWS)
 METRICS = rollup_metrics()
-MINUTES = tuple(m for kind in DEVICE_TYPES.values() for m in kind.minutes)
-COUNTS = tuple(c for kind in DEVICE_TYPES.values() for c in kind.counts)
+MINUTES = state_minutes()
+COUNTS = state_counts()
 # The text keys a Reading carries (those minutes and counts are figured from).
 STATE_KEYS = tuple(dict.fromkeys([*(m.key for m in MINUTES), *(c.key for c in COUNTS)]))
 _MINUTE_KEYS = frozenset(m.key for m in MINUTES)

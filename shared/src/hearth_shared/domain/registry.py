@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 
-from hearth_shared.domain.device_type import CommandInvalid, DeviceType
+from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateMinutes
 from hearth_shared.events import JSON
 
 # One line per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>.
@@ -60,6 +60,16 @@ def commands_description() -> str:
 def rollup_metrics() -> tuple[str, ...]:
     """The numeric telemetry keys the analytics roll up, over every type (each once)."""
     return tuple(dict.fromkeys(k.name for t in DEVICE_TYPES.values() for k in t.state if k.rollup))
+
+
+def state_minutes() -> tuple[StateMinutes, ...]:
+    """The minutes-in-a-state figures the analytics roll up, over every type, in the types' order."""
+    return tuple(m for t in DEVICE_TYPES.values() for m in t.minutes)
+
+
+def state_counts() -> tuple[StateCount, ...]:
+    """The state-count figures the analytics roll up, over every type, in the types' order."""
+    return tuple(c for t in DEVICE_TYPES.values() for c in t.counts)
 
 
 def scored_metrics(device_type: str) -> tuple[str, ...]:

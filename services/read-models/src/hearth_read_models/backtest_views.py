@@ -96,7 +96,7 @@ async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime
 @router.post(
     "/automations/{automation_id}/backtest",
     summary="How often the automation would have fired over a stretch of the journal (acts on nothing)",
-    responses=error_responses(401, 404, 413),
+    responses=error_responses(400, 401, 404, 413),  # 400: a body that cannot be read at all
 )
 async def backtest_automation(
     automation_id: Annotated[uuid.UUID, Path()],

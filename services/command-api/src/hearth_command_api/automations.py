@@ -14,7 +14,7 @@ import msgspec
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
+from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, require_home
 from hearth_command_api.registry import RegistryView
 from hearth_command_api.schedules import HomeId, ProgramCommandBody
 from hearth_command_api.schemas import printable
@@ -212,8 +212,7 @@ async def switch_automation(
 async def put_notifications(
     home_id: HomeId, body: NotificationsBody, principal: CurrentPrincipal, journal: Journal
 ) -> dict[str, str]:
-    if not principal.may_see(home_id):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"this token may not change home {home_id}")
+    require_home(principal, home_id)
     now = utcnow()
     fact = HomeNotificationsSet(
         fact_id=new_id(), home_id=home_id, occurred_at=now, recorded_at=now,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, status
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, Path, status
+from pydantic import BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
-from hearth_command_api.schemas import DeviceId, printable
+from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, require_home
+from hearth_command_api.schemas import CommandBody, DeviceId
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program, zone
 from hearth_shared.events import new_id, utcnow
@@ -29,7 +29,7 @@ from hearth_shared.home_facts import (
 )
 from hearth_shared.http import not_found
 from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN, find_unstorable
+from hearth_shared.ids import IDENTIFIER_PATTERN
 
 router = APIRouter(prefix="/v1")
 
@@ -44,24 +44,8 @@ class HomeBody(BaseModel):
     )
 
 
-class ProgramCommandBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=64, examples=["set_target_temperature"])
-    params: dict[str, Any] = Field(default_factory=dict, examples=[{"target_c": 21.0}])
-
-    @field_validator("name")
-    @classmethod
-    def one_line_of_text(cls, value: str) -> str:
-        return printable(value)
-
-    @field_validator("params")
-    @classmethod
-    def storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        where = find_unstorable(value)
-        if where is not None:
-            raise ValueError(f"{where}: numbers must be finite and text may not hold control characters")
-        return value
+class ProgramCommandBody(CommandBody):
+    """The command a program entry sends (checked like a device's command)."""
 
 
 class ProgramEntryBody(BaseModel):
@@ -86,8 +70,7 @@ class ScheduleBody(BaseModel):
 async def put_home(
     home_id: HomeId, body: HomeBody, principal: CurrentPrincipal, journal: Journal
 ) -> dict[str, str]:
-    if not principal.may_see(home_id):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"this token may not change home {home_id}")
+    require_home(principal, home_id)
     try:
         zone(body.timezone)
     except ScheduleInvalid as exc:

@@ -40,18 +40,14 @@ class RegisterDeviceBody(BaseModel):
         return value
 
 
-class SubmitCommandBody(BaseModel):
+class CommandBody(BaseModel):
+    """A command's name and params as every route takes them (a device's command, a program entry, an
+    automation's action): one line of text, finite numbers and text without control characters."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=64, examples=["set_target_temperature"])
-    params: dict[str, Any] = Field(
-        default_factory=dict,
-        examples=[{"target_c": 21.5}],
-        description="Finite numbers and text without control characters only. " + commands_description(),
-    )
-    expires_in_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Deadline; 30 s when absent"
-    )
+    params: dict[str, Any] = Field(default_factory=dict, examples=[{"target_c": 21.0}])
 
     @field_validator("name")
     @classmethod
@@ -65,6 +61,17 @@ class SubmitCommandBody(BaseModel):
         if where is not None:
             raise ValueError(f"{where}: numbers must be finite and text may not hold control characters")
         return value
+
+
+class SubmitCommandBody(CommandBody):
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        examples=[{"target_c": 21.5}],
+        description="Finite numbers and text without control characters only. " + commands_description(),
+    )
+    expires_in_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Deadline; 30 s when absent"
+    )
 
 
 def printable(value: str) -> str:

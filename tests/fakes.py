@@ -71,6 +71,7 @@ class FakeCommandJournal:
 
     async def append_home(self, fact: HomeFact) -> None:
         self.home_facts.append(fact)
+
     async def request_campaign(self, key: str, request: CampaignRequest) -> None:
         self.campaign_requests.append(request)
 

@@ -42,9 +42,7 @@ class Journal:
         self.versions: dict[str, int] = defaultdict(int)
         self.facts: list[Event] = []
 
-    def add(
-        self, cls: Any, payload: Any, device: str, home: str, t: datetime, cid: Any = None
-    ) -> None:
+    def add(self, cls: Any, payload: Any, device: str, home: str, t: datetime, cid: Any = None) -> None:
         self.versions[device] += 1
         self.facts.append(
             cls(event_id=uuid.uuid4(), device_id=device, home_id=home, version=self.versions[device],

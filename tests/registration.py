@@ -6,9 +6,12 @@ from __future__ import annotations
 import httpx
 
 
-async def register_device(api: httpx.AsyncClient, home: str, device_type: str, name: str = "t") -> str:
+async def register_device(
+    api: httpx.AsyncClient, home: str, device_type: str, name: str = "t", *, simulated: bool = False
+) -> str:
     """Register with ``api`` (a client holding the home's token or an admin token); the new device's id."""
-    response = await api.post("/v1/devices", json={"home_id": home, "type": device_type, "name": name})
+    body = {"home_id": home, "type": device_type, "name": name, "simulated": simulated}
+    response = await api.post("/v1/devices", json=body)
     assert response.status_code == 201, response.text
     device_id: str = response.json()["device_id"]
     assert device_id.startswith(f"{device_type}-")

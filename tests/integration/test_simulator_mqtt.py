@@ -4,6 +4,7 @@ through the broker and the device gateway (the simulator writes no Kafka)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.process import ManagedProcess
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import final_command, send, twin_when
+from tests.registration import register_device
 
 pytestmark = pytest.mark.integration
 
@@ -64,3 +66,29 @@ async def test_a_simulated_device_registered_later_is_played_over_mqtt(
         assert sent.status_code == 202, sent.text
         view = await final_command(query, sent.json()["command_id"], timeout_s=60)
         assert view["status"] == "converged", view
+
+
+async def test_a_burst_of_registrations_never_drops_the_hub(
+    platform: Platform, simulator: ManagedProcess
+) -> None:
+    """Each registration reloads the broker; the hub acts for a new device only once the broker lets it
+    (the follower's ``allowed``), so it never publishes what the ACL denies, which Mosquitto 2.0.11 answers
+    by dropping the connection: the hub keeps the one connection it had, and every device comes online."""
+    before = simulator.log_path.stat().st_size  # the hub's MqttLink logs every connection it loses
+    home = f"home-{uuid.uuid4().hex[:8]}"
+    async with (
+        platform.client(platform.command_api, home) as api,
+        platform.client(platform.query_api, home) as query,
+    ):
+        devices: list[str] = []
+        for burst in range(4):  # each burst a reload or two, while the hub plays the bursts before
+            devices += await asyncio.gather(
+                *(register_device(api, home, "lock", f"Lock {i}", simulated=True) for i in range(25))
+            )
+            await asyncio.sleep(0.3 * burst)
+        for device_id in devices:
+            await twin_when(query, device_id, lambda t: t["connectivity"]["online"] and t["reported"], 60)
+    with simulator.log_path.open("rb") as f:
+        f.seek(before)
+        since = f.read().decode(errors="replace")
+    assert "MQTT connection lost" not in since, since[-2000:]

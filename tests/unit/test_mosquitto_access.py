@@ -76,7 +76,7 @@ def test_facts_the_broker_could_misread_change_nothing() -> None:
     assert not access.apply(issued("a-lock", uuid.uuid4(), "plaintext-not-a-hash"))
     assert not access.apply(issued("bad/id", uuid.uuid4(), hash_secret("x")))  # not an identifier
     assert not access.apply(registered("+", simulated=True))
-    assert access.password_file() == "" and "+" not in access.acl_file(SERVICES_ACL)
+    assert access.password_file() == "" and "hearth/devices/+" not in access.acl_file(SERVICES_ACL)
 
 
 def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devices() -> None:
@@ -91,6 +91,7 @@ def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devic
     hub = hub[: hub.index("")]
     assert hub == [
         "topic write hearth/hubs/_hearth_simulator/availability",  # its will, for its children
+        "topic read hearth/hubs/_hearth_simulator/devices/+",  # which children the broker lets it act for
         *(f"topic write hearth/devices/sim-1/{c}" for c in ("state", "acks", "availability")),
         *(f"topic read hearth/devices/sim-1/{c}" for c in ("commands", "errors")),
         *(f"topic write hearth/devices/sim-2/{c}" for c in ("state", "acks", "availability")),
@@ -116,3 +117,17 @@ def test_the_same_facts_in_any_replay_give_the_same_files() -> None:
         second.apply(fact)
     assert first.password_file() == second.password_file()
     assert first.acl_file(SERVICES_ACL) == second.acl_file(SERVICES_ACL)
+    assert first.files(SERVICES_ACL) == second.files(SERVICES_ACL)
+
+
+def test_the_reload_mark_names_the_files_it_is_in() -> None:
+    """The gateway may read ``hearth-access/reloaded/{mark}`` only under the files with that mark, so the
+    follower's message there is delivered only once the broker has loaded them."""
+    access = MosquittoAccess()
+    before = access.files(SERVICES_ACL)
+    assert before.acl.endswith(f"user _hearth_gateway\ntopic read hearth-access/reloaded/{before.mark}\n")
+    access.apply(registered("sim-1", simulated=True))
+    after = access.files(SERVICES_ACL)
+    assert after.mark != before.mark and before.mark not in after.acl
+    access.apply(issued("a-lock", uuid.uuid4(), hash_secret("s")))
+    assert access.files(SERVICES_ACL).mark != after.mark  # the password file is in the mark too

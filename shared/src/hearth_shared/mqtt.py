@@ -12,7 +12,11 @@ A hub (one connection acting for many child devices: the fleet simulator) also h
 ``hearth/hubs/{hub}/availability`` (retained): ``online`` on connect, ``offline`` as its will. MQTT gives a
 connection one will, so a hub's will cannot name its children; the broker-access follower, which knows
 them from the journal, publishes ``offline`` on each child's ``availability`` when the hub's says
-``offline`` (hearth_device_gateway.availability_keeper).
+``offline`` (hearth_device_gateway.availability_keeper). And ``hearth/hubs/{hub}/devices/{device_id}``
+(retained ``allowed``), published by that follower once the broker lets the hub act for the device: a hub
+acts for a child only after it (Debian's Mosquitto 2.0.11 drops a connection on any publish its ACL
+denies, so a hub that published for a device registered a moment ago, before the broker had reloaded its
+ACL, lost its connection: measured).
 
 The decoders here are the edge: they check the payload's shape, the device id (``hearth_shared.ids``),
 free text and numbers that a consumer behind the edge could not store, and the size; anything they refuse
@@ -43,6 +47,12 @@ HEARTH_CHANNELS: Final = frozenset({COMMANDS, ERRORS})  # Hearth -> device
 
 ONLINE: Final = b"online"
 OFFLINE: Final = b"offline"
+ALLOWED: Final = b"allowed"
+
+# Where the broker-access follower learns that the broker has applied a reload: it publishes
+# ``{RELOADS_ROOT}/{mark}`` to itself, and the broker delivers it only once the ACL that grants reading that
+# topic (the new one) is in force. Outside ``hearth/#``, which the gateway account may read whole.
+RELOADS_ROOT: Final = "hearth-access/reloaded"
 
 # The broker's service accounts (hearth.stack.mosquitto). The leading underscore keeps them apart from every
 # device id (hearth_shared.ids: an id starts with a letter or digit), since a device's username is its id.
@@ -68,6 +78,12 @@ def topic(device_id: str, channel: str) -> str:
 def hub_availability_topic(hub: str) -> str:
     """``hearth/hubs/{hub}/availability``: a hub's own ``online``/``offline`` (its will), for its children."""
     return f"{HUB_ROOT}/{hub}/{AVAILABILITY}"
+
+
+def hub_child_topic(hub: str, device_id: str) -> str:
+    """``hearth/hubs/{hub}/devices/{device_id}``: retained ``allowed`` once the broker lets ``hub`` act for
+    the device (a hub subscribes to ``hub_child_topic(hub, "+")``)."""
+    return f"{HUB_ROOT}/{hub}/devices/{device_id}"
 
 
 def state_topic(device_id: str) -> str:

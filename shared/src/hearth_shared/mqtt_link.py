@@ -117,6 +117,7 @@ class MqttLink:
         self.on_connected: Callable[[], None] | None = None
         self._handlers: dict[str, MessageHandler | None] = {}  # by topic filter (None: the route)
         self._route: MessageHandler | None = None
+        self._own_handlers: dict[str, MessageHandler] = {}  # the subscriptions that have one
         self.connected = asyncio.Event()
         self._closing = False
         self._acked: dict[int, _Op] = {}  # (un)subscribes sent, by packet id, until their SUBACK/UNSUBACK
@@ -150,6 +151,8 @@ class MqttLink:
         when the handler returns. A handler that raises leaves its message unacknowledged (the broker
         delivers it again on the next connection of a persistent session)."""
         self._handlers[topic_filter] = handler
+        if handler is not None:
+            self._own_handlers[topic_filter] = handler
         self._subscriptions.append(self._queue(_Op("subscribe", topic_filter)))
 
     async def subscribed(self, timeout_s: float = 30.0) -> None:
@@ -160,6 +163,7 @@ class MqttLink:
 
     def unsubscribe(self, topic_filter: str) -> asyncio.Future[None]:
         self._handlers.pop(topic_filter, None)
+        self._own_handlers.pop(topic_filter, None)
         return self._queue(_Op("unsubscribe", topic_filter))
 
     def _on_subscribe(self, _client: Client, mid: int, granted: Any, _props: Any) -> None:
@@ -229,10 +233,10 @@ class MqttLink:
             self._pump()
 
     async def _on_message(self, _client: Client, topic: str, payload: bytes, _qos: int, _props: Any) -> int:
-        handler = self._handlers.get(topic) or self._route
-        if handler is None:
-            matching = (h for f, h in self._handlers.items() if h is not None and _matches(f, topic))
-            handler = next(matching, None)
+        handler = self._handlers.get(topic)
+        if handler is None:  # a subscription's own handler first (few have one), then the route
+            matching = (h for f, h in self._own_handlers.items() if _matches(f, topic))
+            handler = next(matching, self._route)
         if handler is None:
             # Never acknowledge what nobody took (a persistent session delivers right after CONNACK:
             # set handlers before connecting). Unacknowledged, it comes again on the next connection.

@@ -45,6 +45,7 @@ class KafkaCommandJournal(KafkaJournal):
 
     async def append_home(self, fact: HomeFact) -> None:
         await append_home_fact(self.producer, self.topics, fact)
+
     async def request_campaign(self, key: str, request: CampaignRequest) -> None:
         value = encode_campaign_record(request)
         await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())

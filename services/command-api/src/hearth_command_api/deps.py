@@ -37,7 +37,6 @@ Registry = Annotated[RegistryView, Depends(_registry)]
 Settings = Annotated[CommandApiSettings, Depends(_settings)]
 
 
-
 def require_home(principal: Principal, home_id: str) -> None:
     """403 unless the token may change ``home_id`` (its own home, or an admin token)."""
     if not principal.may_see(home_id):

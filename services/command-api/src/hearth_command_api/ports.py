@@ -30,6 +30,7 @@ class CommandJournal(Protocol):
 
     async def append_home(self, fact: HomeFact) -> None:
         """A fact about a home (zone, program, resume, automation, webhook) to the home journal."""
+
     async def request_campaign(self, key: str, request: CampaignRequest) -> None:
         """A request to the campaign driver (``campaign-requests``, keyed by campaign id or version)."""
 

@@ -34,6 +34,11 @@ access is checked per message), where dynsec would refuse the SUBACK. Session ta
 connecting with another device's client id) is closed by the broker's listeners, not here: the device
 listeners force client id = username, and the platform's accounts have a listener of their own
 (``hearth.stack.mosquitto``).
+
+After a reload the follower waits until the broker has applied it (reload_confirmation.py) before it says
+anything that depends on the new files: a revoked device's ``offline`` (availability_keeper.py) and, for
+each newly simulated device, retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``, which the
+simulator hub waits for before it acts for the device.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_device_gateway.availability_keeper import AvailabilityKeeper
 from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
+from hearth_device_gateway.reload_confirmation import ReloadConfirmation
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_shared.events import (
     DeviceCredentialsIssued,
@@ -62,7 +68,7 @@ from hearth_shared.events import (
     wire_name,
 )
 from hearth_shared.kafka import topic_partitions
-from hearth_shared.mqtt import hub_availability_topic
+from hearth_shared.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
 from hearth_shared.mqtt_link import MqttLink
 
 log = logging.getLogger("hearth_device_gateway.broker_access")
@@ -95,6 +101,8 @@ class BrokerAccessFollower:
         self._task: asyncio.Task[None] | None = None
         self.link: MqttLink | None = None
         self.keeper: AvailabilityKeeper | None = None
+        self.confirmation: ReloadConfirmation | None = None
+        self.announced: set[str] = set()  # simulated devices the hub was told it may act for
 
     async def start(self) -> None:
         if self.settings.gateway_password or self.settings.simulator_password:  # compose: accounts from env
@@ -130,6 +138,7 @@ class BrokerAccessFollower:
             persistent=False,  # the hubs' availability is retained: a new session reads it again
         )
         self.keeper = AvailabilityKeeper(self.access, self._publish_retained)
+        self.confirmation = ReloadConfirmation(link)
         link.subscribe(hub_availability_topic("+"), self.keeper.on_hub_message)
         await link.connect(s.mqtt_host, s.mqtt_port)
         await link.subscribed()
@@ -162,11 +171,11 @@ class BrokerAccessFollower:
                     del self._end[tp]
             if not self.caught_up.is_set():
                 if not self._end:  # the first files and reload: the whole journal is in
-                    self._apply_files(force=True)
+                    await self._apply_files(force=True)
                     if self.keeper is not None:
                         self.keeper.caught_up()
             elif changed:
-                self._apply_files()
+                await self._apply_files()
                 if self.keeper is not None:  # after the reload that refused their secrets
                     self.keeper.revoked(revoked)
 
@@ -183,15 +192,20 @@ class BrokerAccessFollower:
             return None
         return task.exception()
 
-    def _apply_files(self, *, force: bool = False) -> None:
-        """Render both files; write those whose text changed and reload the broker if any did."""
+    async def _apply_files(self, *, force: bool = False) -> None:
+        """Render both files; write those whose text changed and reload the broker if any did. Returns
+        once the broker has loaded them (reload_confirmation.py), then tells the hubs their new children."""
         access_dir = self.settings.access_dir
-        services_acl = (access_dir / "services.acl").read_text()
-        written = _replace_if_changed(access_dir / "passwd", self.access.password_file())
-        written |= _replace_if_changed(access_dir / "acl", self.access.acl_file(services_acl))
+        files = self.access.files((access_dir / "services.acl").read_text())
+        written = _replace_if_changed(access_dir / "passwd", files.passwd)
+        written |= _replace_if_changed(access_dir / "acl", files.acl)
         if written or force:
             self.reload()
             self.reloads += 1
+            if self.confirmation is not None:
+                await self.confirmation.loaded(files.mark)
+        if self.link is not None:
+            self._announce_children()
         if not self.caught_up.is_set():
             log.info(
                 "broker access caught up with the journal: %d device credentials, %d simulated devices",
@@ -204,6 +218,13 @@ class BrokerAccessFollower:
                 "broker access files rewritten and the broker reloaded (%d credentials)",
                 len(self.access.hashes),
             )
+
+    def _announce_children(self) -> None:
+        """Retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}`` for each device the broker now
+        lets the simulator hub act for (all of them again after a restart: a repeat is harmless)."""
+        for device_id in sorted(self.access.simulated - self.announced):
+            self._publish_retained(hub_child_topic(SIMULATOR_ACCOUNT, device_id), ALLOWED)
+            self.announced.add(device_id)
 
 
 def _access_fact(value: bytes | None) -> Event | None:

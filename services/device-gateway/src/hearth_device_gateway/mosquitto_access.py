@@ -13,12 +13,17 @@ The ACL gives:
   and read on its own ``commands`` and ``errors``, and nothing else: one set of ``pattern`` lines for all
   devices, so registering a device adds no ACL line;
 * the simulator hub account the same five topics of each simulated device, one ``topic`` line each
-  (a wildcard would let it act for real devices too), and its own hub ``availability`` (its will);
-* the service accounts what ``services.acl`` gives them (written by the stack, copied first).
+  (a wildcard would let it act for real devices too), its own hub ``availability`` (its will) and read on
+  its ``hearth/hubs/{hub}/devices/+`` (the follower's word that the broker lets it act for a device);
+* the service accounts what ``services.acl`` gives them (written by the stack, copied first), and the
+  gateway account read on ``{RELOADS_ROOT}/{mark}``, where the mark is a digest of everything else in both
+  files: the broker delivers the follower's message on that topic only once it has loaded these files
+  (broker_access.py waits for it before saying anything that depends on them).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from hearth_shared.credentials import hash_secret, is_password_hash
@@ -30,9 +35,11 @@ from hearth_shared.mqtt import (
     COMMANDS,
     ERRORS,
     GATEWAY_ACCOUNT,
+    RELOADS_ROOT,
     SIMULATOR_ACCOUNT,
     STATE,
     hub_availability_topic,
+    hub_child_topic,
     topic,
 )
 
@@ -82,10 +89,18 @@ class MosquittoAccess:
         (the service accounts are in ``services.passwd``, which only the platform listener reads)."""
         return "".join(f"{device_id}:{self.hashes[device_id]}\n" for device_id in sorted(self.hashes))
 
+    def files(self, services_acl: str) -> BrokerFiles:
+        """Both files, and the mark that tells the broker has loaded them (see the module docstring)."""
+        passwd, acl = self.password_file(), self.acl_file(services_acl)
+        mark = hashlib.sha256(f"{passwd}\0{acl}".encode()).hexdigest()[:16]
+        marked = f"{acl}\nuser {GATEWAY_ACCOUNT}\ntopic read {RELOADS_ROOT}/{mark}\n"
+        return BrokerFiles(passwd=passwd, acl=marked, mark=mark)
+
     def acl_file(self, services: str) -> str:
         """The broker's ACL file: service accounts, the simulator hub's devices, the device patterns."""
         parts = [services.rstrip("\n"), "", f"user {SIMULATOR_ACCOUNT}"]
         parts += [f"topic write {hub_availability_topic(SIMULATOR_ACCOUNT)}"]
+        parts += [f"topic read {hub_child_topic(SIMULATOR_ACCOUNT, '+')}"]
         for device_id in sorted(self.simulated):
             parts += [f"topic write {topic(device_id, channel)}" for channel in DEVICE_WRITES]
             parts += [f"topic read {topic(device_id, channel)}" for channel in DEVICE_READS]
@@ -95,13 +110,23 @@ class MosquittoAccess:
         return "\n".join(parts) + "\n"
 
 
+@dataclass(frozen=True)
+class BrokerFiles:
+    passwd: str
+    acl: str
+    mark: str  # the broker has loaded these files once it delivers ``{RELOADS_ROOT}/{mark}``
+
+
 def service_files(gateway_password: str, simulator_password: str) -> tuple[str, str]:
     """(``services.passwd``, ``services.acl``): the service accounts' hashed lines and the gateway's ACL
-    (every device topic, ``$SYS`` read); the simulator's ACL lines come from the journal."""
+    (every device topic, ``$SYS`` read, write on every reload mark); the simulator's ACL lines come from
+    the journal."""
     accounts = {GATEWAY_ACCOUNT: gateway_password, SIMULATOR_ACCOUNT: simulator_password}
     passwd = "".join(f"{name}:{hash_secret(secret)}\n" for name, secret in accounts.items() if secret)
-    acl = f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\n"
+    acl = (
+        f"user {GATEWAY_ACCOUNT}\ntopic readwrite hearth/#\ntopic read $SYS/#\ntopic write {RELOADS_ROOT}/#\n"
+    )
     return passwd, acl
 
 
-__all__ = ["MosquittoAccess", "service_files"]
+__all__ = ["BrokerFiles", "MosquittoAccess", "service_files"]

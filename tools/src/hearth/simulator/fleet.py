@@ -4,7 +4,11 @@ a customer's hub would.
 ``Fleet`` learns its devices from the journal (``device.registered`` facts with ``simulated`` of a type it
 has a model for, read from the first offset and then followed, so a device registered later is picked up
 live). It is a hub of the device SDK (``hearth_device.DeviceConnection(hub=True)``): one MQTT connection
-with the simulator's credential, which the broker lets act only for simulated devices. It receives each
+with the simulator's credential, which the broker lets act only for simulated devices, and only once the
+broker has loaded the ACL lines of a device registered a moment ago: the hub acts for a device (and
+publishes its reports) only after the retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``
+(``hearth_shared.mqtt.hub_child_topic``), since the broker drops a connection that publishes what its ACL
+denies. It receives each
 device's commands on its ``commands`` topic, applies and acks them, and publishes the devices' reports
 and acks to their ``state`` and ``acks`` topics; the device gateway takes them to the inbox. Nothing here
 writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the broker's receive maximum
@@ -57,6 +61,7 @@ from hearth_shared.mqtt import (
     StateMessage,
     acks_topic,
     encode_message,
+    hub_child_topic,
     state_topic,
 )
 from hearth_shared.storable import decode_fact
@@ -151,6 +156,8 @@ class Fleet:
         self._order = itertools.count()  # heap tie-breaker
         self._acks: deque[tuple[float, str, bytes]] = deque()  # (due, topic, payload), in due order
         self._poke = asyncio.Event()  # a command arrived or a device was added: tick now
+        self.allowed: set[str] = set()  # devices the broker lets the hub act for (``run`` only)
+        self._hub: DeviceConnection | None = None
         silent_s = sum(options.offline_s) / 2
         f = options.offline_fraction
         self._silence_per_s = f / ((1 - f) * silent_s)  # so that about f of the time is spent silent
@@ -300,6 +307,8 @@ class Fleet:
         hub = DeviceConnection(
             username=mqtt.username, password=mqtt.password, host=mqtt.host, port=mqtt.port, hub=True
         )
+        self._hub = hub
+        hub.link.subscribe(hub_child_topic(mqtt.username, "+"), self._on_allowed)
         await journal.start()
         try:
             await self._catch_up(journal)
@@ -323,9 +332,16 @@ class Fleet:
             await journal.stop()
 
     def _join(self, hub: DeviceConnection) -> None:
-        """Act for every device played and not yet known to the hub (subscribes to its commands)."""
-        for device_id in self.players.keys() - set(hub.devices):
+        """Act for every device played, allowed and not yet known to the hub (subscribes to its commands)."""
+        for device_id in (self.players.keys() & self.allowed) - set(hub.devices):
             hub.add_device(device_id)
+
+    async def _on_allowed(self, topic: str, _payload: bytes) -> None:
+        """The broker lets the hub act for a device now (a retained message, again on every connect)."""
+        device_id = topic.rsplit("/", 1)[-1]
+        self.allowed.add(device_id)
+        if device_id in self.players and self._hub is not None:
+            self._hub.add_device(device_id)  # a no-op for a device it acts for already
 
     async def _catch_up(self, journal: AIOKafkaConsumer) -> None:
         """Read the journal from the start to its current end: every device, and what it last said."""
@@ -374,6 +390,9 @@ class Fleet:
         while True:
             self._poke.clear()
             for topic, payload in self.tick(self.clock()):
+                if topic.split("/", 3)[2] not in self.allowed:  # hearth/devices/{id}/...: not yet
+                    self.stats["unsent_not_allowed_yet"] += 1
+                    continue
                 hub.link.publish(topic, payload).add_done_callback(self._delivered)
             delay = min(max(self.next_wake_at() - self.clock(), MIN_TICK_S), MAX_TICK_S)
             with contextlib.suppress(TimeoutError):

@@ -128,7 +128,8 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body() -> None:
 
 
 def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
-    from hearth_shared.domain.automation import Automation, backtest
+    from hearth_shared.domain.automation import Automation
+    from hearth_shared.domain.automation_replay import backtest
 
     automation = Automation(
         automation_id=uuid.uuid4(), home_id="h", name="hot", created_at=T0,

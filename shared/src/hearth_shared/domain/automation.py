@@ -10,7 +10,6 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -122,36 +121,3 @@ def conditions_hold(conditions: tuple[StateTest, ...], reported: dict[str, dict[
         state = reported.get(test.device_id, {})
         results.append(test.key in state and test.holds(state[test.key]))
     return results
-
-
-class BacktestResult(msgspec.Struct, kw_only=True):
-    facts: int = 0  # facts of the home read
-    triggered: int = 0  # facts that matched the trigger
-    fired: int = 0  # ... and whose conditions held: the runs it would have made
-    fired_at: list[datetime] = []  # when (the trigger facts' times), the first 100
-
-
-def backtest(
-    automation: Automation, facts: Iterable[tuple[str, str, datetime, dict[str, Any] | None]]
-) -> BacktestResult:
-    """Replay (fact type, device, time, reported state or None) in journal order through the trigger and
-    the conditions, acting on nothing. Modes and the loop breaker are left out: they depend on commands
-    the replay does not send."""
-    result = BacktestResult()
-    reported: dict[str, dict[str, Any]] = {}
-    for fact_type, device_id, at, state in facts:
-        result.facts += 1
-        before = dict(reported.get(device_id, {}))
-        if state is not None:
-            reported.setdefault(device_id, {}).update(state)
-        hit = fact_triggers(automation.trigger, fact_type, device_id) or (
-            state is not None and state_triggers(automation.trigger, device_id, before, state)
-        )
-        if not hit:
-            continue
-        result.triggered += 1
-        if all(conditions_hold(automation.conditions, reported)):
-            result.fired += 1
-            if len(result.fired_at) < 100:
-                result.fired_at.append(at)
-    return result

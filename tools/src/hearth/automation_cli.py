@@ -141,6 +141,7 @@ def via_spark(
     master: str | None, home: Path, automation_id: uuid.UUID, start: datetime, end: datetime
 ) -> dict[str, Any]:
     import msgspec
+    from pyspark.sql import SparkSession
 
     from hearth_analytics.automation_backtest import automations_from_home_journal, spark_backtest
     from hearth_analytics.settings import AnalyticsSettings
@@ -157,11 +158,13 @@ def via_spark(
         raise typer.Exit(1)
     where = settings.archive_location()
     with console.status(f"Spark: replaying the archive ({where}) and the journal's tail ..."):
+        running = SparkSession.getActiveSession()  # one this process runs already is not ours to stop
         spark = build_session(settings, "hearth-automation-backtest")
         try:
             result = spark_backtest(spark, settings, [automation], start, end)[automation_id]
         finally:
-            spark.stop()
+            if running is None:
+                spark.stop()
     return {
         "automation_id": str(automation_id),
         "from": start.isoformat(),

@@ -16,6 +16,7 @@ from rich.table import Table
 from hearth import cli_stack
 from hearth.archive_cli import archive_app
 from hearth.automation_cli import automation_app
+from hearth.bench.automation_load import bench_automations
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
@@ -34,6 +35,7 @@ bench_app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.add_typer(bench_app, name="bench")
+bench_app.command("automations")(bench_automations)
 app.add_typer(device_app, name="device")
 app.add_typer(archive_app, name="archive")
 app.add_typer(campaign_app, name="campaign")

@@ -1,0 +1,207 @@
+"""``hearth bench automations``: automations at fleet scale (``automation_fleet``: 10,000 automations over
+10,000 thermostats by default), on a temporary broker, against the raw consume floor of the same run.
+
+1. **Evaluation** (``evaluation``): the home journal holds the automations, the journal ``--facts``
+   readings (one in ``--cross-every`` triggers its device's automations). The floor is a raw aiokafka
+   read of that journal. Then the automations service's own composition root (``make_app``) runs in this
+   process, and the bench times its read of the journal from the first record to the end: every fact
+   decoded and evaluated against the home's automations, every triggered run acted on (its command on
+   the inbox, its ``automation.ran`` fact on the home journal). Facts evaluated per second, one process.
+2. **Latency** (``automation_latency``): the device actor and the automations service as processes; the
+   bench sends readings to the inbox at ``--rate`` for ``--duration`` s and measures trigger fact ->
+   ``command.dispatched`` fact (both stamped by the actor).
+3. **Backtest** over the evaluation journal: the query API's in-process reader (``read_stretch``, one
+   home, every record of the stretch read and decoded) and the Spark job (every automation at once,
+   ``--spark``); facts/s against the floor. The Spark job's runs are checked equal to what the live
+   engine ran in step 1, and the in-process result equal to Spark's for that home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hearth.bench.automation_fleet import automations, created_facts, journal_facts
+from hearth.bench.results import ratio_rows
+from hearth.bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
+from hearth_shared.domain.automation import Automation
+from hearth_shared.events import encode, utcnow
+from hearth_shared.home_facts import encode_home_fact
+from hearth_shared.kafka import ensure_topics, make_producer
+from hearth_shared.settings import StackSettings
+
+console = Console(stderr=True)
+
+
+async def fill(settings: StackSettings, found: list[Automation], devices: int, facts: int, cross: int) -> int:
+    """The home journal's automations and the journal's facts; returns how many facts."""
+    producer = make_producer(settings.kafka_bootstrap_servers, "bench-fill", linger_ms=20)
+    await producer.start()
+    written = 0
+    try:
+        with counting_progress() as progress:
+            task = progress.add_task("filling the journals", total=len(found) + devices + facts)
+            for fact in created_facts(found):
+                await producer.send(
+                    settings.topics.home_journal, encode_home_fact(fact), key=fact.home_id.encode()
+                )
+            progress.advance(task, len(found))
+            start = found[0].created_at + timedelta(seconds=1)
+            for event in journal_facts(devices, facts, cross, start):
+                await producer.send(settings.topics.journal, encode(event), key=event.device_id.encode())
+                written += 1
+                if written % 10_000 == 0:
+                    progress.update(task, completed=len(found) + written)
+            await producer.flush()
+            progress.update(task, completed=len(found) + written)
+    finally:
+        await producer.stop()
+    return written
+
+
+async def evaluation_rate(settings: StackSettings, facts: int) -> tuple[float, int]:
+    """Facts/s of the automations service's journal read (decode, evaluate, act), and the runs it made."""
+    from hearth_automations.app import make_app
+    from hearth_automations.settings import AutomationsSettings
+
+    service = make_app(AutomationsSettings(stack=settings, default_automations=False, heartbeat_file=""))
+    await service.journal.start()
+    try:
+        await service.homes_feed.start()
+        await service.homes_feed.caught_up.wait()
+        with console.status(f"the automations engine evaluates {facts:,} facts ..."):
+            began = time.perf_counter()
+            await service.journal_feed.start()
+            await service.journal_feed.caught_up.wait()
+            took = time.perf_counter() - began
+        runs = sum(sum(r.fired for r in runs.values()) for runs in service.engine.view.runs.values())
+    finally:
+        await service.journal_feed.stop()
+        await service.homes_feed.stop()
+        await service.journal.stop()
+    return facts / took, runs
+
+
+def backtest_rates(
+    settings: StackSettings, work: Path, found: list[Automation], facts: int, *, spark: bool
+) -> dict[str, Any]:
+    """The query API's reader over one home's stretch, and the Spark job over every automation."""
+    from hearth_read_models.backtest_views import read_stretch
+    from hearth_shared.domain.automation_replay import backtest, replayed
+
+    start, end = found[0].created_at - timedelta(days=1), utcnow() + timedelta(days=1)
+    first = found[0]
+    with console.status("in-process backtest (the query API's reader) ..."):
+        began = time.perf_counter()
+        home_facts, complete = asyncio.run(
+            read_stretch(settings.kafka_bootstrap_servers, settings.topics.journal, first.home_id, start, end)
+        )
+        in_process = backtest(first, map(replayed, home_facts))
+        took = time.perf_counter() - began
+    figures: dict[str, Any] = {"in_process_per_s": facts / took, "in_process_complete": complete}
+    if not spark:
+        return figures
+    from hearth_analytics.automation_backtest import spark_backtest
+    from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.spark import build_session
+
+    analytics = AnalyticsSettings(stack=settings, archive_url=str(work / "no-archive"))
+    with console.status("starting Spark ..."):
+        session = build_session(analytics, "hearth-bench-automations")
+        session.range(1).count()
+    try:
+        with console.status(f"Spark backtest of {len(found):,} automations ..."):
+            began = time.perf_counter()
+            results = spark_backtest(session, analytics, found, start, end)
+            took = time.perf_counter() - began
+    finally:
+        session.stop()
+    if results[first.automation_id] != in_process:
+        raise RuntimeError(f"Spark and the in-process backtest differ for {first.automation_id}")
+    figures |= {"spark_per_s": facts / took, "spark_fired": sum(r.fired for r in results.values())}
+    return figures
+
+
+def run_automations_bench(stack: BenchStack, work: Path, args: dict[str, Any]) -> dict[str, Any]:
+    from hearth.bench.automation_latency import measure_latency
+
+    settings = stack.settings.model_copy(update={"topic_prefix": stack.settings.topic_prefix + "e"})
+    asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
+    found = automations(args["automations"], args["devices"], utcnow() - timedelta(hours=2))
+    facts = asyncio.run(fill(settings, found, args["devices"], args["facts"], args["cross_every"]))
+    floor = asyncio.run(raw_consume_rate(settings, settings.topics.journal, facts, max_records=20_000))
+    console.print(f"floor: raw aiokafka consume of the journal {floor:,.0f} records/s")
+    rate, runs = asyncio.run(evaluation_rate(settings, facts))
+    console.print(f"evaluation: {rate:,.0f} facts/s in one process ({runs:,} runs)")
+    backtests = backtest_rates(settings, work, found, facts, spark=args["spark"])
+    if args["spark"] and backtests["spark_fired"] != runs:
+        counted = backtests["spark_fired"]
+        raise RuntimeError(f"the Spark backtest counted {counted:,} runs, the engine {runs:,}")
+    live = measure_latency(stack, args)
+    paths = [("automations engine, one process: facts evaluated", rate)]
+    paths.append(("backtest, in-process (query API reader)", backtests["in_process_per_s"]))
+    if args["spark"]:
+        paths.append(("backtest, Spark job (local[2])", backtests["spark_per_s"]))
+    return {
+        "title": "automations: evaluation rate, trigger -> command dispatched, backtests",
+        **{k: args[k] for k in ("automations", "devices", "facts", "cross_every", "rate", "duration")},
+        "floor_consume_per_s": round(floor),
+        "evaluated_per_s": round(rate),
+        "evaluated_ratio_to_floor": round(rate / floor, 3),
+        "runs": runs,
+        "backtest_in_process_per_s": round(backtests["in_process_per_s"]),
+        **({"backtest_spark_per_s": round(backtests["spark_per_s"])} if args["spark"] else {}),
+        **live,
+        "rows": ratio_rows("facts/s", ("raw aiokafka consume of the journal (floor)", floor), *paths),
+        "notes": (
+            f"{args['automations']:,} automations over {args['devices']:,} thermostats (homes of 10), "
+            f"{facts:,} journal facts, one reading in {args['cross_every']} triggers. Evaluation: the "
+            "automations service's make_app in the bench process, its journal read timed to the end "
+            "(decode, evaluate, act). Backtests over the same journal; Spark's session start not counted, "
+            f"its runs checked equal to the engine's ({runs:,}). Latency: readings sent at "
+            f"{args['rate']:,}/s for {args['duration']} s through the device actor; trigger fact -> "
+            "command.dispatched fact, both stamped by the actor. A 2-core machine shared with other work."
+        ),
+    }
+
+
+def main(**args: Any) -> dict[str, Any]:
+    from hearth.bench.results import write_result
+
+    env = {"HEARTH_AUTOMATIONS_DEFAULT_AUTOMATIONS": "false"}
+    with (
+        tempfile.TemporaryDirectory(prefix="hearth-bench-automations-") as tmp,
+        bench_stack("automations", services=("device-actor",), databases=False, env=env) as stack,
+    ):
+        result = run_automations_bench(stack, Path(tmp), args)
+    path = write_result("automations", result)
+    console.print(
+        f"automations: {result['evaluated_per_s']:,} facts/s evaluated "
+        f"({result['evaluated_ratio_to_floor']:.1%} of the raw consume rate); trigger -> dispatched "
+        f"p99 {result['trigger_to_dispatched_ms'].get('p99', 'n/a')} ms; {path}"
+    )
+    return result
+
+
+def bench_automations(
+    automations: Annotated[int, typer.Option(help="Automations (one per device, then round robin)")] = 10_000,
+    devices: Annotated[int, typer.Option(help="Thermostats, in homes of 10")] = 10_000,
+    facts: Annotated[int, typer.Option(help="Journal readings the engine and backtests read")] = 200_000,
+    cross_every: Annotated[int, typer.Option(help="One reading in this many triggers")] = 10,
+    rate: Annotated[int, typer.Option(help="Readings/s sent through the actor for the latency")] = 20_000,
+    duration: Annotated[float, typer.Option(help="Seconds of readings for the latency")] = 30.0,
+    spark: Annotated[bool, typer.Option(help="Also time the Spark backtest")] = True,
+) -> None:
+    """Automations: facts evaluated/s per process and backtest rates against the raw consume floor, and
+    trigger fact -> command dispatched latency (temporary broker, device actor, automations service)."""
+    main(
+        automations=automations, devices=devices, facts=facts, cross_every=cross_every, rate=rate,
+        duration=duration, spark=spark,
+    )  # fmt: skip

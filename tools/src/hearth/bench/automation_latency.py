@@ -152,10 +152,24 @@ async def _wait(check: Any, what: str, timeout_s: float, stack: BenchStack) -> N
         await asyncio.sleep(0.2)
 
 
+def _rounds(args: dict[str, Any]) -> range:
+    """The readings' rounds (a round: one reading of every device), after the first calm one."""
+    return range(2, 2 + round(args["rate"] * args["duration"] / args["devices"]))
+
+
+def check_rounds(args: dict[str, Any]) -> None:
+    """Refuse a live part in which no reading would be hot (before anything starts)."""
+    if len(_rounds(args)) < args["cross_every"]:
+        raise ValueError(
+            f"--rate x --duration / --devices gives {len(_rounds(args))} readings per device: give at "
+            f"least --cross-every ({args['cross_every']}) so that some trigger"
+        )
+
+
 async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
     settings, devices, cross = stack.settings, args["devices"], args["cross_every"]
     found = automations(args["automations"], devices, utcnow())
-    rounds = range(2, 2 + max(1, round(args["rate"] * args["duration"] / devices)))
+    rounds = _rounds(args)
     hot: dict[tuple[str, int], list[Automation]] = {}
     for automation in found:
         watched = automation.trigger.state.device_id if automation.trigger.state else ""

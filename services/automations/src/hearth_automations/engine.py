@@ -95,9 +95,9 @@ class Engine:
         await self._track_commands(event)
         if isinstance(event, DeviceRegistered) and self.defaults:
             await self._create_defaults(event)
-        for state in list(self.view.automations.values()):
+        for state in self.view.automations_of(event.home_id):
             automation = state.definition
-            if automation.home_id != event.home_id or not state.active:
+            if not state.active:
                 continue
             if event.occurred_at <= automation.created_at:
                 continue

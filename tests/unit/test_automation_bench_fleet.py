@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth.bench.automation_fleet import HOME_SIZE, MIN_RUN_GAP, automations, journal_facts, reading
+from hearth.bench.automation_fleet import HOME_SIZE, HOT_C, MIN_RUN_GAP, automations, journal_facts, reading
 from hearth_shared.domain.automation import DEFAULT_MAX_RUNS_PER_MINUTE
 from hearth_shared.domain.automation_replay import HomeReplay, replayed
 from hearth_shared.events import Event
@@ -41,6 +41,13 @@ def test_the_fleets_journal_fires_once_per_hot_reading_and_watcher(
             assert all(gap >= MIN_RUN_GAP for gap in gaps)
     assert timedelta(minutes=1) < MIN_RUN_GAP * DEFAULT_MAX_RUNS_PER_MINUTE  # never too many runs
     per_device = [facts // devices + (i < facts % devices) for i in range(devices)]
-    hot = [sum(reading(n, cross) > reading(n - 1, cross) for n in range(2, r + 1)) for r in per_device]
+    hot = [
+        sum(reading(n, cross, i) > reading(n - 1, cross, i) for n in range(2, r + 1))
+        for i, r in enumerate(per_device)
+    ]
     watchers = Counter(k % devices for k in range(count))
     assert sum(fired.values()) == sum(hot[i] * watchers[i] for i in range(devices)) > 0
+    first_hot = Counter(
+        min(n for n in range(2, 2 + cross) if reading(n, cross, i) == HOT_C) for i in range(devices)
+    )
+    assert len(first_hot) == cross and max(first_hot.values()) - min(first_hot.values()) <= 1  # spread

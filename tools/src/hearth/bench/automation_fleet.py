@@ -4,8 +4,8 @@ automation ``k`` watches device ``k % devices``), and the readings that trigger 
 Each automation is a state trigger, ``ambient_c`` above ``THRESHOLD_C`` on its device, with a command
 action on the same device (``set_hvac_mode`` cool), mode ``parallel`` (the bench's devices never
 acknowledge, so a ``single`` automation would drop every trigger after its first). A device reads
-``CALM_C`` and, every ``cross_every``-th reading, ``HOT_C``: each hot reading is an edge, so one reading
-in ``cross_every`` triggers the device's automations and the next one re-arms them.
+``CALM_C`` and, every ``cross_every``-th reading (staggered by device), ``HOT_C``: each hot reading is an
+edge, so one reading in ``cross_every`` triggers the device's automations and the next one re-arms them.
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ def created_facts(found: list[Automation]) -> Iterator[AutomationCreated]:
         )  # fmt: skip
 
 
-def reading(n: int, cross_every: int) -> float:
-    """A device's ``n``-th reading (from 1): hot every ``cross_every``-th, calm otherwise."""
-    return HOT_C if n % cross_every == 0 else CALM_C
+def reading(n: int, cross_every: int, device: int) -> float:
+    """Device ``device``'s ``n``-th reading (from 1): the first calm, then hot every ``cross_every``-th,
+    staggered by device so that the fleet's triggers are spread evenly over time, not all in one round."""
+    return HOT_C if n > 1 and (n + device) % cross_every == 0 else CALM_C
 
 
 def journal_facts(devices: int, facts: int, cross_every: int, start: datetime) -> Iterator[Event]:
@@ -86,7 +87,7 @@ def journal_facts(devices: int, facts: int, cross_every: int, start: datetime) -
         i, round_ = n % devices, n // devices + 1
         at = start + step * (n + 1)
         payload = StateReportedPayload(
-            reported={"ambient_c": reading(round_, cross_every)}, device_seq=round_, device_time=at
+            reported={"ambient_c": reading(round_, cross_every, i)}, device_seq=round_, device_time=at
         )
         yield StateReported(
             event_id=uuid.uuid4(), device_id=device_id(i), home_id=home_of(i), version=round_ + 1,

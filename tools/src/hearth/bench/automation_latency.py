@@ -113,7 +113,7 @@ async def _send_readings(
                 now = utcnow()
                 report = ReportState(
                     request_id=new_id(), device_id=device_id(i), sent_at=now, device_seq=seq, device_time=now,
-                    state={"ambient_c": reading(seq, cross)},
+                    state={"ambient_c": reading(seq, cross, i)},
                 )  # fmt: skip
                 await producer.send(settings.topics.inbox, encode(report), key=device_id(i).encode())
                 sent += 1
@@ -147,7 +147,7 @@ async def _wait(check: Any, what: str, timeout_s: float, stack: BenchStack) -> N
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:g} s waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
         stack.check_running()
         await asyncio.sleep(0.2)
 
@@ -171,13 +171,14 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
     found = automations(args["automations"], devices, utcnow())
     rounds = _rounds(args)
     hot: dict[tuple[str, int], list[Automation]] = {}
-    for automation in found:
-        watched = automation.trigger.state.device_id if automation.trigger.state else ""
+    for k, automation in enumerate(found):
+        i = k % devices  # the device it watches (automation_fleet.automations)
         for seq in rounds:
-            if reading(seq, cross) > reading(seq - 1, cross):
-                hot.setdefault((watched, seq), []).append(automation)
+            if reading(seq, cross, i) > reading(seq - 1, cross, i):
+                hot.setdefault((device_id(i), seq), []).append(automation)
     follower = Follower(settings, hot)
     following = asyncio.ensure_future(follower.run())
+    sent, late, sending_s, unfinished = 0, 0.0, 0.0, ""
     try:
         await _setup(settings, found, devices)
         await _wait(lambda: follower.registered >= devices, f"{devices:,} registrations", 300, stack)
@@ -190,12 +191,13 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
         late, sent = await _send_readings(settings, devices, rounds, args["rate"], cross)
         sending_s = time.monotonic() - began
         expected = sum(len(triggered) for triggered in hot.values())
-        await _wait(lambda: len(follower.triggers) >= expected, f"{expected:,} trigger facts", 120, stack)
-        await _wait(lambda: follower.latencies()[1] == 0, "every command dispatched", 60, stack)
+        try:  # a platform that falls behind is a figure, not a failure: what arrived in time is measured
+            await _wait(lambda: len(follower.triggers) >= expected, f"{expected:,} trigger facts", 120, stack)
+            await _wait(lambda: follower.latencies()[1] == 0, "every command dispatched", 60, stack)
+        except TimeoutError as exc:
+            unfinished = str(exc)
+            console.print(f"[yellow]{exc}[/]")
         cpu = cpu_share(before, stack.cpu_seconds(), time.monotonic() - began)
-    except RuntimeError as exc:
-        console.print(f"[yellow]{exc}[/]")
-        cpu, late, sent, sending_s = {}, float("nan"), 0, float("nan")
     finally:
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -203,12 +205,13 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
     done, missing = follower.latencies()
     return {
         "readings_sent": sent,
-        "readings_per_s_sent": round(sent / sending_s) if sent else 0,
+        "readings_per_s_sent": round(sent / sending_s) if sending_s else 0,
         "sender_late_s": round(late, 3),
         "triggers": len(follower.triggers),
         "commands_missing": missing,
         "trigger_to_dispatched_ms": latency_ms(done),
         "cpu_pct_of_one_core": cpu,
+        **({"unfinished": unfinished} if unfinished else {}),
     }
 
 

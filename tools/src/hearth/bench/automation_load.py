@@ -150,7 +150,8 @@ def run_automations_bench(stack: BenchStack, work: Path, args: dict[str, Any]) -
     asyncio.run(fill(calm, found, args["devices"], args["facts"], args["facts"] + 1))
     settings = _journals(stack, "e")
     facts = asyncio.run(fill(settings, found, args["devices"], args["facts"], args["cross_every"]))
-    floor = asyncio.run(raw_consume_rate(settings, settings.topics.journal, facts, max_records=20_000))
+    batch = min(20_000, max(500, facts // 50))  # several polls even for a small journal
+    floor = asyncio.run(raw_consume_rate(settings, settings.topics.journal, facts, max_records=batch))
     console.print(f"floor: raw aiokafka consume of the journal {floor:,.0f} records/s")
     calm_rate, _ = asyncio.run(evaluation_rate(calm, facts))
     rate, runs = asyncio.run(evaluation_rate(settings, facts))

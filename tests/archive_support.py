@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -109,3 +110,21 @@ def plant_gap_and_duplicate(table: Path) -> tuple[tuple[int, int], tuple[int, in
              "blockReplication": 1, "blockSize": 0, "action": "add"}  # fmt: skip
     (table / METADATA_DIR / str(batch)).write_text("v1\n" + json.dumps(entry) + "\n")
     return removed, doubled
+
+
+def facts_across_days(
+    stack: StackSettings, count: int, devices: int, seed: int = 11
+) -> list[tuple[str, bytes, int]]:
+    """``count`` realistic facts of ``devices`` devices (``JournalFacts``) as archive test records, their
+    Kafka timestamps scattered over two days (one in three on the second), so each micro-batch writes
+    two files per day and a partition's offsets interleave between them."""
+    from hearth.bench.rebuild import JournalFacts
+
+    rng = random.Random(seed)
+    facts = iter(JournalFacts(devices, seed=seed, prefix=stack.topic_prefix))
+    records = []
+    for _ in range(count):
+        fact = next(facts)
+        day = DAY1 + timedelta(days=1) if rng.random() < 1 / 3 else DAY1
+        records.append((fact.device_id, encode(fact), int(day.timestamp() * 1000)))
+    return records

@@ -59,11 +59,15 @@ class OffsetOrder:
     next: dict[int, int]
     ends: dict[int, int]
     waiting: dict[int, dict[int, Run]] = field(default_factory=dict)  # partition -> first offset -> run
+    begins: dict[int, int] = field(default_factory=dict)  # where each partition starts (``next`` at first)
+
+    def __post_init__(self) -> None:
+        self.begins = dict(self.next)
 
     def add(self, partition: int, offsets: Sequence[int], values: Sequence[bytes]) -> list[Run]:
         """Rows of one partition, sorted by offset: the runs that are ready now, in order."""
         ready: list[Run] = []
-        start, end = self.next.get(partition, 0), self.ends.get(partition, 0)
+        start, end = self.begins.get(partition, 0), self.ends.get(partition, 0)
         for run in split_runs(partition, offsets, values):
             if run.end <= start or run.first >= end:
                 continue  # before where this replay starts (``seek``), or past where it stops
@@ -72,7 +76,7 @@ class OffsetOrder:
             if run.end > end:
                 run = Run(partition, run.first, run.values[: end - run.first])
             self._wait(run)
-        expected = start
+        expected = self.next.get(partition, 0)
         waiting = self.waiting.get(partition, {})
         while expected in waiting:
             run = waiting.pop(expected)

@@ -70,12 +70,8 @@ async def test_compaction_keeps_every_row_once_for_spark_and_pyarrow_and_the_job
     newest_compact = log_files(table)[0][0]
     assert newest_compact.compact, "the sink should have written a .compact log file"
 
-    env = {
-        "HEARTH_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
-        "HEARTH_TOPIC_PREFIX": stack.topic_prefix,
-    }
     cli = await asyncio.to_thread(
-        CliRunner().invoke, archive_app, ["compact", "--table", str(table), "--grace", "0"], env=env
+        CliRunner().invoke, archive_app, ["compact", "--table", str(table), "--grace", "0"]
     )
     assert cli.exit_code == 0, cli.output
     assert "2026-11-20" in cli.output and "2026-11-21" in cli.output

@@ -26,8 +26,10 @@ only days before ``before`` (by default today, UTC: a day still being written wo
 and again). Two compactions at once are prevented by a lock file.
 
 The replaced files are not deleted at once: a reader that listed them before the rename may still be
-reading them. Each compaction records them in ``_compaction/<time>.json``; ``purge_replaced`` deletes
-the ones recorded more than ``grace_s`` ago that no log entry names any more. Only local tables.
+reading them. Each compaction records them (and the files it wrote) in ``_compaction/<time>.json``;
+``_purge`` deletes, once a record is ``grace_s`` old, the replaced files, or the compacted ones if the
+job named the replaced files again: never a file a log entry names. Only local tables. A day's rows are
+held in memory while it is compacted (about three times its Parquet size).
 """
 
 from __future__ import annotations
@@ -168,10 +170,8 @@ def compact_archive(
                 elif compacted not in rewritten:  # where the day's first replaced file was
                     rewritten.append(compacted)
             replace_log_file(compact.path, rewritten)
-            _record_replaced(table, list(replaced))
+            _record(table, list(replaced), [d.path.as_uri() for d in result.days])
             result.undone = _undone(table, compact.batch, set(replaced))
-            if result.undone:  # the compacted files are in no log now: deleted once no reader may read them
-                _record_replaced(table, [d.path.as_uri() for d in result.days])
         result.purged = _purge(table, grace_s)
         return result
 
@@ -184,15 +184,17 @@ def _undone(table: Path, batch: int, replaced: set[str]) -> bool:
     return any(e["path"] in replaced for e in read_log_file(logs[0].path))
 
 
-def _record_replaced(table: Path, uris: list[str]) -> None:
+def _record(table: Path, replaced: list[str], compacted: list[str]) -> None:
     record = table / COMPACTION_DIR / f"{time.time_ns()}.json"
     hidden = record.with_name(f".{record.name}.tmp")
-    hidden.write_text(json.dumps({"at": time.time(), "replaced": uris}))
+    hidden.write_text(json.dumps({"at": time.time(), "replaced": replaced, "compacted": compacted}))
     hidden.rename(record)
 
 
 def _purge(table: Path, grace_s: float) -> int:
-    """Delete replaced files recorded more than ``grace_s`` ago that no log entry names any more."""
+    """Files a compaction recorded more than ``grace_s`` ago that no log entry names any more, deleted:
+    the files it replaced; or, if the job named those again (it wrote its next ``.compact`` log from
+    the one before the rename: the compaction was undone), the compacted files it wrote."""
     work = table / COMPACTION_DIR
     if not work.is_dir():
         return 0
@@ -202,12 +204,12 @@ def _purge(table: Path, grace_s: float) -> int:
         content = json.loads(record.read_text())
         if time.time() - float(content["at"]) < grace_s:
             continue
-        paths = [local_path(uri) for uri in content["replaced"]]
-        if any(p in named for p in paths):
-            continue  # the job named them again (see ``_undone``): kept, with the record, for later
-        for p in paths:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-                deleted += 1
+        replaced = [local_path(uri) for uri in content["replaced"]]
+        undone = any(p in named for p in replaced)
+        for p in [local_path(uri) for uri in content["compacted"]] if undone else replaced:
+            if p not in named:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    deleted += 1
         record.unlink()
     return deleted

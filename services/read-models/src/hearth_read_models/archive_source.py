@@ -105,9 +105,13 @@ def uncovered(archive: ArchiveSnapshot, journal: dict[int, tuple[int, int]]) -> 
     return problems
 
 
-def _record(journal: str, run: Run, i: int) -> Record:
-    value = run.values[i]
-    return ConsumerRecord(journal, run.partition, run.first + i, -1, 0, None, value, None, -1, len(value), ())
+def _records(journal: str, run: Run, take: int) -> list[Record]:
+    """The first ``take`` rows of ``run`` as consumer records (no key, no timestamp: not archived)."""
+    p = run.partition
+    return [
+        ConsumerRecord(journal, p, offset, -1, 0, None, value, None, -1, len(value), ())
+        for offset, value in zip(range(run.first, run.first + take), run.values, strict=False)
+    ]
 
 
 class ArchiveSource:
@@ -129,6 +133,7 @@ class ArchiveSource:
         self.positions: Offsets = {}
         self._order = OffsetOrder({}, {})
         self._ready: deque[Run] = deque()
+        self._ready_rows = 0  # rows in ``_ready``
         self._pending: list[tuple[Path, int]] = []  # (file, row group) still to read
 
     def _partitions(self) -> list[int]:
@@ -149,6 +154,7 @@ class ArchiveSource:
             {tp.partition: self.snapshot.ends[tp.partition] for tp in self.tps},
         )
         self._ready.clear()
+        self._ready_rows = 0
         self._pending = [] if self._order.done() else [(path, -1) for path in self.snapshot.files]
 
     async def position(self, tp: TopicPartition) -> int:
@@ -160,25 +166,27 @@ class ArchiveSource:
     async def fetch(self, stop_at: Offsets | None) -> Records:
         """The next batch of up to ``batching.size`` records, in offset order per partition."""
         size = self.batching.size
-        while sum(len(r.values) for r in self._ready) < size and self._pending:
-            self._ready.extend(await asyncio.to_thread(self._read_next))
+        while self._ready_rows < size and self._pending:
+            runs = await asyncio.to_thread(self._read_next)
+            self._ready.extend(runs)
+            self._ready_rows += sum(len(r.values) for r in runs)
         records: Records = {}
         count = 0
         while self._ready and count < size:
-            run = self._ready[0]
+            run = self._ready.popleft()
+            self._ready_rows -= len(run.values)
             tp = TopicPartition(self.journal, run.partition)
             limit = len(run.values) if stop_at is None else stop_at.get(tp, 0) - run.first
             if limit <= 0:
-                self._ready.popleft()  # at or past stop_at: not handed out
-                continue
+                continue  # at or past stop_at: not handed out
             take = min(len(run.values), limit, size - count)
-            records.setdefault(tp, []).extend(_record(self.journal, run, i) for i in range(take))
+            records.setdefault(tp, []).extend(_records(self.journal, run, take))
             count += take
             self.positions[tp] = run.first + take
-            if take in (len(run.values), limit):
-                self._ready.popleft()  # all of it handed out, or the rest is past stop_at
-            else:
-                self._ready[0] = Run(run.partition, run.first + take, run.values[take:])
+            if take < min(len(run.values), limit):  # the batch is full: the rest of the run next time
+                rest = Run(run.partition, run.first + take, run.values[take:])
+                self._ready.appendleft(rest)
+                self._ready_rows += len(rest.values)
         if not count and not self._pending and not self._ready:
             self._order.check_complete()  # every file read: a partition short of its end has a gap
         return records

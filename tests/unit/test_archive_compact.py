@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from hearth.archive_cli import inspect_archive
+from hearth_analytics.archive_check import OffsetRange
 from hearth_analytics.archive_compact import compact_archive
 from hearth_analytics.archive_table import committed_files, read_columns
 from hearth_shared.archive_log import METADATA_DIR
@@ -51,6 +53,8 @@ def test_closed_days_in_the_compact_log_become_one_sorted_file_each(table: Path)
     keys = [(r["kafka_partition"], r["kafka_offset"]) for r in compacted]
     assert keys == sorted(keys) and len(keys) == 6
     assert all(f.path.exists() for f in files_before)  # replaced, but kept for the grace period
+    report = inspect_archive(table, {0: OffsetRange(0, 6), 1: OffsetRange(0, 4)}, complete=True)
+    assert report.check.ok and report.uncommitted_files == 0  # awaiting their purge, not "uncommitted"
     assert compact_archive(table, before=TODAY, grace_s=3600).days == []  # nothing left to compact
     assert compact_archive(table, before=TODAY, grace_s=0).purged == 5
     assert {f.path for f in committed_files(table)} == {p for p in table.rglob("*.parquet")}

@@ -191,6 +191,16 @@ def _record(table: Path, replaced: list[str], compacted: list[str]) -> None:
     hidden.rename(record)
 
 
+def awaiting_purge(table: Path) -> set[Path]:
+    """Files a compaction recorded (replaced, or written and undone) that ``_purge`` has not deleted yet."""
+    work = table / COMPACTION_DIR
+    found: set[Path] = set()
+    for record in work.glob("[0-9]*.json") if work.is_dir() else []:
+        content = json.loads(record.read_text())
+        found |= {local_path(uri) for uri in [*content["replaced"], *content["compacted"]]}
+    return found
+
+
 def _purge(table: Path, grace_s: float) -> int:
     """Files a compaction recorded more than ``grace_s`` ago that no log entry names any more, deleted:
     the files it replaced; or, if the job named those again (it wrote its next ``.compact`` log from

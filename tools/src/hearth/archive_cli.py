@@ -31,7 +31,7 @@ from rich.table import Table
 from hearth.stack.local import DEFAULT_HOME, archive_dir
 from hearth.token_cli import Home
 from hearth_analytics.archive_check import ArchiveCheck, OffsetRange, check_archive
-from hearth_analytics.archive_compact import compact_archive
+from hearth_analytics.archive_compact import awaiting_purge, compact_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, newest_batch, read_columns
 from hearth_shared.settings import StackSettings
 
@@ -68,7 +68,8 @@ class ArchiveReport:
     bytes: int
     days: int
     newest_batch: int | None
-    uncommitted_files: int  # Parquet files under the table in no commit (left by killed micro-batches)
+    uncommitted_files: int  # Parquet files under the table in no commit (left by killed micro-batches;
+    # not counted: the files a compaction replaced, deleted after its grace period)
 
 
 def inspect_archive(table: Path, journal: dict[int, OffsetRange], *, complete: bool = False) -> ArchiveReport:
@@ -78,7 +79,7 @@ def inspect_archive(table: Path, journal: dict[int, OffsetRange], *, complete: b
     partitions = np.asarray(rows.column("kafka_partition").to_numpy(zero_copy_only=False), dtype=np.int64)
     offsets = np.asarray(rows.column("kafka_offset").to_numpy(zero_copy_only=False), dtype=np.int64)
     check = check_archive(partitions, offsets, journal, complete=complete)
-    committed = {f.path for f in files}
+    committed, compacting = {f.path for f in files}, awaiting_purge(table)
     on_disk = [p for p in table.rglob("*.parquet") if "_spark_metadata" not in p.parts]
     return ArchiveReport(
         table=table,
@@ -87,7 +88,7 @@ def inspect_archive(table: Path, journal: dict[int, OffsetRange], *, complete: b
         bytes=sum(f.size for f in files),
         days=len({f.path.parent.name for f in files}),
         newest_batch=newest_batch(table),
-        uncommitted_files=sum(1 for p in on_disk if p not in committed),
+        uncommitted_files=sum(1 for p in on_disk if p not in committed and p not in compacting),
     )
 
 

@@ -289,6 +289,19 @@ def bench_push(
     push_main(clients=clients, devices=devices, rate=rate, duration_s=duration, compression=compression)
 
 
+@bench_app.command("campaign")
+def bench_campaign(
+    devices: Annotated[int, typer.Option(help="Simulated locks in the campaign")] = 1000,
+    waves: Annotated[str, typer.Option(help="Cumulative percents, comma-separated")] = "1,10,50,100",
+    soak: Annotated[float, typer.Option(help="Soak seconds per wave")] = 5.0,
+    install: Annotated[float, typer.Option(help="Simulated install seconds per device")] = 1.0,
+) -> None:
+    """A firmware campaign: the platform's overhead per wave, and gate -> abort (temporary servers)."""
+    from hearth.bench.campaign import main as campaign_main
+
+    campaign_main(devices=devices, waves=[float(w) for w in waves.split(",")], soak_s=soak, install_s=install)
+
+
 @bench_app.command("reads")
 def bench_reads(
     devices: Annotated[int, typer.Option(help="Simulated thermostats whose twins are read")] = 1000,

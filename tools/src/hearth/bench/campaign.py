@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -187,6 +188,11 @@ def run_campaign_bench(
                 bad_status = await _ended(api, bad, stack, timeout_s=300)
             good_facts, bad_facts = await _facts(stack, good), await _facts(stack, bad)
             completed = any(isinstance(f, CampaignCompleted) for f in good_facts)
+            for name, facts in (("good", good_facts), ("bad", bad_facts)):
+                jobs = Counter(f.state for f in facts if isinstance(f, JobMoved))
+                why = next((f for f in facts if isinstance(f, CampaignAborted)), None)
+                said = "" if why is None else f"; aborted in wave {why.wave + 1}: {why.reason} {why.health}"
+                console.print(f"{name} campaign: job moves {dict(jobs)}{said}")
             return {
                 "good": (good_status, completed, good_s, cpu, wave_rows(good_facts, soak_s, install_s)),
                 "bad": (bad_status, gate_reaction_s(bad_facts, await _failures(stack))),

@@ -182,7 +182,7 @@ def automation_backtest(
     spark: Annotated[
         bool | None, typer.Option("--spark/--no-spark", help="Through Spark (default: beyond --spark-after)")
     ] = None,
-    spark_after: Annotated[str, typer.Option(help="Longer stretches go through Spark")] = "7d",
+    spark_after: Annotated[str, typer.Option(help="Longer stretches go through Spark (or never)")] = "7d",
     master: Annotated[str | None, typer.Option(help="Spark master (default: local[2])")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api: Annotated[str, typer.Option(help="The query API")] = "http://127.0.0.1:8001",
@@ -194,7 +194,10 @@ def automation_backtest(
     start = parse_moment(start_text, now=now, other=end)
     if end <= start:
         raise typer.BadParameter("--to must be after --from", param_hint="--to")
-    threshold = parse_duration(spark_after)
+    try:
+        threshold = parse_duration(spark_after)  # "never": only with --spark
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--spark-after") from None
     long_stretch = isinstance(threshold, timedelta) and end - start > threshold
     use_spark = spark if spark is not None else long_stretch
     if not use_spark:

@@ -34,6 +34,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, cast
 from urllib.parse import urlparse
@@ -48,6 +49,7 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
 
+from hearth.bench.options import option
 from hearth.bench.stack import BenchStack, bench_stack, console, cpu_share, latency_ms, latency_row, paced
 from hearth.stack.local import Services
 from hearth.stack.process import free_port
@@ -611,27 +613,31 @@ def run_push_bench(
     }
 
 
-def main(
-    *,
-    clients: int = 1000,
-    devices: int = 10,
-    rate: float = 5.0,
-    duration_s: float = 20.0,
-    compression: bool = True,
-    api_processes: int = 2,
-    client_processes: int = 4,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PushBench:
+    """Report-to-websocket latency at each subscriber, against Redis PUBLISH to as many (temp. servers)."""
+
+    clients: int = option(1000, "Websocket subscribers of the home")
+    devices: int = option(10, "Thermostats of the home")
+    rate: float = option(5.0, "State reports per second")
+    duration_s: float = option(20.0, "Seconds of reports", flag="--duration")
+    compression: bool = option(True, "Offer permessage-deflate, as browsers do")
+    api_processes: int = option(2, "Query API processes the subscribers are spread over")
+    client_processes: int = option(4, "Bench processes holding the subscribers' websockets")
+
+
+def main(params: PushBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     began = time.perf_counter()
     result = run_push_bench(
-        clients=clients,
-        devices=devices,
-        rate=rate,
-        duration_s=duration_s,
-        compression=compression,
-        api_processes=api_processes,
-        client_processes=client_processes,
+        clients=params.clients,
+        devices=params.devices,
+        rate=params.rate,
+        duration_s=params.duration_s,
+        compression=params.compression,
+        api_processes=params.api_processes,
+        client_processes=params.client_processes,
     )
     path = write_result("push", result)
     p, f = result["push_ms"], result["floor_redis_pubsub_ms"]

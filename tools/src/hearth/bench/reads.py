@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hearth.bench.options import option
 from hearth.bench.stack import (
     LEAN_ERRORS,
     LeanHttp,
@@ -156,22 +157,26 @@ def run_reads_bench(
     }
 
 
-def main(
-    *,
-    devices: int = 1000,
-    concurrency: int = 8,
-    duration_s: float = 20.0,
-    floor_s: float = 10.0,
-    telemetry_rate: float = 0.1,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReadsBench:
+    """Twin reads per second and their latency, against GET /healthz of the same API (temporary servers)."""
+
+    devices: int = option(1000, "Simulated thermostats whose twins are read")
+    concurrency: int = option(8, "Requests in flight")
+    duration_s: float = option(20.0, "Seconds of reads", flag="--duration")
+    floor_s: float = option(10.0, "Seconds of GET /healthz (the floor)", flag="--floor-duration")
+    telemetry_rate: float = option(0.1, "Telemetry reports/s per thermostat")
+
+
+def main(params: ReadsBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     result = run_reads_bench(
-        devices=devices,
-        concurrency=concurrency,
-        duration_s=duration_s,
-        floor_s=floor_s,
-        telemetry_rate=telemetry_rate,
+        devices=params.devices,
+        concurrency=params.concurrency,
+        duration_s=params.duration_s,
+        floor_s=params.floor_s,
+        telemetry_rate=params.telemetry_rate,
     )
     path = write_result("reads", result)
     r, f = result["reads"], result["floor_healthz"]

@@ -39,6 +39,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth.bench.gateway_devices import hold_connections, register_devices, wait_credentials
 from hearth.bench.gateway_figures import Arrivals
 from hearth.bench.gateway_report import PUBLISHERS
+from hearth.bench.load_client import cpu_share
 from hearth.bench.mqtt_load import (
     FloorSubscriber,
     LoadProcess,
@@ -47,7 +48,7 @@ from hearth.bench.mqtt_load import (
     raise_open_files_limit,
 )
 from hearth.bench.options import option
-from hearth.bench.stack import BenchStack, bench_stack, console, counting_progress, cpu_share
+from hearth.bench.stack import BenchStack, bench_stack, console, counting_progress
 from hearth_shared.credentials import new_secret
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import topic_partitions

@@ -46,8 +46,9 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hearth.bench.load_client import latency_ms
 from hearth.bench.options import option
-from hearth.bench.stack import BenchStack, bench_stack, latency_ms
+from hearth.bench.stack import BenchStack, bench_stack
 from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth_shared.domain.anomaly import score_reading

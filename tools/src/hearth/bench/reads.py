@@ -21,16 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hearth.bench.load_client import LEAN_ERRORS, LeanHttp, LeanResponse, cpu_share, latency_ms
 from hearth.bench.options import option
-from hearth.bench.stack import (
-    LEAN_ERRORS,
-    LeanHttp,
-    LeanResponse,
-    bench_stack,
-    console,
-    cpu_share,
-    latency_ms,
-)
+from hearth.bench.stack import bench_stack, console
 
 HOME = "bench-reads"
 

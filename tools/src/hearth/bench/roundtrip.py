@@ -31,19 +31,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hearth.bench.load_client import LEAN_ERRORS, LeanHttp, cpu_share, latency_ms, latency_row, paced
 from hearth.bench.options import option
-from hearth.bench.stack import (
-    LEAN_ERRORS,
-    BenchStack,
-    LeanHttp,
-    bench_stack,
-    console,
-    cpu_share,
-    latency_ms,
-    latency_row,
-    paced,
-    read_topic,
-)
+from hearth.bench.stack import BenchStack, bench_stack, console, read_topic
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     MalformedRecord,
@@ -276,8 +266,8 @@ def run_roundtrip_bench(
             f"simulated thermostats of one home, each POSTed with "
             f"`?wait=converged&timeout_s={WAIT_TIMEOUT_S:g}` from one client process (asyncio, "
             f"{CONNECTIONS} keep-alive connections of a minimal HTTP/1.1 client: an httpx client was "
-            "itself the bottleneck at 200/s, see `hearth.bench.stack.LeanHttp`), open loop; latency from "
-            f"the moment a command was due to the answer. At most {CONNECTIONS} requests are in flight; "
+            "itself the bottleneck at 200/s, see `hearth.bench.load_client.LeanHttp`), open loop; latency "
+            f"from the moment a command was due to the answer. At most {CONNECTIONS} requests are in flight; "
             "a command due meanwhile waits "
             "in the client, and that wait counts. The percentiles are of the converged commands. The "
             "stages cut each of them by the times the client and the stack wrote down (the client's "

@@ -32,9 +32,10 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hearth.bench.load_client import latency_ms
 from hearth.bench.options import option
 from hearth.bench.rebuild import JournalFacts
-from hearth.bench.stack import BenchStack, bench_stack, latency_ms, raw_consume_rate
+from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_shared.events import encode
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings

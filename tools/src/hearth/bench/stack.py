@@ -1,7 +1,7 @@
 """What the stack benches share: temporary servers and the services as processes (``bench_stack``),
 thermostats registered through the command API, each part's CPU use, reading a topic back, the raw
-consume rate of a topic (``raw_consume_rate``, the floor of the throughput benches), a counting progress
-bar. The client side (a lean HTTP client, pacing, percentiles) is ``hearth.bench.load_client``.
+consume rate of a topic (``raw_consume_rate``, the floor of the throughput benches), and a counting
+progress bar. The client side (a lean HTTP client, pacing, percentiles) is ``hearth.bench.load_client``.
 
 ``bench_stack`` starts a temporary Kafka broker (and PostgreSQL and Redis unless told not to), creates
 the topics, starts the named services as real processes (``hearth.stack.local.Services``) on free ports,

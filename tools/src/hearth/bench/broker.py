@@ -33,9 +33,7 @@ from hearth_shared.topics import TopicSpec
 KEYS = 1000  # records are keyed like device facts, spread over the partitions
 
 
-def run_broker_bench(
-    bootstrap: str, *, messages: int = 200_000, size: int = 200, partitions: int = 6
-) -> dict[str, Any]:
+def run_broker_bench(bootstrap: str, *, messages: int, size: int, partitions: int) -> dict[str, Any]:
     """Raw produce and consume rates on a fresh topic, in msg/s and MB/s."""
     return asyncio.run(_bench(bootstrap, messages, size, partitions))
 

@@ -219,7 +219,7 @@ async def _through_gateway(
 
 
 def run_gateway_bench(
-    *, devices: int, reports: int, connections: int, profile: Path | None = None
+    *, devices: int, reports: int, connections: int, profile: Path | None
 ) -> dict[str, Any]:
     open_files = raise_open_files_limit()
     thermostats = [f"gwbench-thermo-{i:05d}" for i in range(devices)]

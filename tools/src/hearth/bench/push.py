@@ -32,7 +32,7 @@ import asyncio
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -235,9 +235,9 @@ def run_push_bench(
     devices: int,
     rate: float,
     duration_s: float,
-    compression: bool = True,
-    api_processes: int = 2,
-    client_processes: int = 4,
+    compression: bool,
+    api_processes: int,
+    client_processes: int,
 ) -> dict[str, Any]:
     services = ("device-actor", "projector", "query-api", "command-api")
     with bench_stack("push", services=services) as stack:
@@ -339,15 +339,7 @@ def main(params: PushBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     began = time.perf_counter()
-    result = run_push_bench(
-        clients=params.clients,
-        devices=params.devices,
-        rate=params.rate,
-        duration_s=params.duration_s,
-        compression=params.compression,
-        api_processes=params.api_processes,
-        client_processes=params.client_processes,
-    )
+    result = run_push_bench(**asdict(params))
     path = write_result("push", result)
     p, f = result["push_ms"], result["floor_redis_pubsub_ms"]
     console.print(

@@ -18,7 +18,7 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hearth.bench.load_client import LEAN_ERRORS, LeanHttp, LeanResponse, cpu_share, latency_ms
@@ -164,13 +164,7 @@ class ReadsBench:
 def main(params: ReadsBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
-    result = run_reads_bench(
-        devices=params.devices,
-        concurrency=params.concurrency,
-        duration_s=params.duration_s,
-        floor_s=params.floor_s,
-        telemetry_rate=params.telemetry_rate,
-    )
+    result = run_reads_bench(**asdict(params))
     path = write_result("reads", result)
     r, f = result["reads"], result["floor_healthz"]
     console.print(

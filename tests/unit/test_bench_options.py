@@ -145,6 +145,7 @@ EARLIER_OPTIONS = {
     "memory": {"--size", "--built", "--worker-devices"},
     "push": {"--clients", "--devices", "--rate", "--duration", "--compression", "--no-compression"},
     "reads": {"--devices", "--concurrency", "--duration", "--floor-duration", "--telemetry-rate"},
+    "campaign": {"--devices", "--waves", "--soak", "--install"},
 }  # fmt: skip
 
 

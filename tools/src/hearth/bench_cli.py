@@ -33,6 +33,7 @@ BENCHES: dict[str, str] = {
     "gateway": "hearth.bench.gateway:main",
     "memory": "hearth.bench.memory:main",
     "push": "hearth.bench.push:main",
+    "campaign": "hearth.bench.campaign:main",
     "reads": "hearth.bench.reads:main",
 }
 

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
-from hearth.archive_cli import archive_app
+from hearth.archive_cli import TableOption, archive_app, table_path
 from hearth.bench_cli import bench_app
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
@@ -123,30 +123,40 @@ def rebuild(
     swap: Annotated[
         bool, typer.Option(help="Swap the checked views in; --no-swap builds, checks, drops")
     ] = True,
+    from_archive: Annotated[
+        bool, typer.Option("--from-archive", help="Replay the journal's archive, then the journal's tail")
+    ] = False,
+    table: TableOption = None,
+    home: Home = DEFAULT_HOME,
 ) -> None:
-    """Replay the journal into fresh read models, check them and swap them in; the live projector and
-    the query API keep serving meanwhile (settings from HEARTH_* variables, as the services)."""
+    """Replay the journal (or, --from-archive, its archive table and then the journal beyond it) into
+    fresh read models, check them and swap them in; the live projector and the query API keep serving
+    meanwhile (settings from HEARTH_* variables, as the services)."""
     from hearth_read_models.rebuild import RebuildFailed
     from hearth_read_models.rebuild import rebuild as run_rebuild
     from hearth_read_models.settings import ReadModelSettings
 
+    archive = table_path(table, home) if from_archive else None
     progress, show = _replay_progress("rebuild")
     try:
         with progress:
             result = asyncio.run(
-                run_rebuild(ReadModelSettings(), swap=swap, batch_size=batch_size, on_progress=show)
+                run_rebuild(
+                    ReadModelSettings(), swap=swap, batch_size=batch_size, on_progress=show, archive=archive
+                )
             )
     except RebuildFailed as exc:
         console.print(f"[red bold]Rebuild failed, nothing swapped:[/] {exc}")
         raise typer.Exit(1) from exc
-    table = Table(title=f"checks of {result.schema}")
+    checks = Table(title=f"checks of {result.schema}")
     for column in ("table", "rows", "replayed", "checksum"):
-        table.add_column(column)
+        checks.add_column(column)
     for c in result.checks:
-        table.add_row(c.table, f"{c.rows:,}", f"{c.expected_rows:,}", "equal" if c.ok else "differs")
-    console.print(table)
+        checks.add_row(c.table, f"{c.rows:,}", f"{c.expected_rows:,}", "equal" if c.ok else "differs")
+    console.print(checks)
     console.print(
         f"replayed {result.events:,} records in {result.replay_s:.1f} s ({result.events_per_s:,.0f}/s)"
+        + (f", {result.from_archive:,} of them from the archive {archive}" if archive is not None else "")
     )
     if result.skipped:
         console.print(f"[yellow]skipped {result.skipped:,} records it could not project[/] (dead letters)")

@@ -24,12 +24,14 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from hearth.bench.batch_replay import fill_with_telemetry, timed_spark_job
+from hearth.bench.options import option
 from hearth.bench.rebuild import rebuild_with_progress
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
@@ -175,14 +177,22 @@ def rebuild_figures(stack: BenchStack, table: Path, facts: int) -> dict[str, Any
     }
 
 
-def main(*, devices: int = 1_000, events: int = 200_000) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ArchiveBench:
+    """The archive job's sustained facts/s, and the daily report from the archive, against floors."""
+
+    events: int = option(200_000, "Telemetry facts the journal holds (at least)")
+    devices: int = option(1_000, "Devices the facts are spread over")
+
+
+def main(params: ArchiveBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-archive-") as tmp,
         bench_stack("archive", services=()) as stack,
     ):
-        result = run_archive_bench(stack, Path(tmp), devices=devices, events=events)
+        result = run_archive_bench(stack, Path(tmp), devices=params.devices, events=params.events)
     path = write_result("archive", result)
     console.print(
         f"archive job: {result['archive_facts_per_s']:,} facts/s, "

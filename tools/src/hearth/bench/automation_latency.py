@@ -26,7 +26,8 @@ import msgspec
 from aiokafka import AIOKafkaConsumer
 
 from hearth.bench.automation_fleet import automations, created_facts, device_id, home_of, reading
-from hearth.bench.stack import BenchStack, console, cpu_share, latency_ms
+from hearth.bench.load_client import cpu_share, latency_ms
+from hearth.bench.stack import BenchStack, console
 from hearth_shared.domain.automation import Automation, action_id, run_id
 from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
 from hearth_shared.home_facts import encode_home_fact

@@ -19,16 +19,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console
 
 from hearth.bench.automation_fleet import automations, created_facts, journal_facts
+from hearth.bench.options import option
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
 from hearth_shared.domain.automation import Automation
@@ -203,10 +205,25 @@ def _latency_text(live: dict[str, Any]) -> str:
     return text + (f", {live['commands_missing']:,} never dispatched" if live["commands_missing"] else "")
 
 
-def main(**args: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AutomationsBench:
+    """Automations: facts evaluated/s per process and backtest rates against the raw consume floor, and
+    trigger fact -> command dispatched latency (temporary broker, device actor, automations service)."""
+
+    automations: int = option(10_000, "Automations (one per device, then round robin)")
+    devices: int = option(10_000, "Thermostats, in homes of 10")
+    facts: int = option(200_000, "Journal readings the engine and the backtests read")
+    cross_every: int = option(10, "One reading in this many triggers")
+    rate: int = option(20_000, "Readings/s sent through the actor for the latency")
+    duration: float = option(30.0, "Seconds of readings for the latency")
+    spark: bool = option(True, "Also time the Spark backtest")
+
+
+def main(params: AutomationsBench) -> dict[str, Any]:
     from hearth.bench.automation_latency import check_rounds
     from hearth.bench.results import write_result
 
+    args = dataclasses.asdict(params)
     check_rounds(args)
     env = {"HEARTH_AUTOMATIONS_DEFAULT_AUTOMATIONS": "false"}
     with (
@@ -221,20 +238,3 @@ def main(**args: Any) -> dict[str, Any]:
         f"p99 {result['trigger_to_dispatched_ms'].get('p99', 'n/a')} ms; {path}"
     )
     return result
-
-
-def bench_automations(
-    automations: Annotated[int, typer.Option(help="Automations (one per device, then round robin)")] = 10_000,
-    devices: Annotated[int, typer.Option(help="Thermostats, in homes of 10")] = 10_000,
-    facts: Annotated[int, typer.Option(help="Journal readings the engine and backtests read")] = 200_000,
-    cross_every: Annotated[int, typer.Option(help="One reading in this many triggers")] = 10,
-    rate: Annotated[int, typer.Option(help="Readings/s sent through the actor for the latency")] = 20_000,
-    duration: Annotated[float, typer.Option(help="Seconds of readings for the latency")] = 30.0,
-    spark: Annotated[bool, typer.Option(help="Also time the Spark backtest")] = True,
-) -> None:
-    """Automations: facts evaluated/s per process and backtest rates against the raw consume floor, and
-    trigger fact -> command dispatched latency (temporary broker, device actor, automations service)."""
-    main(
-        automations=automations, devices=devices, facts=facts, cross_every=cross_every, rate=rate,
-        duration=duration, spark=spark,
-    )  # fmt: skip

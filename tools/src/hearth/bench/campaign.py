@@ -24,12 +24,15 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import httpx
 
-from hearth.bench.stack import BenchStack, bench_stack, console, cpu_share, read_topic
+from hearth.bench.load_client import cpu_share
+from hearth.bench.options import option
+from hearth.bench.stack import BenchStack, bench_stack, console, read_topic
 from hearth_shared.campaign_events import (
     CampaignAborted,
     CampaignCompleted,
@@ -228,16 +231,23 @@ def run_campaign_bench(
     }
 
 
-def main(
-    *,
-    devices: int = 1000,
-    waves: Sequence[float] = (1, 10, 50, 100),
-    soak_s: float = 5.0,
-    install_s: float = 1.0,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CampaignBench:
+    """A firmware campaign: the platform's overhead per wave, and gate -> abort (temporary servers)."""
+
+    devices: int = option(1000, "Simulated locks in the campaign")
+    waves: str = option("1,10,50,100", "Cumulative percents, comma-separated")
+    soak_s: float = option(5.0, "Soak seconds per wave", flag="--soak")
+    install_s: float = option(1.0, "Simulated install seconds per device", flag="--install")
+
+
+def main(params: CampaignBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
-    result = run_campaign_bench(devices=devices, waves=waves, soak_s=soak_s, install_s=install_s)
+    waves = [float(w) for w in params.waves.split(",")]
+    result = run_campaign_bench(
+        devices=params.devices, waves=waves, soak_s=params.soak_s, install_s=params.install_s
+    )
     path = write_result("campaign", result)
     overheads = ", ".join(f"wave {r['wave']} {r['overhead_s']} s" for r in result["rows"])
     console.print(

@@ -18,6 +18,7 @@ import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,6 +35,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from hearth.bench.options import option
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_read_models.rebuild import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
@@ -352,7 +354,16 @@ def run_rebuild_bench(
     }
 
 
-def main(*, devices: int = 10_000, events: int = 5_000_000, batch_size: int = 50_000) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RebuildBench:
+    """Rebuild throughput against the raw consume rate of the same journal (temporary servers)."""
+
+    events: int = option(5_000_000, "Journal facts to fill and replay")
+    devices: int = option(10_000, "Devices the facts are spread over")
+    batch_size: int = option(50_000, "Records per replay transaction")
+
+
+def main(params: RebuildBench) -> dict[str, Any]:
     """Run against temporary servers (``bench_stack``) and write the result."""
     from hearth.bench.results import write_result
 
@@ -360,9 +371,9 @@ def main(*, devices: int = 10_000, events: int = 5_000_000, batch_size: int = 50
         settings = ReadModelSettings(stack=bench.settings, schema_name=bench.settings.topic_prefix)
         result = run_rebuild_bench(
             settings,
-            devices=devices,
-            events=events,
-            batch_size=batch_size,
+            devices=params.devices,
+            events=params.events,
+            batch_size=params.batch_size,
             cpu=lambda: cpu_seconds(bench),
         )
     path = write_result("rebuild", result)

@@ -13,7 +13,13 @@ import pytest
 
 from hearth_automations.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, NotifyAction, Trigger
-from hearth_shared.events import AnomalyDetected, AnomalyDetectedPayload, SubmitCommand
+from hearth_shared.events import (
+    AnomalyDetected,
+    AnomalyDetectedPayload,
+    StateReported,
+    StateReportedPayload,
+    SubmitCommand,
+)
 from hearth_shared.home_facts import AutomationCreated, HomeFact
 from hearth_shared.home_view import HomesView
 from tests.fakes import FakeClock
@@ -62,6 +68,13 @@ def anomaly(at: datetime) -> AnomalyDetected:
         payload=AnomalyDetectedPayload(
             metric="ambient_c", value=40.0, score=9.0, threshold=4.0, model_version=1, device_time=at
         ),
+    )  # fmt: skip
+
+
+def reported(device_id: str, at: datetime, **state: Any) -> StateReported:
+    return StateReported(
+        event_id=uuid.uuid4(), device_id=device_id, home_id="h", version=2, occurred_at=at, recorded_at=at,
+        payload=StateReportedPayload(reported=state, device_seq=1, device_time=at),
     )  # fmt: skip
 
 
@@ -119,11 +132,16 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
     await e.on_fact(registered)
     created = [f for f in path.facts if isinstance(f, AutomationCreated)]
     assert len(created) == 3
+    await e.on_fact(reported("t9", T0 + timedelta(milliseconds=500), hvac_mode="heat"))
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1)), device_id="t9"))
     assert [(r.device_id, r.name, r.params) for r in path.requests] == [
         ("t9", "set_hvac_mode", {"mode": "off"})
     ]
     assert len(notify.sent) == 1
+    # once the device is off, its further anomalies neither act nor notify again: one alert, one notification
+    await e.on_fact(reported("t9", T0 + timedelta(seconds=1.5), hvac_mode="off"))
+    await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1.6)), device_id="t9"))
+    assert len(path.requests) == 1 and len(notify.sent) == 1
     # switched off, it does nothing
     from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
 
@@ -136,6 +154,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
             payload=SwitchPayload(automation_id=default_id("h", "anomalous-thermostat"), enabled=False),
         )
     )
+    await e.on_fact(reported("t9", T0 + timedelta(seconds=1.8), hvac_mode="heat"))
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=2)), device_id="t9"))
     assert len(path.requests) == 1
 

@@ -83,8 +83,8 @@ async def list_runs(
         item = msgspec.to_builtins(run)
         for action in item["actions"]:
             key = uuid.UUID(action["action_id"])
-            if action["kind"] == "command":
-                action["status"] = statuses.get(key, "pending")
+            if action["kind"] == "command":  # not sent (a quarantined device): "skipped", and why
+                action["status"] = "skipped" if action.get("skipped") else statuses.get(key, "pending")
             else:
                 fact = delivered.get(key)
                 action["status"] = "sending" if fact is None else fact.__struct_config__.tag

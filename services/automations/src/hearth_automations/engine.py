@@ -145,8 +145,7 @@ class Engine:
         for automation_id, cause in self.delayed.due_timers(now):
             state = self.view.automations.get(automation_id)
             if state is not None and state.active and self.owns(state.definition.home_id):
-                await self._trigger(state.definition, cause)
-                decided += 1
+                decided += await self._trigger(state.definition, cause)
         for automation_id, state in list(self.view.automations.items()):
             automation = state.definition
             if automation.trigger.time is None or not self.owns(automation.home_id):
@@ -154,8 +153,7 @@ class Engine:
             timezone = self.view.timezone(automation.home_id)
             instant = self.delayed.due_instant(automation, timezone, self.view.runs.get(automation_id), now)
             if instant is not None and state.active:
-                await self._trigger(automation, instant)
-                decided += 1
+                decided += await self._trigger(automation, instant)
         return decided
 
     async def _track_commands(self, event: Event) -> None:
@@ -173,18 +171,19 @@ class Engine:
             if state is not None and state.active:
                 await self._trigger(state.definition, queue.pop(0), dequeued=True)
 
-    async def _trigger(self, automation: Automation, cause: Cause, *, dequeued: bool = False) -> None:
+    async def _trigger(self, automation: Automation, cause: Cause, *, dequeued: bool = False) -> bool:
+        """Decide and record the run of ``cause`` (True), unless it was recorded already."""
         aid = automation.automation_id
         rid = run_id(aid, cause.fact_id)
         runs = self.view.runs.get(aid)
         known = runs.get(rid) if runs is not None else None
         if known is not None and (known.fired or not dequeued):
-            return  # this trigger was handled already (a replay, or a second process)
+            return False  # this trigger was handled already (a replay, or a second process)
         breaker = self.breakers.setdefault(aid, LoopBreaker(automation.max_runs_per_minute))
         reason = breaker.check(cause.caused_by, cause.occurred_at)
         if reason is not None:
             await self._suspend(automation, cause, reason)
-            return
+            return True
         conditions = conditions_hold(cause.on_its_device(automation.conditions), self.reported)
         admission = "start" if dequeued else admit(automation.mode, len(self.running.get(aid, ())))
         fired = all(conditions) and admission == "start"
@@ -216,6 +215,7 @@ class Engine:
         for action in actions:
             if action.kind == "notify":
                 self.enqueue_notification(automation, fact.payload, action)
+        return True
 
     async def _act(self, automation: Automation, rid: uuid.UUID, cause: Cause) -> list[ActionRecord]:
         now = self.clock()

@@ -5,18 +5,14 @@ status; a loop (an automation triggered by its own command's facts) is suspended
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.automation_support import Receiver, automation_listed, receiving, runs, signed_by
 from tests.registration import register_device
 from tests.support import eventually
 
@@ -25,50 +21,10 @@ pytestmark = pytest.mark.integration
 SECRET = "a-webhook-secret-of-the-test"
 
 
-class Receiver:
-    """A real HTTP server on a free loopback port that records every request it gets."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[dict[str, str], bytes]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.thread.start()
-    try:
+    with receiving() as r:
         yield r
-    finally:
-        r.server.shutdown()
-        r.server.server_close()
-
-
-async def automation_listed(query: httpx.AsyncClient, automation_id: str) -> bool:
-    response = await query.get("/v1/automations")
-    return response.status_code == 200 and any(
-        a["automation_id"] == automation_id for a in response.json()["automations"]
-    )
-
-
-async def runs(query: httpx.AsyncClient, automation_id: str) -> dict[str, Any]:
-    response = await query.get(f"/v1/automations/{automation_id}/runs")
-    assert response.status_code == 200, response.text
-    return dict(response.json())
 
 
 async def test_a_fact_sends_a_command_and_one_signed_webhook(
@@ -120,8 +76,7 @@ async def test_a_fact_sends_a_command_and_one_signed_webhook(
     await asyncio.sleep(3)  # nothing more arrives: one alert, one notification
     assert len(receiver.received) == 1
     headers, body = receiver.received[0]
-    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    assert headers["x-hearth-signature"] == expected
+    assert signed_by(SECRET, headers, body)
     content = json.loads(body)
     assert content["message"] == "the living room changed" and content["automation_id"] == automation_id
     assert headers["x-hearth-notification-id"] == content["notification_id"] == run["actions"][1]["action_id"]

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -139,7 +140,8 @@ def kill(platform: Platform) -> datetime:
 
 def restart(platform: Platform, base: Path) -> None:
     """A new automations process; healthy once it replayed both journals from their starts (live)."""
-    base.mkdir(parents=True, exist_ok=True)
+    for where in (base / "logs", base / "data"):  # the heartbeat file goes in data
+        where.mkdir(parents=True, exist_ok=True)
     services = Services(platform.settings, logs=base / "logs", data=base / "data")
     part, timeout_s = services.part("automations")
     platform.parts["automations"] = part  # the session's from now on (stopped with the others)
@@ -218,9 +220,14 @@ async def test_killed_between_trigger_and_action_it_acts_once_after_a_restart_an
         await asyncio.sleep(3)  # a few ticks
         journal = await read_journal(platform.settings)
         commands = Counter(
-            e.payload.name for e in journal if isinstance(e, CommandRequested) and e.device_id == follower
+            (e.payload.command_id, e.payload.name)
+            for e in journal
+            if isinstance(e, CommandRequested) and e.device_id == follower
         )
-        assert commands == Counter({"set_target_temperature": 1, "set_hvac_mode": 1}), commands
+        acted = [(await runs(query, a))["runs"][0]["actions"][0] for a in (held, on_fact)]
+        # the automations' two commands once each (and the test's own set_hvac_mode heat, before)
+        assert sorted(commands.values()) == [1, 1, 1], commands
+        assert {(uuid.UUID(a["action_id"]), a["name"]) for a in acted} <= set(commands), (acted, commands)
         assert [len((await runs(query, a))["runs"]) for a in (held, on_fact)] == [1, 1]
 
 

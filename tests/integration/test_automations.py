@@ -8,6 +8,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -139,3 +140,56 @@ async def test_an_automation_naming_another_homes_device_is_a_422(api: httpx.Asy
     )
     assert response.status_code == 422
     assert response.json()["detail"][0]["type"] == "unknown_device"
+
+
+async def test_a_time_trigger_fires_once_at_its_time_in_the_homes_zone(
+    api: httpx.AsyncClient, query: httpx.AsyncClient, home: str
+) -> None:
+    device = await register_device(api, home, "thermostat")
+    zone = await api.put(f"/v1/homes/{home}", json={"timezone": "America/New_York"})
+    assert zone.status_code == 200, zone.text
+    at = (datetime.now(ZoneInfo("America/New_York")) + timedelta(seconds=8)).strftime("%H:%M:%S")
+    response = await api.post(
+        "/v1/automations",
+        json={
+            "home_id": home,
+            "name": "at a time",
+            "trigger": {"time": {"at": at}},
+            "actions": [
+                {"command": {"device_id": device, "name": "set_hvac_mode", "params": {"mode": "cool"}}}
+            ],
+        },
+    )
+    assert response.status_code == 201, response.text
+    automation_id = response.json()["automation_id"]
+
+    async def ran() -> bool:
+        return len((await runs(query, automation_id))["runs"]) >= 1
+
+    await eventually(ran, "the time trigger's run", timeout_s=40, every_s=0.5)
+    await asyncio.sleep(2)  # and only once
+    (run,) = (await runs(query, automation_id))["runs"]
+    instant = datetime.fromisoformat(run["trigger"]["occurred_at"])
+    assert run["fired"] and run["trigger"]["type"] == "time"
+    assert instant.astimezone(ZoneInfo("America/New_York")).strftime("%H:%M:%S") == at
+    assert run["actions"][0]["name"] == "set_hvac_mode"
+
+
+async def test_for_s_and_time_triggers_are_taken_and_checked(api: httpx.AsyncClient, home: str) -> None:
+    device = await register_device(api, home, "thermostat")
+    notify = [{"notify": {"message": "x"}}]
+    held = {"device_id": device, "key": "ambient_c", "above": 25, "for_s": 60}
+    cases = [
+        ({"state": held}, [], 201, None),
+        ({"time": {"at": "07:30", "days": ["mon", "fri"]}}, [], 201, None),
+        ({"time": {"at": "07:30", "days": ["someday"]}}, [], 422, "unknown_day"),
+        ({"time": {"at": "7h30"}}, [], 422, "invalid_time"),
+        ({"fact": "anomaly.detected"}, [held], 422, "for_s_in_condition"),
+        ({"state": {**held, "for_s": 10**9}}, [], 422, "less_than_equal"),
+    ]
+    for trigger, conditions, status, reason in cases:
+        body = {"home_id": home, "name": "n", "trigger": trigger, "conditions": conditions, "actions": notify}
+        response = await api.post("/v1/automations", json=body)
+        assert response.status_code == status, (trigger, response.text)
+        if reason is not None:
+            assert response.json()["detail"][0]["type"] == reason, response.text

@@ -1,5 +1,6 @@
 """Reads of automations: ``GET /v1/automations?home_id=``, ``GET /v1/automations/{id}/runs`` (each run's
-trigger fact, conditions, actions, and each command's status from the commands view), and
+trigger fact, conditions, actions, and each command's status from the commands view, or ``skipped``
+for a command not sent, with why: a quarantined device), and
 ``GET /v1/homes/{home_id}/deliveries`` (notifications delivered or given up).
 
 Automations, runs and deliveries come from the home journal folded in memory (``app.state.homes``, the

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
-from hearth.archive_cli import archive_app
+from hearth.archive_cli import TableOption, archive_app, table_path
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
@@ -289,6 +289,19 @@ def bench_push(
     push_main(clients=clients, devices=devices, rate=rate, duration_s=duration, compression=compression)
 
 
+@bench_app.command("campaign")
+def bench_campaign(
+    devices: Annotated[int, typer.Option(help="Simulated locks in the campaign")] = 1000,
+    waves: Annotated[str, typer.Option(help="Cumulative percents, comma-separated")] = "1,10,50,100",
+    soak: Annotated[float, typer.Option(help="Soak seconds per wave")] = 5.0,
+    install: Annotated[float, typer.Option(help="Simulated install seconds per device")] = 1.0,
+) -> None:
+    """A firmware campaign: the platform's overhead per wave, and gate -> abort (temporary servers)."""
+    from hearth.bench.campaign import main as campaign_main
+
+    campaign_main(devices=devices, waves=[float(w) for w in waves.split(",")], soak_s=soak, install_s=install)
+
+
 @bench_app.command("reads")
 def bench_reads(
     devices: Annotated[int, typer.Option(help="Simulated thermostats whose twins are read")] = 1000,
@@ -339,30 +352,40 @@ def rebuild(
     swap: Annotated[
         bool, typer.Option(help="Swap the checked views in; --no-swap builds, checks, drops")
     ] = True,
+    from_archive: Annotated[
+        bool, typer.Option("--from-archive", help="Replay the journal's archive, then the journal's tail")
+    ] = False,
+    table: TableOption = None,
+    home: Home = DEFAULT_HOME,
 ) -> None:
-    """Replay the journal into fresh read models, check them and swap them in; the live projector and
-    the query API keep serving meanwhile (settings from HEARTH_* variables, as the services)."""
+    """Replay the journal (or, --from-archive, its archive table and then the journal beyond it) into
+    fresh read models, check them and swap them in; the live projector and the query API keep serving
+    meanwhile (settings from HEARTH_* variables, as the services)."""
     from hearth_read_models.rebuild import RebuildFailed
     from hearth_read_models.rebuild import rebuild as run_rebuild
     from hearth_read_models.settings import ReadModelSettings
 
+    archive = table_path(table, home) if from_archive else None
     progress, show = _replay_progress("rebuild")
     try:
         with progress:
             result = asyncio.run(
-                run_rebuild(ReadModelSettings(), swap=swap, batch_size=batch_size, on_progress=show)
+                run_rebuild(
+                    ReadModelSettings(), swap=swap, batch_size=batch_size, on_progress=show, archive=archive
+                )
             )
     except RebuildFailed as exc:
         console.print(f"[red bold]Rebuild failed, nothing swapped:[/] {exc}")
         raise typer.Exit(1) from exc
-    table = Table(title=f"checks of {result.schema}")
+    checks = Table(title=f"checks of {result.schema}")
     for column in ("table", "rows", "replayed", "checksum"):
-        table.add_column(column)
+        checks.add_column(column)
     for c in result.checks:
-        table.add_row(c.table, f"{c.rows:,}", f"{c.expected_rows:,}", "equal" if c.ok else "differs")
-    console.print(table)
+        checks.add_row(c.table, f"{c.rows:,}", f"{c.expected_rows:,}", "equal" if c.ok else "differs")
+    console.print(checks)
     console.print(
         f"replayed {result.events:,} records in {result.replay_s:.1f} s ({result.events_per_s:,.0f}/s)"
+        + (f", {result.from_archive:,} of them from the archive {archive}" if archive is not None else "")
     )
     if result.skipped:
         console.print(f"[yellow]skipped {result.skipped:,} records it could not project[/] (dead letters)")

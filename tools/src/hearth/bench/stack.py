@@ -108,7 +108,11 @@ class BenchStack:
 
     async def register_thermostats(self, home_id: str, count: int) -> list[str]:
         """Register ``count`` thermostats of one home through the command API (as `hearth up` does)."""
-        return await register_fleet(self.command_api, self.token(), home_id, {"thermostat": count})
+        return await self.register_fleet(home_id, {"thermostat": count})
+
+    async def register_fleet(self, home_id: str, counts: Mapping[str, int]) -> list[str]:
+        """Register simulated devices of one home, ``counts`` by type, through the command API."""
+        return await register_fleet(self.command_api, self.token(), home_id, counts)
 
     async def wait_listed(self, home_id: str, count: int, *, online: bool, timeout_s: float = 120.0) -> None:
         """Wait until the query API lists ``count`` devices of the home (only online ones if ``online``):

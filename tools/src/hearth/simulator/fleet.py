@@ -241,7 +241,8 @@ class Fleet:
             if at != player.wake_at:
                 continue  # rescheduled since
             self._play(player, now, out)
-            self._schedule(player, max(player.model.wake_at, now + MIN_TICK_S))
+            back = player.silent_until if player.silent_until > now else player.model.wake_at
+            self._schedule(player, max(back, now + MIN_TICK_S))
         return out
 
     def next_wake_at(self) -> float:
@@ -252,10 +253,11 @@ class Fleet:
 
     def _play(self, player: _Player, now: float, out: list[Record]) -> None:
         options, rng = self.options, self.rng
-        elapsed, player.last_step = now - player.last_step, now
-        report = player.model.step(now)  # the device lives on whether anyone hears it or not
-        if player.silent_until > now:
+        if player.silent_until > now:  # out of reach; back, it says what changed meanwhile (a firmware)
             return
+        elapsed = now - max(player.last_step, player.silent_until)  # time heard since the last play
+        player.last_step = now
+        report = player.model.step(now)  # integrates the time it was silent too
         if self._silence_per_s and rng.random() < 1.0 - math.exp(-self._silence_per_s * elapsed):
             player.silent_until = now + rng.uniform(*options.offline_s)
             player.held = None

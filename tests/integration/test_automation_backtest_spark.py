@@ -70,7 +70,7 @@ async def _in_process(
             stack.kafka_bootstrap_servers, stack.topics.journal, automation.home_id, start, end
         )
         assert complete
-        results[automation.automation_id] = backtest(automation, map(replayed, found))
+        results[automation.automation_id] = backtest(automation, map(replayed, found), start, end, "UTC")
     return results
 
 

@@ -30,7 +30,7 @@ def test_the_fleets_journal_fires_once_per_hot_reading_and_watcher(
     assert all(len({e.device_id for e in events}) <= HOME_SIZE for events in by_home.values())
     fired: Counter[str] = Counter()
     for home, events in by_home.items():
-        replay = HomeReplay([a for a in found if a.home_id == home])
+        replay = HomeReplay([a for a in found if a.home_id == home], T0, T0 + timedelta(days=365), "UTC")
         for event in events:
             replay.feed(replayed(event))
         for automation in replay.automations:

@@ -19,6 +19,7 @@ from hearth_shared.domain.automation_replay import HomeReplay, Replayed, backtes
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
+STRETCH = (T0, T0 + timedelta(days=1))
 
 
 def _automation(trigger: Trigger, *conditions: StateTest) -> Automation:
@@ -48,11 +49,12 @@ def test_a_homes_automations_replayed_together_count_what_each_counts_alone() ->
         ),
         _automation(Trigger(fact="anomaly.detected")),
     ]
-    together = HomeReplay(automations)
+    together = HomeReplay(automations, *STRETCH, "UTC")
     for fact in _facts():
         together.feed(fact)
+    together.finish()
     for automation in automations:
-        assert together.results[automation.automation_id] == backtest(automation, _facts())
+        assert together.results[automation.automation_id] == backtest(automation, _facts(), *STRETCH, "UTC")
     hot = together.results[automations[0].automation_id]
     assert (hot.facts, hot.triggered, hot.fired) == (len(_facts()), 15, 15)  # every other report: an edge
     assert sum(hot.fired_by_hour.values()) == hot.fired and len(hot.fired_by_hour) == 5
@@ -63,7 +65,7 @@ def test_a_homes_automations_replayed_together_count_what_each_counts_alone() ->
 def test_the_first_100_run_times_are_kept_and_every_run_counted() -> None:
     automation = _automation(Trigger(fact="anomaly.detected"))
     facts: list[Replayed] = [("anomaly.detected", "t1", T0 + timedelta(minutes=i), None) for i in range(150)]
-    result = backtest(automation, facts)
+    result = backtest(automation, facts, *STRETCH, "UTC")
     assert result.fired == 150 and len(result.fired_at) == 100 and result.fired_at[-1] == facts[99][2]
     assert result.fired_by_hour == {T0: 60, T0 + timedelta(hours=1): 60, T0 + timedelta(hours=2): 30}
 

@@ -174,5 +174,5 @@ def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
         ("device.state_reported", "l1", at[4], {"door": "open"}),
         ("device.state_reported", "t1", at[5], {"ambient_c": 30}),  # edge, door open: does not fire
     ]
-    result = backtest(automation, facts)
+    result = backtest(automation, facts, T0, T0 + timedelta(days=1), "UTC")
     assert (result.facts, result.triggered, result.fired, result.fired_at) == (6, 2, 1, [at[1]])

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -43,6 +43,7 @@ from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,
     BacktestResult,
     HomeReplay,
+    backtest,
     in_stretch,
     record_ms,
     replayed,
@@ -50,7 +51,7 @@ from hearth_shared.domain.automation_replay import (
 from hearth_shared.events import MalformedRecord
 from hearth_shared.home_facts import decode_home_fact
 from hearth_shared.home_journal import TopicFollower
-from hearth_shared.home_view import HomesView
+from hearth_shared.home_view import DEFAULT_TIMEZONE, HomesView
 from hearth_shared.storable import decode_fact
 
 # The envelope fields Spark reads to select and order the records (the rest is decoded in Python).
@@ -66,7 +67,7 @@ RESULT_SCHEMA = "automation_id string, result binary"
 
 
 def _replay_partition(
-    automations_json: bytes, start: datetime, end: datetime
+    automations_json: bytes, zones: dict[str, str], start: datetime, end: datetime
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: one partition's rows (``home_id``, ``value``; a home's rows together,
     in replay order) -> one row per automation of each home seen."""
@@ -84,8 +85,9 @@ def _replay_partition(
             for home_id, value in zip(homes, values, strict=True):
                 if home_id != home:
                     if replay is not None:
+                        replay.finish()
                         done.append(replay)
-                    home, replay = home_id, HomeReplay(by_home[home_id])
+                    home, replay = home_id, HomeReplay(by_home[home_id], start, end, zones[home_id])
                 try:
                     event = decode_fact(value)
                 except MalformedRecord:
@@ -95,6 +97,7 @@ def _replay_partition(
             if done:
                 yield _results(done)
         if replay is not None:
+            replay.finish()
             yield _results([replay])
 
     return run
@@ -117,9 +120,12 @@ def spark_backtest(
     automations: Sequence[Automation],
     start: datetime,
     end: datetime,
+    zones: Mapping[str, str] | None = None,
 ) -> dict[uuid.UUID, BacktestResult]:
-    """Each automation's backtest over ``[start, end)`` of the history (archive plus the journal's tail)."""
+    """Each automation's backtest over ``[start, end)`` of the history (archive plus the journal's tail);
+    ``zones``: the homes' time zones (``HomesView.timezone``; a home not in it is in the default zone)."""
     homes = sorted({a.home_id for a in automations})
+    zone_of = {home: (zones or {}).get(home, DEFAULT_TIMEZONE) for home in homes}
     envelope = F.from_json(F.col("value").cast("string"), _ENVELOPE)
     rows = (
         read_history(spark, settings)
@@ -141,8 +147,9 @@ def spark_backtest(
         .select("home_id", "value")
     )
     encoded = msgspec.json.encode(list(automations))
-    found = rows.mapInArrow(_replay_partition(encoded, start, end), RESULT_SCHEMA).collect()
-    results = {a.automation_id: BacktestResult() for a in automations}
+    found = rows.mapInArrow(_replay_partition(encoded, zone_of, start, end), RESULT_SCHEMA).collect()
+    # a home without a fact in the stretch: its time triggers still fire
+    results = {a.automation_id: backtest(a, (), start, end, zone_of[a.home_id]) for a in automations}
     for row in found:
         results[uuid.UUID(row["automation_id"])] = msgspec.json.decode(row["result"], type=BacktestResult)
     return results
@@ -165,8 +172,13 @@ async def _fold_home_journal(settings: AnalyticsSettings) -> HomesView:
     return view
 
 
+def home_journal_view(settings: AnalyticsSettings) -> HomesView:
+    """The home journal folded: its automations (switched off and suspended ones too), homes' zones."""
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
+        return pool.submit(asyncio.run, _fold_home_journal(settings)).result()
+
+
 def automations_from_home_journal(settings: AnalyticsSettings) -> dict[uuid.UUID, Automation]:
     """Every automation the home journal defines (switched off and suspended ones too), by id."""
-    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
-        view = pool.submit(asyncio.run, _fold_home_journal(settings)).result()
+    view = home_journal_view(settings)
     return {automation_id: state.definition for automation_id, state in view.automations.items()}

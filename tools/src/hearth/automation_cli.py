@@ -143,7 +143,7 @@ def via_spark(
     import msgspec
     from pyspark.sql import SparkSession
 
-    from hearth_analytics.automation_backtest import automations_from_home_journal, spark_backtest
+    from hearth_analytics.automation_backtest import home_journal_view, spark_backtest
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 
@@ -152,7 +152,9 @@ def via_spark(
     if master:
         settings = settings.model_copy(update={"master": master})
     with console.status("reading the automations from the home journal ..."):
-        automation = automations_from_home_journal(settings).get(automation_id)
+        view = home_journal_view(settings)
+    state = view.automations.get(automation_id)
+    automation = state.definition if state is not None else None
     if automation is None:
         console.print(f"[red]no automation {automation_id} in the home journal[/]")
         raise typer.Exit(1)
@@ -161,7 +163,8 @@ def via_spark(
         running = SparkSession.getActiveSession()  # one this process runs already is not ours to stop
         spark = build_session(settings, "hearth-automation-backtest")
         try:
-            result = spark_backtest(spark, settings, [automation], start, end)[automation_id]
+            zones = {automation.home_id: view.timezone(automation.home_id)}
+            result = spark_backtest(spark, settings, [automation], start, end, zones)[automation_id]
         finally:
             if running is None:
                 spark.stop()

@@ -119,7 +119,8 @@ async def backtest_automation(
     found, complete = await read_stretch(
         stack.kafka_bootstrap_servers, stack.topics.journal, state.definition.home_id, body.from_, body.to
     )
-    result = backtest(state.definition, map(replayed, found))
+    home_id = state.definition.home_id
+    result = backtest(state.definition, map(replayed, found), body.from_, body.to, view.timezone(home_id))
     return {
         "automation_id": str(automation_id),
         "from": body.from_.isoformat(),

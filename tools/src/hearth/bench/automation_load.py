@@ -97,6 +97,7 @@ def backtest_rates(
     """The query API's reader over one home's stretch, and the Spark job over every automation."""
     from hearth_read_models.backtest_views import read_stretch
     from hearth_shared.domain.automation_replay import backtest, replayed
+    from hearth_shared.home_view import DEFAULT_TIMEZONE
 
     start, end = found[0].created_at - timedelta(days=1), utcnow() + timedelta(days=1)
     first = found[0]
@@ -105,7 +106,7 @@ def backtest_rates(
         home_facts, complete = asyncio.run(
             read_stretch(settings.kafka_bootstrap_servers, settings.topics.journal, first.home_id, start, end)
         )
-        in_process = backtest(first, map(replayed, home_facts))
+        in_process = backtest(first, map(replayed, home_facts), start, end, DEFAULT_TIMEZONE)
         took = time.perf_counter() - began
     figures: dict[str, Any] = {"in_process_per_s": facts / took, "in_process_complete": complete}
     if not spark:

@@ -14,11 +14,13 @@ with ``hearth_shared.storable.decode_fact`` (a record it refuses is left out by 
    not fit in memory);
 3. ``mapInArrow`` (Python workers, Arrow batches: no row pickling) decodes each record, keeps those
    ``in_stretch``, and feeds them through one ``HomeReplay`` per home (every automation of the home at
-   once), then yields each automation's ``BacktestResult`` (msgspec JSON) when the home's rows end.
+   once, in the home's zone), then, when the home's rows end, fires what is due before the stretch's end
+   (``finish``: ``for_s`` timers, time triggers) and yields each automation's ``BacktestResult``
+   (msgspec JSON).
 
-An automation whose home has no fact in the stretch gets an empty result. The automations' definitions
-come from the home journal (``automations_from_home_journal``), so the job needs only Kafka and the
-archive: no API, no database.
+An automation whose home has no fact in the stretch is replayed over no facts on the driver (its time
+triggers still fire). The automations' definitions and the homes' zones come from the home journal
+(``home_journal_view``), so the job needs only Kafka and the archive: no API, no database.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ async def test_a_quarantined_device_is_marked_and_its_controls_disabled_live(
         await expect(card.locator('form.command-set_hvac_mode select[name="mode"]')).to_be_disabled()
         await screenshot(page, tmp_path / "live-page-quarantined.png")
 
-        assert (await admin.delete(f"/v1/devices/{device_id}/quarantine")).status_code == 202
+        assert (await admin.delete(f"/v1/devices/{device_id}/quarantine")).status_code == 204
         await expect(card).to_have_class("device", timeout=30_000)
         await expect(card.locator(".quarantine")).to_be_hidden()
         await expect(set_target).to_be_enabled()
@@ -106,7 +106,17 @@ async def test_an_admin_page_shows_a_campaign_and_its_waves_counts(
         platform.client(platform.command_api) as admin,
     ):
         await expect(page.locator("article.device")).to_have_count(4, timeout=30_000)
-        await expect(page.locator("article.device .admin-controls").first).to_contain_text("Quarantine")
+        last = page.locator(f'article[data-device-id="{light_fleet[3]}"]')  # the page's admin controls
+        await last.locator('.quarantine-form input[name="reason"]').fill("loose wiring")
+        await last.get_by_role("button", name="Quarantine").click()
+        await expect(last.locator(".quarantine")).to_contain_text(
+            "Quarantined · loose wiring", timeout=30_000
+        )
+        await expect(last.locator("form.command-turn_on button")).to_be_disabled()
+        await expect(last.locator("button.command-reboot")).to_be_enabled()  # admin commands stay on
+        await last.get_by_role("button", name="Release").click()
+        await expect(last.locator(".quarantine")).to_be_hidden(timeout=30_000)
+        await expect(last.locator("form.command-turn_on button")).to_be_enabled()
         body = {
             "device_type": "light",
             "version": "2.0.0",

@@ -96,4 +96,4 @@ async def release_device(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-__all__ = ["admin_params", "require_admin", "router"]
+__all__ = ["admin_params", "router"]

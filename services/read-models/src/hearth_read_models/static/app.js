@@ -157,7 +157,7 @@ function buildCard(d) {
     ui.quarantine,
     el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
     controls(d),
-    adminControls(d),
+    adminControls(d, ui),
     ui.schedule,
     ui.trends,
     ui.commands,

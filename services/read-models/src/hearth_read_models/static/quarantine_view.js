@@ -3,15 +3,14 @@
 // websocket changes like any fact) is marked with its reason and its ordinary controls are disabled: the
 // device would reject them with `quarantined`. An admin page also gets the admin controls, which a
 // quarantine leaves on: quarantine or release (the command API's POST/DELETE /v1/devices/{id}/quarantine)
-// and the type's admin commands (reboot, update_firmware, from GET /v1/device-types). Loaded before
+// and the admin commands every type takes (GET /v1/device-types' admin_commands). Loaded before
 // app.js, whose helpers (el, send, commandApi, auth, detailText, ago) these call at run time.
 "use strict";
 
-function adminControls(d) {
+function adminControls(d, ui) {
+  // ui: the card being built (d.ui is set once it is)
   if (!pageSession.admin) return null;
-  const schema = deviceTypes.get(d.twin.type);
-  const admin = Object.entries(schema?.commands || {}).filter(([, command]) => command.admin);
-  const ui = d.ui;
+  const admin = Object.entries(adminCommands);
   ui.quarantineForm = el("form", { class: "quarantine-form", onsubmit: (event) => {
     event.preventDefault();
     setQuarantine(d, "POST", { reason: ui.quarantineReason.value || "quarantined from the live page" });

@@ -88,7 +88,7 @@ async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
                 await expect(item.locator(".when")).to_have_text(
                     f"{local.strftime('%a').lower()} {local.strftime('%m-%d %H:%M')} ({offset(local)})"
                 )
-                await expect(item.locator(".what")).to_have_text(f"set_target_temperature target_c {target}")
+                await expect(item.locator(".what")).to_have_text(f"set_target_temperature target_c {target:g}")
             await expect(transitions).to_have_count(3)
             await expect(schedule.locator(".hold")).to_have_count(0)
 

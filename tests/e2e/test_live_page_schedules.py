@@ -88,7 +88,9 @@ async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
                 await expect(item.locator(".when")).to_have_text(
                     f"{local.strftime('%a').lower()} {local.strftime('%m-%d %H:%M')} ({offset(local)})"
                 )
-                await expect(item.locator(".what")).to_have_text(f"set_target_temperature target_c {target:g}")
+                await expect(item.locator(".what")).to_have_text(
+                    f"set_target_temperature target_c {target:g}"
+                )
             await expect(transitions).to_have_count(3)
             await expect(schedule.locator(".hold")).to_have_count(0)
 
@@ -100,6 +102,9 @@ async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
             hold = schedule.locator(".hold")
             await expect(hold).to_contain_text("Held by a person's command until", timeout=30_000)
             await expect(hold.locator("time")).to_have_attribute("datetime", expected[0][0].isoformat())
+            first = expected[0][0].astimezone(ZoneInfo(ZONE))  # shown on the home's clock
+            await expect(hold.locator("time")).to_have_text(first.strftime("%a %H:%M").lower())
+            await expect(schedule).not_to_contain_text("null")
 
             automation = page.locator(f'li.automation[data-automation-id="{automation_id}"]')
             await expect(automation.locator("header")).to_contain_text("Lock up when the heating is set")

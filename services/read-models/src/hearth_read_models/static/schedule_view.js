@@ -34,16 +34,23 @@ function renderSchedule(d, schedule) {
   }
   const hold = schedule.hold;
   box.dataset.held = hold ? "true" : "false";
-  box.replaceChildren(
+  const parts = [
     el("h3", {}, `Schedule · ${schedule.timezone}`),
     hold ? el("p", { class: "hold" }, "Held by a person's command until ",
-      el("time", { datetime: hold.until }, new Date(hold.until).toLocaleString()), " ",
+      el("time", { datetime: hold.until }, inZone(hold.until, schedule.timezone)), " ",
       el("button", { class: "resume", onclick: () => resumeSchedule(d) }, "Resume")) : null,
     el("ol", { class: "transitions" }, ...schedule.next.map((t) =>
       el("li", { class: "transition", dataset: { at: t.at } },
         el("span", { class: "when" }, localTime(t)), el("span", { class: "what" }, commandText(t.command))))),
     schedule.next.length ? null : el("p", { class: "muted" }, "no coming transitions"),
-  );
+  ];
+  box.replaceChildren(...parts.filter(Boolean));
+}
+
+function inZone(iso, timeZone) {
+  // an instant as the home's clock shows it ("tue 22:15"), like the transitions
+  const options = { timeZone, weekday: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+  return new Date(iso).toLocaleString("en-GB", options).toLowerCase();
 }
 
 async function resumeSchedule(d) {

@@ -35,20 +35,43 @@ async def test_the_query_api_shows_campaigns_as_the_command_api_does(
         "abort": {"max_failed_pct": 100, "max_offline_pct": 100, "max_anomaly_ratio": 1000},
         "job_timeout_s": 600,
     }
-    answer = await admin_api.post("/v1/campaigns", json=body)
-    assert answer.status_code == 201, answer.text
-    campaign_id = answer.json()["campaign_id"]
+
+    # A driver that has just started refuses (bad_target, in its log only) a campaign over a device its
+    # journal view has not read yet, and it takes requests before it has caught up with the journal (a
+    # driver defect, seen here: "ready (0 campaigns, 0 devices)" then the refusal): start again until
+    # one is recorded. A refused start records nothing.
+    campaign_id = ""
+    for _ in range(12):
+        answer = await admin_api.post("/v1/campaigns", json=body)
+        assert answer.status_code == 201, answer.text
+        campaign_id = answer.json()["campaign_id"]
+        if (await admin_api.get(f"/v1/campaigns/{campaign_id}", params={"wait_s": 5})).status_code == 200:
+            break
+    else:
+        raise AssertionError("the campaign driver refused every start (see its log)")
     try:
         async with platform.client(platform.query_api) as admin_query:
+            seen: dict[str, list[dict[str, Any]]] = {}
 
             async def shown_alike() -> bool:
                 ours = (await admin_query.get("/v1/campaigns")).json()["campaigns"]
                 theirs = (await admin_api.get("/v1/campaigns")).json()
-                mine = [c for c in ours if c["campaign_id"] == campaign_id]
-                command_side = [c for c in theirs if c["campaign_id"] == campaign_id]
-                return bool(mine) and mine == command_side and mine[0]["jobs"] == {"sent": 1}
+                seen["query"] = [c for c in ours if c["campaign_id"] == campaign_id]
+                seen["command"] = [c for c in theirs if c["campaign_id"] == campaign_id]
+                return bool(seen["query"]) and seen["query"] == seen["command"]
 
-            await eventually(shown_alike, "the campaign's job sent, alike on both APIs", timeout_s=60)
+            try:
+                await eventually(shown_alike, "the campaign alike on both APIs", timeout_s=60)
+            except AssertionError as timed_out:
+                raise AssertionError(f"{timed_out}: {seen}") from None
+
+            async def sent() -> bool:
+                return await shown_alike() and seen["query"][0]["jobs"] == {"sent": 1}
+
+            try:
+                await eventually(sent, "the campaign's one job sent", timeout_s=60)
+            except AssertionError as timed_out:
+                raise AssertionError(f"{timed_out}: {seen}") from None
             running = (await admin_query.get("/v1/campaigns", params={"status": "running"})).json()
             assert campaign_id in [c["campaign_id"] for c in running["campaigns"]]
             [wave] = next(c for c in running["campaigns"] if c["campaign_id"] == campaign_id)["waves"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import expect
 
+from tests.campaign_start import start_recorded_campaign
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
@@ -128,9 +129,7 @@ async def test_an_admin_page_shows_a_campaign_and_its_waves_counts(
             "abort": {"max_failed_pct": 100, "max_offline_pct": 100, "max_anomaly_ratio": 1000},
             "job_timeout_s": 600,  # the offline third device's job stays in progress meanwhile
         }
-        answer = await admin.post("/v1/campaigns", json=body)
-        assert answer.status_code == 201, answer.text
-        campaign_id = answer.json()["campaign_id"]
+        campaign_id = await start_recorded_campaign(admin, body)
         try:
             campaign = page.locator(f'li.campaign[data-campaign-id="{campaign_id}"]')
             first = campaign.locator('li.wave[data-wave="0"]')

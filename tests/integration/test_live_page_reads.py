@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from hearth_shared.domain.schedule import DAYS
+from tests.campaign_start import start_recorded_campaign
 from tests.conftest import Platform
 from tests.registration import register_device
 from tests.support import eventually
@@ -36,19 +37,7 @@ async def test_the_query_api_shows_campaigns_as_the_command_api_does(
         "job_timeout_s": 600,
     }
 
-    # A driver that has just started refuses (bad_target, in its log only) a campaign over a device its
-    # journal view has not read yet, and it takes requests before it has caught up with the journal (a
-    # driver defect, seen here: "ready (0 campaigns, 0 devices)" then the refusal): start again until
-    # one is recorded. A refused start records nothing.
-    campaign_id = ""
-    for _ in range(12):
-        answer = await admin_api.post("/v1/campaigns", json=body)
-        assert answer.status_code == 201, answer.text
-        campaign_id = answer.json()["campaign_id"]
-        if (await admin_api.get(f"/v1/campaigns/{campaign_id}", params={"wait_s": 5})).status_code == 200:
-            break
-    else:
-        raise AssertionError("the campaign driver refused every start (see its log)")
+    campaign_id = await start_recorded_campaign(admin_api, body)
     try:
         async with platform.client(platform.query_api) as admin_query:
             seen: dict[str, list[dict[str, Any]]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch
@@ -109,3 +111,50 @@ def plant_gap_and_duplicate(table: Path) -> tuple[tuple[int, int], tuple[int, in
              "blockReplication": 1, "blockSize": 0, "action": "add"}  # fmt: skip
     (table / METADATA_DIR / str(batch)).write_text("v1\n" + json.dumps(entry) + "\n")
     return removed, doubled
+
+
+def facts_across_days(
+    stack: StackSettings, count: int, devices: int, seed: int = 11
+) -> list[tuple[str, bytes, int]]:
+    """``count`` realistic facts of ``devices`` devices (``JournalFacts``) as archive test records, their
+    Kafka timestamps scattered over two days (one in three on the second), so each micro-batch writes
+    two files per day and a partition's offsets interleave between them."""
+    from hearth.bench.rebuild import JournalFacts
+
+    rng = random.Random(seed)
+    facts = iter(JournalFacts(devices, seed=seed, prefix=stack.topic_prefix))
+    records = []
+    for _ in range(count):
+        fact = next(facts)
+        day = DAY1 + timedelta(days=1) if rng.random() < 1 / 3 else DAY1
+        records.append((fact.device_id, encode(fact), int(day.timestamp() * 1000)))
+    return records
+
+
+def write_table_by_hand(
+    table: Path, batches: list[dict[str, list[tuple[int, int]]]], *, compact_at: int
+) -> None:
+    """A table as the file sink leaves it, without Spark: batch ``i`` of ``batches`` writes one file per
+    day (``{day: [(partition, offset), ...]}``) and its log file; batch ``compact_at`` is a ``.compact``
+    log file holding every entry up to it, as the sink writes every ``compactInterval`` batches."""
+    meta = table / METADATA_DIR
+    meta.mkdir(parents=True)
+    entries: list[dict[str, object]] = []
+    for batch, days in enumerate(batches):
+        written = []
+        for day, rows in days.items():
+            path = table / f"day={day}" / f"part-{batch:05d}-{uuid.uuid4()}.c000.zstd.parquet"
+            path.parent.mkdir(exist_ok=True)
+            pq.write_table(
+                pa.table({
+                    "kafka_partition": pa.array([p for p, _ in rows], pa.int32()),
+                    "kafka_offset": pa.array([o for _, o in rows], pa.int64()),
+                    "value": pa.array([f"p{p}o{o}".encode() for p, o in rows], pa.binary()),
+                }),
+                path,
+            )  # fmt: skip
+            written.append({"path": path.as_uri(), "size": path.stat().st_size, "isDir": False,
+                            "modificationTime": 0, "blockSize": 0, "action": "add"})  # fmt: skip
+        entries += written
+        name, logged = (f"{batch}.compact", entries) if batch == compact_at else (str(batch), written)
+        (meta / name).write_text("v1\n" + "".join(json.dumps(e) + "\n" for e in logged))

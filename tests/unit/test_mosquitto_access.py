@@ -92,10 +92,8 @@ def test_the_acl_gives_devices_their_own_topics_and_the_hub_only_simulated_devic
     assert hub == [
         "topic write hearth/hubs/_hearth_simulator/availability",  # its will, for its children
         "topic read hearth/hubs/_hearth_simulator/devices/+",  # which children the broker lets it act for
-        *(f"topic write hearth/devices/sim-1/{c}" for c in ("state", "acks", "availability")),
-        *(f"topic read hearth/devices/sim-1/{c}" for c in ("commands", "errors")),
-        *(f"topic write hearth/devices/sim-2/{c}" for c in ("state", "acks", "availability")),
-        *(f"topic read hearth/devices/sim-2/{c}" for c in ("commands", "errors")),
+        "topic readwrite hearth/devices/sim-1/#",  # one line a device: loading is quadratic in lines
+        "topic readwrite hearth/devices/sim-2/#",
     ]
     patterns = [line for line in acl if line.startswith("pattern ")]
     assert patterns == [

@@ -47,6 +47,16 @@ def test_devices_report_their_firmware_then_the_new_one_after_installing() -> No
     assert after and set(after) == {"2.0.0"}  # the model's telemetry says what it now runs
 
 
+def test_a_device_says_its_new_firmware_as_soon_as_it_is_back_not_at_its_next_telemetry() -> None:
+    options = FleetOptions(rate=0.01, firmware=FirmwareOptions(install_s=2.0, faults=FAULTS))  # 100 s
+    gateway = Fleet("unused:9092", Topics("test"), options)
+    gateway.learn(registered("l1", "lock"), T0)
+    play(gateway, T0, T0 + 1)
+    gateway.on_command(command("l1", "update_firmware", {"version": "2.0.0", **IMAGE}, 60), T0 + 1)
+    assert firmware_reports(play(gateway, T0 + 1, T0 + 2.5), "l1") == []  # installing: silent
+    assert firmware_reports(play(gateway, T0 + 2.5, T0 + 4), "l1") == ["2.0.0"]  # back after 2 s
+
+
 def test_a_bad_checksum_is_refused_and_the_firmware_stays() -> None:
     gateway = hub()
     play(gateway, T0, T0 + 2)

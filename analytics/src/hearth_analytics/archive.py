@@ -33,19 +33,22 @@ reads the table through ``_spark_metadata``, other tools through ``hearth_analyt
 
 Small files: each micro-batch is written as one file per day it touches (``coalesce(1)``; archiving is
 I/O, not CPU), and the trigger interval (``archive_trigger_s``, 30 s) bounds the file count at about
-2,900 a day. Rewriting closed days into fewer files is not done yet (the file sink's log cannot retire
-files; that needs a table format with its own log, see above).
+2,900 a day. Closed days are then rewritten as one file each (``archive_compact``, which says how that
+stays consistent with the sink's commit log): every ``archive_compact_every_s`` by the job itself (a
+local archive; a failed compaction is logged and archiving goes on), or by ``hearth archive compact``.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from hearth_analytics.archive_compact import compact_archive
 from hearth_analytics.schema import stream_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
@@ -131,8 +134,26 @@ def run_archive(
     query = start_archive(spark, settings, once=once)
     log.info("started %s into %s (checkpoint %s)", query.name, settings.archive_location(),
              settings.archive_checkpoint())  # fmt: skip
+    every = settings.archive_compact_every_s
     try:
-        query.awaitTermination()
+        if once or not every or not settings.archive_is_local():
+            query.awaitTermination()
+        else:
+            while not query.awaitTermination(max(1, round(every))):
+                compact_step(Path(settings.archive_location()))
     finally:
         if query.isActive:
             query.stop()
+
+
+def compact_step(table: Path) -> None:
+    """The job's periodic compaction: logged, and never the end of archiving."""
+    try:
+        result = compact_archive(table)
+    except Exception:
+        log.exception("compacting %s failed; archiving goes on", table)
+        return
+    for day in result.days:
+        log.info("compacted %s: %d files into one (%d rows)", day.day, day.files, day.rows)
+    if result.undone:
+        log.info("compaction of %s was undone by the sink's own log compaction; again next time", table)

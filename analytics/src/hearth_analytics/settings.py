@@ -73,6 +73,12 @@ class AnalyticsSettings(BaseSettings):
     archive_max_offsets_per_trigger: int | None = Field(
         500_000, gt=0, description="Journal records per archive micro-batch at most"
     )
+    archive_compact_every_s: float = Field(
+        3600.0,
+        ge=0,
+        description="How often the archive job compacts closed days' small files (hearth_analytics."
+        "archive_compact; a local archive only); 0: never (then `hearth archive compact` does it)",
+    )
     # --- the archive on S3-compatible storage (hearth_analytics.s3; only for an s3a:// archive_url)
     s3_endpoint: str | None = Field(None, description="e.g. http://127.0.0.1:9000; None: AWS S3")
     s3_region: str | None = None

@@ -5,13 +5,16 @@ in batches.
 A share (k, n) is the journal's partitions p with p % n == k: a rebuild's replay is split so over
 processes; a device's facts are all in one partition, so each share's twins, commands and alerts are its
 own. Rollups are read only by a source that is given their topic.
+
+``RecordSource`` is what a projector needs of a source; the other one is ``archive_source.ArchiveSource``
+(a rebuild from the journal's archive).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -32,6 +35,24 @@ class Batching:
     size: int = 5000
     wait_ms: int = 50
     linger_ms: int = 0
+
+
+class RecordSource(Protocol):
+    """Where a projector's records come from: partitions it is given, positions it can be set to, and
+    batches in offset order per partition (the positions are the next offsets, as a consumer's)."""
+
+    journal: str
+    tps: list[TopicPartition]
+
+    async def assign(self) -> list[TopicPartition]: ...
+
+    def seek(self, positions: Offsets) -> None: ...
+
+    async def position(self, tp: TopicPartition) -> int: ...
+
+    async def reached(self, stop_at: Offsets) -> bool: ...
+
+    async def fetch(self, stop_at: Offsets | None) -> Records: ...
 
 
 class JournalSource:
@@ -66,6 +87,10 @@ class JournalSource:
     def seek(self, positions: Offsets) -> None:
         for tp in self.tps:
             self.consumer.seek(tp, positions.get(tp, 0))
+
+    async def position(self, tp: TopicPartition) -> int:
+        position: int = await self.consumer.position(tp)
+        return position
 
     async def reached(self, stop_at: Offsets) -> bool:
         """Has every partition been read up to ``stop_at`` (what follows is not projected)?"""

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_read_models.journal_source import JournalSource, Offsets, Record, Records
+from hearth_read_models.journal_source import JournalSource, Offsets, Record, Records, RecordSource
 from hearth_read_models.projection import Projection, RollupRow, TwinRow, command_ids, rollup_row, twin_row
 from hearth_read_models.view_store import Batch, ViewStore
 from hearth_shared.domain import Twin
@@ -83,7 +83,7 @@ class Sink(Protocol):
 class Projector:
     def __init__(
         self,
-        source: JournalSource,
+        source: RecordSource,
         store: ViewStore,
         sink: Sink,
         *,
@@ -105,6 +105,8 @@ class Projector:
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
+        if not isinstance(self.source, JournalSource):
+            raise TypeError(f"this projector reads {type(self.source).__name__}, not a Kafka consumer")
         return self.source.consumer
 
     @property

@@ -7,6 +7,11 @@ swap lock the new schema catches up exactly to the live projector's offsets, tak
 number and is renamed in; nothing lost, nothing twice. Still under the lock, the Redis twin cache is
 refreshed for the twins whose view the rebuild changed (cache_refresh.py).
 
+``rebuild(archive=<table>)`` (``hearth rebuild --from-archive``): the replay reads the journal's archive
+first (a snapshot of its committed files, ``archive_source``), then the journal's tail beyond it from
+Kafka, into the same fresh schema; checks and swap as above. The views equal a rebuild from the journal
+(``tests/integration/test_rebuild_from_archive.py``).
+
 A record the replay cannot project (undecodable, or a fact ``hearth_shared.storable`` says cannot be
 stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,
 and the live views skipped it too, so the rebuilt views still equal them and the rebuild completes.
@@ -21,8 +26,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from hearth_read_models import tables as t
+from hearth_read_models.archive_order import ArchiveOutOfOrder
+from hearth_read_models.archive_source import snapshot_archive
 from hearth_read_models.cache_refresh import refresh_cache
 from hearth_read_models.checksums import TableCheck
 from hearth_read_models.db import check_schema, connect, migrate, swap_lock
@@ -32,6 +40,7 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.swap import stamp, swap_in, swap_locked
 from hearth_read_models.table_diff import Difference, compare_table
 from hearth_read_models.view_meta import read_generation, read_offsets
+from hearth_shared.archive_log import ArchiveUnreadable
 
 __all__ = [
     "REPLAY_PROCESSES",
@@ -58,6 +67,7 @@ class RebuildResult:
     twins_refreshed: int = 0
     index_s: float = 0.0  # of replay_s: building the history's primary key at the end
     skipped: int = 0  # records that could not be projected (dead letters), skipped
+    from_archive: int = 0  # of ``events``: records read from the archive (the rest from Kafka)
 
     @property
     def events_per_s(self) -> float:
@@ -78,9 +88,15 @@ async def rebuild(
     batch_size: int = 50_000,
     on_progress: ProgressCallback | None = None,
     processes: int = REPLAY_PROCESSES,
+    archive: Path | None = None,
 ) -> RebuildResult:
-    """Replay the journal into a fresh schema, check it, and (with ``swap``) swap it in."""
+    """Replay the journal (``archive``: that archive table, then the journal's tail) into a fresh schema,
+    check it, and (with ``swap``) swap it in."""
     stack, live = settings.stack, check_schema(settings.schema_name)
+    try:
+        snapshot = None if archive is None else await asyncio.to_thread(snapshot_archive, archive)
+    except (ArchiveOutOfOrder, ArchiveUnreadable) as exc:
+        raise RebuildFailed(f"the archive {archive} cannot be replayed: {exc}") from exc
     await asyncio.to_thread(
         migrate, stack.postgres_dsn, live
     )  # a first rebuild may come before any projector
@@ -91,6 +107,8 @@ async def rebuild(
         on_progress=on_progress,
         processes=processes,
     ) as r:
+        if snapshot is not None:
+            await r.replay_archive(snapshot)
         await r.replay(await r.end_offsets())
         async with await connect(stack.postgres_dsn, live) as conn:
             await r.follow(conn, live)
@@ -98,8 +116,9 @@ async def rebuild(
         await r.index()
         done = time.perf_counter()
         result = RebuildResult(
-            r.schema, r.events, done - r.started, await r.check(), index_s=done - indexing, skipped=r.skipped
-        )
+            r.schema, r.events, done - r.started, await r.check(), index_s=done - indexing, skipped=r.skipped,
+            from_archive=snapshot.rows if snapshot is not None else 0,
+        )  # fmt: skip
         if not all(c.ok for c in result.checks):
             raise RebuildFailed(f"the rebuilt views do not match what was replayed: {result.checks}")
         if swap:

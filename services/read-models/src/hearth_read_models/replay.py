@@ -6,6 +6,12 @@ children, replay_shares.py); then this process's projector takes every partition
 (catching up with live, the swap). The history's primary key is left out during the bulk and built once
 at the end (one sorted build is cheaper than an index kept up row by row; a fact twice would fail it).
 The schema is dropped on exit unless ``keep`` was set (a swap took it).
+
+From the journal's archive (``replay_archive``, before ``replay``): the archive snapshot's partitions are
+shared out over the processes the same way, each reading Parquet (``archive_source``) up to the
+archive's end per partition; the positions committed with the rows are those offsets, so ``replay`` then
+reads from Kafka only the journal's tail beyond the archive (this process alone: the shares were used).
+The journal must still hold every offset the archive lacks (``archive_source.uncovered``).
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from dataclasses import dataclass
 import psycopg
 from aiokafka import TopicPartition
 
+from hearth_read_models.archive_order import ArchiveOutOfOrder
+from hearth_read_models.archive_source import ArchiveSnapshot, ArchiveSource, uncovered
 from hearth_read_models.checksums import TableCheck, Tally, check_tables
 from hearth_read_models.db import check_schema, connect, migrate
-from hearth_read_models.journal_source import Offsets
+from hearth_read_models.journal_source import Batching, JournalSource, Offsets
 from hearth_read_models.projector import Projector
-from hearth_read_models.replay_shares import ReplayShare, replay_projector
+from hearth_read_models.replay_shares import RebuildFailed, ReplayShare, replay_projector
 from hearth_read_models.service import make_consumer
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.swap import drop_schema
@@ -75,6 +83,7 @@ class Replay:
         self.collecting = gc.isenabled()
         self.consumer = make_consumer(settings.stack)
         self._projector: Projector | None = None
+        self._journal: JournalSource | None = None
         self.tps: list[TopicPartition] = []  # every partition of the journal and the rollups
         self.shares: list[ReplayShare] = []  # children started and not finished
         self.shared_events = 0  # records the finished children projected
@@ -112,6 +121,8 @@ class Replay:
             self.settings, self.schema, self.consumer, self.batch_size, rollups=True
         )
         self._projector.on_commit = self.tally.add
+        assert isinstance(self._projector.source, JournalSource)
+        self._journal = self._projector.source
         await self._projector.start()
         self.tps = list(self._projector.tps)
         self.started = time.perf_counter()
@@ -151,26 +162,62 @@ class Replay:
         ends: dict[TopicPartition, int] = await self.consumer.end_offsets(self.tps)
         return ends
 
+    @property
+    def journal(self) -> JournalSource:
+        if self._journal is None:
+            raise RuntimeError("the replay has not been entered")
+        return self._journal
+
     async def replay(self, stop_at: Offsets) -> None:
         """The bulk: up to ``stop_at`` exactly, the journal's partitions shared over the processes."""
         if not self.shares:
             return await self.run_to(stop_at, "replay")
-        source = self.projector.source
-        source.share = (0, self.processes)
+        self.journal.share = (0, self.processes)
         await self.projector.start()  # its share only
         async with self._reporting("replay"):
             for share in self.shares:
                 share.go(stop_at)
             await self.projector.run(stop_at=stop_at)
-            for share in list(self.shares):
-                result = await share.result()
-                self.tally.merge(result.tally)
-                self.shared_events += result.events
-                self.shared_skipped += result.skipped
-                self.shares.remove(share)
-                share.stop()  # it has ended: reaped
-        source.share = (0, 1)
+            await self._collect_shares()
+        self.journal.share = (0, 1)
         await self.projector.start()  # every partition, from the offsets the shares committed
+
+    async def replay_archive(self, archive: ArchiveSnapshot) -> None:
+        """The archive up to its end per partition, shared over the processes; then every partition is
+        read from Kafka from there (see the module)."""
+        journal = self.settings.stack.topics.journal
+        lows = await self.consumer.beginning_offsets([tp for tp in self.tps if tp.topic == journal])
+        highs = await self.end_offsets()
+        problems = uncovered(archive, {tp.partition: (lows[tp], highs[tp]) for tp in lows})
+        if problems:
+            raise RebuildFailed(
+                "the archive and the journal do not make a whole history: " + "; ".join(problems)
+            )
+        stop_at = archive.stop_at(journal)
+        batching = Batching(size=self.batch_size)
+        self.projector.source = ArchiveSource(archive, journal, batching=batching, share=(0, self.processes))
+        try:
+            await self.projector.start()
+            async with self._reporting("replay from the archive"):
+                for share in self.shares:
+                    share.go(stop_at, archive)
+                await self.projector.run(stop_at=stop_at)
+                await self._collect_shares()
+        except ArchiveOutOfOrder as exc:
+            raise RebuildFailed(str(exc)) from exc
+        finally:
+            self.projector.source = self.journal
+        self.journal.share = (0, 1)
+        await self.projector.start()  # every partition, from where the archive ends
+
+    async def _collect_shares(self) -> None:
+        for share in list(self.shares):
+            result = await share.result()
+            self.tally.merge(result.tally)
+            self.shared_events += result.events
+            self.shared_skipped += result.skipped
+            self.shares.remove(share)
+            share.stop()  # it has ended: reaped
 
     async def run_to(self, stop_at: Offsets, phase: str) -> None:
         """Project up to ``stop_at`` exactly, reporting progress meanwhile."""
@@ -199,7 +246,7 @@ class Replay:
         if self.on_progress is None:
             return
         ends = await self.end_offsets()
-        positions = [await self.consumer.position(tp) for tp in self.projector.tps]
+        positions = [await self.projector.source.position(tp) for tp in self.projector.tps]
         self.on_progress(
             ReplayProgress(
                 self.phase,

@@ -1,5 +1,6 @@
 """A replay's child processes: each replays one share of the journal's partitions (no rollups) into the
 replay's schema once told where to stop, and sends back its ``Tally`` and counts, or its error as text.
+Told an archive snapshot too, it reads its share from the archive (``archive_source``) instead of Kafka.
 
 Spawned (a fresh interpreter: no inherited event loop, sockets or connections), each with its own
 consumer, connection and transactions, offsets with rows. The fold is pure Python, one core per process.
@@ -15,8 +16,9 @@ from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer
 
+from hearth_read_models.archive_source import ArchiveSnapshot, ArchiveSource
 from hearth_read_models.checksums import Tally
-from hearth_read_models.journal_source import Batching, JournalSource, Offsets
+from hearth_read_models.journal_source import Batching, JournalSource, Offsets, RecordSource
 from hearth_read_models.projector import Projector
 from hearth_read_models.replay_sink import ReplaySink
 from hearth_read_models.service import make_consumer
@@ -44,16 +46,23 @@ def replay_projector(
     *,
     rollups: bool,
     share: tuple[int, int] = (0, 1),
+    archive: ArchiveSnapshot | None = None,
 ) -> Projector:
-    """A projector into a replay's ``schema``: no dead letters (the live projector sent them)."""
+    """A projector into a replay's ``schema``: no dead letters (the live projector sent them). It reads
+    the journal from Kafka, or (given ``archive``) that archive snapshot's share."""
     stack = settings.stack
-    source = JournalSource(
-        consumer,
-        stack.topics.journal,
-        rollups=stack.topics.rollups if rollups else None,
-        batching=Batching(size=batch_size, wait_ms=REPLAY_WAIT_MS),
-        share=share,
-    )
+    batching = Batching(size=batch_size, wait_ms=REPLAY_WAIT_MS)
+    source: RecordSource
+    if archive is not None:
+        source = ArchiveSource(archive, stack.topics.journal, batching=batching, share=share)
+    else:
+        source = JournalSource(
+            consumer,
+            stack.topics.journal,
+            rollups=stack.topics.rollups if rollups else None,
+            batching=batching,
+            share=share,
+        )
     return Projector(source, ViewStore(stack.postgres_dsn, schema, settings.consumer_name), ReplaySink())
 
 
@@ -77,8 +86,9 @@ class ReplayShare:
         sender.close()
         orders.close()
 
-    def go(self, stop_at: Offsets) -> None:
-        self.sender.send(stop_at)
+    def go(self, stop_at: Offsets, archive: ArchiveSnapshot | None = None) -> None:
+        """Replay the share up to ``stop_at`` from Kafka, or from ``archive``."""
+        self.sender.send((stop_at, archive))
 
     @property
     def events(self) -> int:
@@ -124,8 +134,10 @@ def _replay_share(
     """A child's part of a replay (see ``ReplayShare``)."""
     gc.disable()
     try:
-        stop_at = orders.recv()
-        sender.send(asyncio.run(_project_share(settings, schema, batch_size, stop_at, share, progress)))
+        stop_at, archive = orders.recv()
+        sender.send(
+            asyncio.run(_project_share(settings, schema, batch_size, stop_at, share, progress, archive))
+        )
     except EOFError:
         pass  # the replay ended before it had work for this share
     except BaseException:
@@ -141,10 +153,13 @@ async def _project_share(
     stop_at: Offsets,
     share: tuple[int, int],
     progress: Any,
+    archive: ArchiveSnapshot | None,
 ) -> ShareResult:
     tally = Tally()
     consumer = make_consumer(settings.stack)
-    projector = replay_projector(settings, schema, consumer, batch_size, rollups=False, share=share)
+    projector = replay_projector(
+        settings, schema, consumer, batch_size, rollups=False, share=share, archive=archive
+    )
 
     def committed(batch: Batch) -> None:
         tally.add(batch)

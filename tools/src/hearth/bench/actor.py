@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import psutil
 from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 
+from hearth.bench.options import option
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import counting_progress, raw_consume_rate
 from hearth.stack.local import Services
@@ -136,9 +138,7 @@ def faust_floor_rate(settings: StackSettings, expected: int) -> float:
     return float(rates[-1])
 
 
-def run_actor_bench(
-    bootstrap: str, *, devices: int = 1000, events: int = 200_000, work: Path
-) -> dict[str, Any]:
+def run_actor_bench(bootstrap: str, *, work: Path, devices: int, events: int) -> dict[str, Any]:
     settings = StackSettings(
         kafka_bootstrap_servers=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}", token_secret="bench"
     )
@@ -192,15 +192,25 @@ def run_actor_bench(
     }
 
 
-def main(bootstrap: str | None = None, devices: int = 1000, events: int = 200_000) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ActorBench:
+    """Device-agent throughput of one worker against the raw consume rate (and faust's own ceiling)."""
+
+    bootstrap: str | None = option(None, "A running broker; a temporary one when absent")
+    devices: int = option(1000, "Thermostats the reports are spread over")
+    events: int = option(200_000, "Telemetry reports queued for the worker")
+
+
+def main(params: ActorBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
     from hearth.stack.kafka import KafkaBroker
     from hearth.stack.process import free_port
 
     with tempfile.TemporaryDirectory(prefix="hearth-bench-actor-") as tmp:
         work = Path(tmp)
-        if bootstrap:
-            result = run_actor_bench(bootstrap, devices=devices, events=events, work=work)
+        sizes = {"devices": params.devices, "events": params.events}
+        if params.bootstrap:
+            result = run_actor_bench(params.bootstrap, work=work, **sizes)
         else:
             broker = KafkaBroker(
                 data_dir=work / "kafka", log_dir=work, port=free_port(), controller_port=free_port()
@@ -209,7 +219,7 @@ def main(bootstrap: str | None = None, devices: int = 1000, events: int = 200_00
             proc.start()
             try:
                 proc.wait_healthy(90)
-                result = run_actor_bench(broker.bootstrap, devices=devices, events=events, work=work)
+                result = run_actor_bench(broker.bootstrap, work=work, **sizes)
             finally:
                 proc.stop()
     path = write_result("actor", result)
@@ -218,7 +228,3 @@ def main(bootstrap: str | None = None, devices: int = 1000, events: int = 200_00
         f"{result['ratio_to_floor']:.1%} of the raw consume rate; written to {path}"
     )
     return result
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""``hearth bench archive``: the archive job's sustained rate, and the daily report from it, against floors.
+"""``hearth bench archive``: the archive job's sustained rate, the daily report from the archive, and a
+rebuild of the read models from it, each against its floor in the same run.
 
 A temporary broker's journal is filled as for ``bench batch`` (``fill_with_telemetry``: registrations,
 then mostly telemetry, commands, anomalies). The floor is a raw aiokafka read of that journal in the
@@ -11,6 +12,11 @@ same run. Then, in one local SparkSession (the jobs' own settings, ``local[2]``)
    read), the floor for reports that read the archive;
 3. ``report (Kafka)`` and ``report (archive)``: ``build_report`` over the journal alone and over the
    archive (plus its empty tail), same figures (checked).
+
+Then, Spark stopped (it would take the cores the replay needs), the read models are rebuilt twice into
+fresh schemas as ``hearth rebuild`` does: from the journal (the floor: what the archive replaces) and
+``--from-archive`` (the archive with pyarrow, then the journal's tail, empty here); events / replay time
+each, and both views compared row by row (they must be equal).
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from hearth.bench.batch_replay import fill_with_telemetry, timed_spark_job
+from hearth.bench.options import option
+from hearth.bench.rebuild import rebuild_with_progress
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 
@@ -78,6 +87,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
                            f"{from_kafka.facts:,} and {from_archive.facts:,}")  # fmt: skip
     if not from_kafka.homes.equals(from_archive.homes):
         raise RuntimeError("the report from the archive differs from the report from Kafka")
+    rebuilt = rebuild_figures(stack, work / "archive", facts)
     files = sum(1 for _ in (work / "archive").rglob("*.parquet"))
     size = sum(p.stat().st_size for p in (work / "archive").rglob("*.parquet"))
     archive_rate, scan_rate = facts / archive_s, facts / scan_s
@@ -100,6 +110,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         "report_archive_rows_per_s": round(archive_report_rate),
         "report_speedup": round(archive_report_rate / kafka_rate, 2),
         "report_archive_ratio_to_scan": round(archive_report_rate / scan_rate, 3),
+        **rebuilt,
         "rows": ratio_rows(
             "facts/s",
             ("raw aiokafka consume of the journal (floor)", floor),
@@ -107,6 +118,8 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
             ("plain columnar scan of the archive", scan_rate),
             ("daily report from Kafka", kafka_rate),
             ("daily report from the archive", archive_report_rate),
+            ("rebuild of the read models from the journal", rebuilt["rebuild_journal_events_per_s"]),
+            ("rebuild --from-archive", rebuilt["rebuild_archive_events_per_s"]),
         ),
         "notes": (
             f"{facts:,} journal facts of {devices:,} devices ({telemetry:,} telemetry). The archive job ran "
@@ -114,23 +127,77 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
             f"{archived.archive_max_offsets_per_trigger:,} records ({files} Parquet files, "
             f"{size / 1e6:.1f} MB zstd for {int(length or 0) / 1e6:.1f} MB of JSON values). local[2] on a "
             f"2-core machine shared with other work; SparkSession start ({session_s:.0f} s) not counted. "
-            "The reports' figures were checked equal."
+            "The reports' figures were checked equal. The two rebuilds (2 replay processes each, batches of "
+            f"{REBUILD_BATCH:,}) ran after Spark stopped, from the journal first; their views were compared "
+            "row by row: equal."
         ),
     }
 
 
-def main(*, devices: int = 1_000, events: int = 200_000) -> dict[str, Any]:
+REBUILD_BATCH = 50_000
+
+
+def rebuild_figures(stack: BenchStack, table: Path, facts: int) -> dict[str, Any]:
+    """The read models rebuilt from the journal and from the archive: events/s each, views equal."""
+    from hearth_read_models.db import connect
+    from hearth_read_models.rebuild import COMPARED
+    from hearth_read_models.settings import ReadModelSettings
+    from hearth_read_models.table_diff import compare_table
+
+    prefix = stack.settings.topic_prefix
+    journal = ReadModelSettings(stack=stack.settings, schema_name=f"{prefix}_journal")
+    archive = ReadModelSettings(stack=stack.settings, schema_name=f"{prefix}_archive")
+    by_journal = rebuild_with_progress(journal, "rebuild from the journal", facts, batch_size=REBUILD_BATCH)
+    by_archive = rebuild_with_progress(
+        archive, "rebuild --from-archive", facts, batch_size=REBUILD_BATCH, archive=table
+    )
+
+    async def differences() -> int:
+        async with await connect(stack.settings.postgres_dsn, journal.schema_name) as conn:
+            return sum(
+                [
+                    (await compare_table(conn, t, journal.schema_name, archive.schema_name))[1]
+                    for t in COMPARED
+                ]
+            )
+
+    differing = asyncio.run(differences())
+    if differing or by_archive.events != by_journal.events or by_archive.from_archive != facts:
+        raise RuntimeError(f"rebuild from the archive: {by_archive.events:,} records "
+                           f"({by_archive.from_archive:,} archived), {differing:,} rows differ from the "
+                           f"rebuild from the journal ({by_journal.events:,} records)")  # fmt: skip
+    console.print(f"rebuild: {by_journal.events_per_s:,.0f} events/s from the journal, "
+                  f"{by_archive.events_per_s:,.0f}/s from the archive; views equal")  # fmt: skip
+    return {
+        "rebuild_journal_events_per_s": round(by_journal.events_per_s),
+        "rebuild_archive_events_per_s": round(by_archive.events_per_s),
+        "rebuild_archive_ratio": round(by_archive.events_per_s / by_journal.events_per_s, 3),
+        "rebuild_journal_replay_s": round(by_journal.replay_s, 1),
+        "rebuild_archive_replay_s": round(by_archive.replay_s, 1),
+    }
+
+
+@dataclass(frozen=True)
+class ArchiveBench:
+    """The archive job's sustained facts/s, and the daily report from the archive, against floors."""
+
+    events: int = option(200_000, "Telemetry facts the journal holds (at least)")
+    devices: int = option(1_000, "Devices the facts are spread over")
+
+
+def main(params: ArchiveBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-archive-") as tmp,
-        bench_stack("archive", services=(), databases=False) as stack,
+        bench_stack("archive", services=()) as stack,
     ):
-        result = run_archive_bench(stack, Path(tmp), devices=devices, events=events)
+        result = run_archive_bench(stack, Path(tmp), devices=params.devices, events=params.events)
     path = write_result("archive", result)
     console.print(
         f"archive job: {result['archive_facts_per_s']:,} facts/s, "
         f"{result['archive_ratio_to_floor']:.1%} of the raw consume rate; report from the archive "
-        f"{result['report_speedup']}x the one from Kafka; {path}"
+        f"{result['report_speedup']}x the one from Kafka; rebuild from the archive "
+        f"{result['rebuild_archive_ratio']}x the one from the journal; {path}"
     )
     return result

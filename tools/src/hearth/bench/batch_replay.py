@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +35,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from hearth.bench.options import option
 from hearth.bench.rebuild import JournalFacts, fill_journal
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
@@ -202,14 +204,22 @@ def run_batch_bench(stack: BenchStack, work: Path, *, devices: int, events: int)
     }
 
 
-def main(*, devices: int = 10_000, events: int = 5_000_000) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BatchBench:
+    """Batch replay rate of the Spark daily report against the raw consume rate (temporary broker)."""
+
+    events: int = option(5_000_000, "Telemetry facts the journal holds (at least)")
+    devices: int = option(10_000, "Devices the facts are spread over")
+
+
+def main(params: BatchBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-batch-spark-") as tmp,
         bench_stack("batch", services=(), databases=False) as stack,
     ):
-        result = run_batch_bench(stack, Path(tmp), devices=devices, events=events)
+        result = run_batch_bench(stack, Path(tmp), devices=params.devices, events=params.events)
     path = write_result("batch", result)
     console.print(
         f"batch report: {result['report_rows_per_s']:,} rows/s, {result['ratio_to_floor']:.1%} of the raw "

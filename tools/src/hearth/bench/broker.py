@@ -4,17 +4,17 @@ Every later benchmark is reported as a ratio against these figures, measured in 
 machine. Produce uses the project's producer settings (acks=all, idempotent); consume reads the same
 records back through a fresh consumer group.
 
-Run it alone with ``uv run python -m hearth.bench.broker [--bootstrap HOST:PORT]``; without a bootstrap
-it starts a temporary broker.
+Run it with ``hearth bench broker [--bootstrap HOST:PORT]``; without a bootstrap it starts a temporary
+broker.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hearth.bench.options import option
 from hearth.bench.results import write_result
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.process import free_port
@@ -32,9 +33,7 @@ from hearth_shared.topics import TopicSpec
 KEYS = 1000  # records are keyed like device facts, spread over the partitions
 
 
-def run_broker_bench(
-    bootstrap: str, *, messages: int = 200_000, size: int = 200, partitions: int = 6
-) -> dict[str, Any]:
+def run_broker_bench(bootstrap: str, *, messages: int, size: int, partitions: int) -> dict[str, Any]:
     """Raw produce and consume rates on a fresh topic, in msg/s and MB/s."""
     return asyncio.run(_bench(bootstrap, messages, size, partitions))
 
@@ -130,14 +129,22 @@ async def _consume(bootstrap: str, topic: str, messages: int, progress: Progress
         await consumer.stop()
 
 
-def main(
-    bootstrap: str | None = None, messages: int = 200_000, size: int = 200, partitions: int = 6
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BrokerBench:
+    """The floor: raw produce and consume rates of the broker with the project's client settings."""
+
+    bootstrap: str | None = option(None, "A running broker; a temporary one when absent")
+    messages: int = option(200_000, "Messages produced, then consumed")
+    size: int = option(200, "Bytes per message")
+    partitions: int = option(6, "Partitions of the bench topic")
+
+
+def main(params: BrokerBench) -> dict[str, Any]:
     """Run the bench (on a temporary broker unless ``bootstrap`` is given) and write its results."""
     console = Console()
-    sizes = {"messages": messages, "size": size, "partitions": partitions}
-    if bootstrap:
-        result = run_broker_bench(bootstrap, **sizes)
+    sizes = {"messages": params.messages, "size": params.size, "partitions": params.partitions}
+    if params.bootstrap:
+        result = run_broker_bench(params.bootstrap, **sizes)
     else:
         with tempfile.TemporaryDirectory(prefix="hearth-bench-") as tmp:
             broker = KafkaBroker(
@@ -159,17 +166,3 @@ def main(
         console.print(f"{row['path']:32} {row['msg/s']:>10,.0f} msg/s {row['MB/s']:>7.1f} MB/s")
     console.print(f"written to {path} and docs/BENCHMARKS.md")
     return result
-
-
-def _cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="an existing broker; default: start a temporary one")
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--partitions", type=int, default=6)
-    args = parser.parse_args()
-    main(args.bootstrap, args.messages, args.size, args.partitions)
-
-
-if __name__ == "__main__":
-    _cli()

@@ -30,6 +30,7 @@ import json
 import os
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth.bench.gateway_devices import hold_connections, register_devices, wait_credentials
 from hearth.bench.gateway_figures import Arrivals
 from hearth.bench.gateway_report import PUBLISHERS
+from hearth.bench.load_client import cpu_share
 from hearth.bench.mqtt_load import (
     FloorSubscriber,
     LoadProcess,
@@ -45,7 +47,8 @@ from hearth.bench.mqtt_load import (
     own_cpu_seconds,
     raise_open_files_limit,
 )
-from hearth.bench.stack import BenchStack, bench_stack, console, counting_progress, cpu_share
+from hearth.bench.options import option
+from hearth.bench.stack import BenchStack, bench_stack, console, counting_progress
 from hearth_shared.credentials import new_secret
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import topic_partitions
@@ -216,7 +219,7 @@ async def _through_gateway(
 
 
 def run_gateway_bench(
-    *, devices: int, reports: int, connections: int, profile: Path | None = None
+    *, devices: int, reports: int, connections: int, profile: Path | None
 ) -> dict[str, Any]:
     open_files = raise_open_files_limit()
     thermostats = [f"gwbench-thermo-{i:05d}" for i in range(devices)]
@@ -238,35 +241,41 @@ def run_gateway_bench(
     return {"open_files_limit": open_files, "load_average": list(os.getloadavg()), **figures}
 
 
-def main(
-    *,
-    devices: int,
-    reports: int,
-    connections: int,
-    roundtrip: bool,
-    duration_s: float,
-    profile: Path | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GatewayBench:
+    """Device gateway: reports/s into the journal against gmqtt's own floor, connections held, round trip."""
+
+    devices: int = option(1000, "Thermostats whose reports go through the gateway")
+    reports: int = option(100_000, "State reports published (floor and gateway each)")
+    connections: int = option(10_000, "Devices connected at once, each with its own credentials (0: skip)")
+    roundtrip: bool = option(True, "Also the command round trip over MQTT at 200/s")
+    duration_s: float = option(20.0, "Seconds of commands for the round trip", flag="--duration")
+    profile: Path | None = option(None, "py-spy profile of the gateway while it runs (collapsed stacks)")
+
+
+def main(params: GatewayBench) -> dict[str, Any]:
     from hearth.bench.gateway_report import gateway_result
     from hearth.bench.results import write_result
     from hearth.bench.roundtrip import run_roundtrip_bench
 
-    figures = run_gateway_bench(devices=devices, reports=reports, connections=connections, profile=profile)
+    figures = run_gateway_bench(
+        devices=params.devices, reports=params.reports, connections=params.connections, profile=params.profile
+    )
     for kind, frames in figures["gateway"].get("profile_top", {}).items():
         console.print(f"gateway profile, by {kind} time:")
         for frame, share in frames:
             console.print(f"  {share:6.1%}  {frame}")
-    result = gateway_result(figures, devices=devices, reports=reports, roundtrip=None)
+    result = gateway_result(figures, devices=params.devices, reports=params.reports, roundtrip=None)
     path = write_result("gateway", result)  # kept even if the round trip fails
-    if roundtrip:
+    if params.roundtrip:
         try:
             trip: dict[str, Any] = run_roundtrip_bench(
-                devices=500, rates=[200.0], duration_s=duration_s, floor_s=5.0, telemetry_rate=0.1
+                devices=500, rates=[200.0], duration_s=params.duration_s, floor_s=5.0, telemetry_rate=0.1
             )
         except Exception as error:  # said in the result: the figures above stand on their own
             console.print(f"[red]round trip not measured: {error}[/]")
             trip = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        result = gateway_result(figures, devices=devices, reports=reports, roundtrip=trip)
+        result = gateway_result(figures, devices=params.devices, reports=params.reports, roundtrip=trip)
         path = write_result("gateway", result)
     for row in result["rows"]:
         console.print(row)

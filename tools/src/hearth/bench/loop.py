@@ -46,7 +46,9 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hearth.bench.stack import BenchStack, bench_stack, latency_ms
+from hearth.bench.load_client import latency_ms
+from hearth.bench.options import option
+from hearth.bench.stack import BenchStack, bench_stack
 from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth_shared.domain.anomaly import score_reading
@@ -310,57 +312,62 @@ def _what_it_was(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def main(
-    *,
-    thermostats: int = 10,
-    drifting: int = 5,
-    rate: float = 2.0,
-    drift_c_per_h: float = 720.0,
-    train_trigger_s: float = 5.0,
-    min_count: int = 30,
-    timeout_s: float = 240.0,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoopBench:
+    """Drifting reading -> anomaly fact, with streaming training, actor and simulator (temporary servers)."""
+
+    thermostats: int = option(10, "Simulated thermostats of the home")
+    drifting: int = option(5, "Thermostats made to drift, one after the other")
+    rate: float = option(2.0, "Telemetry reports/s per thermostat")
+    drift_c_per_h: float = option(720.0, "Drift of a drifting sensor, degC per hour", flag="--drift")
+    train_trigger_s: float = option(5.0, "Training trigger of the streaming job, s", flag="--train-trigger")
+    min_count: int = option(30, "Readings a baseline slice needs (the model's min_count)")
+    timeout_s: float = option(240.0, "Seconds to wait for every drifting device's anomaly", flag="--timeout")
+
+
+def main(params: LoopBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     env = {
-        "HEARTH_ANALYTICS_TRAIN_TRIGGER_S": str(train_trigger_s),
-        "HEARTH_ANALYTICS_MODEL_MIN_COUNT": str(min_count),
+        "HEARTH_ANALYTICS_TRAIN_TRIGGER_S": str(params.train_trigger_s),
+        "HEARTH_ANALYTICS_MODEL_MIN_COUNT": str(params.min_count),
     }
     services = ("device-actor", "command-api", "analytics")
     with bench_stack("loop", services=services, databases=False, mqtt=True, env=env) as stack:
         figures = asyncio.run(
             measure(
                 stack,
-                thermostats=thermostats,
-                drifting=min(drifting, thermostats),
-                rate=rate,
-                drift_c_per_h=drift_c_per_h,
-                min_count=min_count,
-                timeout_s=timeout_s,
+                thermostats=params.thermostats,
+                drifting=min(params.drifting, params.thermostats),
+                rate=params.rate,
+                drift_c_per_h=params.drift_c_per_h,
+                min_count=params.min_count,
+                timeout_s=params.timeout_s,
             )
         )
     loop, onset = figures["loop_latency_ms"], figures["drift_onset_to_flag_ms"]
     result = {
         "title": "anomaly loop: first drifting reading -> anomaly fact (training, actor, simulator)",
-        "thermostats": thermostats,
+        "thermostats": params.thermostats,
         "drifting": len(figures["rows"]),
-        "reports_per_s_per_device": rate,
-        "drift_c_per_h": drift_c_per_h,
-        "train_trigger_s": train_trigger_s,
-        "min_count": min_count,
+        "reports_per_s_per_device": params.rate,
+        "drift_c_per_h": params.drift_c_per_h,
+        "train_trigger_s": params.train_trigger_s,
+        "min_count": params.min_count,
         **figures,
         "notes": (
-            f"{thermostats} simulated thermostats at {rate:g} reports/s each; after a cold start, "
-            f"{len(figures['rows'])} of them start drifting one after the other at {drift_c_per_h:g} °C/h "
-            f"({drift_c_per_h / 3600:.2f} °C/s). Loop latency (first drifting reading's device time -> the "
-            f"anomaly fact's recorded_at): p50 {loop['p50']:,.0f} ms, max {loop['max']:,.0f} ms over "
-            f"{loop['count']} devices; from the drift switch: p50 {onset['p50']:,.0f} ms, max "
-            f"{onset['max']:,.0f} ms. The first drifting reading is the first reading after the switch that "
-            "the model version in force when it was recorded flags (the actor's own scoring function); "
-            "'wait for a flagging model' is how much later the reading the actor flagged was sent (0: the "
-            "first drifting reading itself was flagged). The loop's training part is the cold start: the "
-            f"streaming job (training trigger {train_trigger_s:g} s instead of the job's 60 s, min_count "
-            f"{min_count}, the job's default) published a version with per-device baselines for every "
+            f"{params.thermostats} simulated thermostats at {params.rate:g} reports/s each; after a cold "
+            f"start, {len(figures['rows'])} of them start drifting one after the other at "
+            f"{params.drift_c_per_h:g} °C/h ({params.drift_c_per_h / 3600:.2f} °C/s). Loop latency (first "
+            f"drifting reading's device time -> the anomaly fact's recorded_at): p50 {loop['p50']:,.0f} ms, "
+            f"max {loop['max']:,.0f} ms over {loop['count']} devices; from the drift switch: p50 "
+            f"{onset['p50']:,.0f} ms, max {onset['max']:,.0f} ms. The first drifting reading is the first "
+            "reading after the switch that the model version in force when it was recorded flags (the "
+            "actor's own scoring function); 'wait for a flagging model' is how much later the reading the "
+            "actor flagged was sent (0: the first drifting reading itself was flagged). The loop's training "
+            f"part is the cold start: the streaming job (training trigger {params.train_trigger_s:g} s "
+            f"instead of the job's 60 s, min_count {params.min_count}, the job's default) published a "
+            "version with per-device baselines for every "
             f"drifting device {figures['cold_start_training_s']:.0f} s after the first reading "
             f"({figures['model_versions_published']} versions published in the run). With the job's "
             "default 60 s trigger, a cold start takes up to a minute longer; the scoring path does not "

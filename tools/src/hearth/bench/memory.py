@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from multiprocessing import get_context
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import msgspec
 import psutil
 
+from hearth.bench.options import option
 from hearth.bench.stack import bench_stack, console
 from hearth.simulator.devices.sim_thermostat import SimThermostat
 from hearth.simulator.registration import fleet_devices
@@ -365,12 +367,21 @@ def run_memory_bench(sizes: list[int], *, built: int, worker_devices: int) -> di
     }
 
 
-def main(
-    *, sizes: list[int] | None = None, built: int = 100_000, worker_devices: int = 1_000_000
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MemoryBench:
+    """Memory per twin: the twins table in one process (100k and 1M twins) and a real worker."""
+
+    sizes: tuple[int, ...] = option(
+        (100_000, 1_000_000), "Twins in the table (repeat for more sizes)", flag="--size"
+    )
+    built: int = option(100_000, "Twins made by the actor's code; the rest are copies")
+    worker_devices: int = option(1_000_000, "Devices registered and reported to a real worker (0: none)")
+
+
+def main(params: MemoryBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
-    result = run_memory_bench(sizes or [100_000, 1_000_000], built=built, worker_devices=worker_devices)
+    result = run_memory_bench(list(params.sizes), built=params.built, worker_devices=params.worker_devices)
     path = write_result("memory", result)
     console.print(f"written to {path}")
     return result

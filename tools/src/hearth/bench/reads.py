@@ -18,18 +18,12 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hearth.bench.stack import (
-    LEAN_ERRORS,
-    LeanHttp,
-    LeanResponse,
-    bench_stack,
-    console,
-    cpu_share,
-    latency_ms,
-)
+from hearth.bench.load_client import LEAN_ERRORS, LeanHttp, LeanResponse, cpu_share, latency_ms
+from hearth.bench.options import option
+from hearth.bench.stack import bench_stack, console
 
 HOME = "bench-reads"
 
@@ -156,23 +150,21 @@ def run_reads_bench(
     }
 
 
-def main(
-    *,
-    devices: int = 1000,
-    concurrency: int = 8,
-    duration_s: float = 20.0,
-    floor_s: float = 10.0,
-    telemetry_rate: float = 0.1,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReadsBench:
+    """Twin reads per second and their latency, against GET /healthz of the same API (temporary servers)."""
+
+    devices: int = option(1000, "Simulated thermostats whose twins are read")
+    concurrency: int = option(8, "Requests in flight")
+    duration_s: float = option(20.0, "Seconds of reads", flag="--duration")
+    floor_s: float = option(10.0, "Seconds of GET /healthz (the floor)", flag="--floor-duration")
+    telemetry_rate: float = option(0.1, "Telemetry reports/s per thermostat")
+
+
+def main(params: ReadsBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
-    result = run_reads_bench(
-        devices=devices,
-        concurrency=concurrency,
-        duration_s=duration_s,
-        floor_s=floor_s,
-        telemetry_rate=telemetry_rate,
-    )
+    result = run_reads_bench(**asdict(params))
     path = write_result("reads", result)
     r, f = result["reads"], result["floor_healthz"]
     console.print(

@@ -18,6 +18,7 @@ import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,9 +35,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from hearth.bench.options import option
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
-from hearth_read_models.rebuild import REPLAY_PROCESSES, ReplayProgress, rebuild
+from hearth_read_models.rebuild import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
 from hearth_read_models.service import make_consumer
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.events import (
@@ -235,6 +237,23 @@ def _progress() -> Progress:
     )
 
 
+def rebuild_with_progress(
+    settings: ReadModelSettings, what: str, events: int, **options: Any
+) -> RebuildResult:
+    """``rebuild(settings, **options)`` with a progress bar of the records replayed (of ``events``)."""
+    with _progress() as progress:
+        task = progress.add_task(what, total=events, rate="")
+
+        def show(p: ReplayProgress) -> None:
+            rate = p.events / p.elapsed_s if p.elapsed_s else 0
+            progress.update(
+                task, description=f"{what}: {p.phase}", completed=p.events,
+                rate=f"{rate:,.0f} events/s, lag {p.lag:,}",
+            )  # fmt: skip
+
+        return asyncio.run(rebuild(settings, on_progress=show, **options))
+
+
 def cpu_seconds(bench: BenchStack) -> dict[str, float]:
     """CPU seconds used so far by the rebuild (this process and its children that ended: the replay's
     share process), by PostgreSQL and Kafka (every process under each, those that ended too: a
@@ -274,16 +293,9 @@ def run_rebuild_bench(
     console.print(f"filled {events:,} facts in {fill_s:.0f} s ({events / fill_s:,.0f}/s)")
     floor = asyncio.run(_floor(stack, events, batch_size))
     console.print(f"floor: raw consume of the journal {floor:,.0f} records/s")
-    with _progress() as progress:
-        task = progress.add_task("rebuild", total=events, rate="")
-
-        def show(p: ReplayProgress) -> None:
-            rate = p.events / p.elapsed_s if p.elapsed_s else 0
-            progress.update(task, completed=p.events, rate=f"{rate:,.0f} events/s, lag {p.lag:,}")
-
-        before, began = cpu() if cpu else {}, time.perf_counter()
-        result = asyncio.run(rebuild(settings, batch_size=batch_size, on_progress=show))
-        after, rebuild_s = cpu() if cpu else {}, time.perf_counter() - began
+    before, began = cpu() if cpu else {}, time.perf_counter()
+    result = rebuild_with_progress(settings, "rebuild", events, batch_size=batch_size)
+    after, rebuild_s = cpu() if cpu else {}, time.perf_counter() - began
     # each part's CPU while the rebuild ran (replay, checks, swap), in % of one core; ``others``: the rest
     # of the machine (other people's work)
     share = {name: round((after[name] - before[name]) / rebuild_s * 100) for name in after}
@@ -342,7 +354,16 @@ def run_rebuild_bench(
     }
 
 
-def main(*, devices: int = 10_000, events: int = 5_000_000, batch_size: int = 50_000) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RebuildBench:
+    """Rebuild throughput against the raw consume rate of the same journal (temporary servers)."""
+
+    events: int = option(5_000_000, "Journal facts to fill and replay")
+    devices: int = option(10_000, "Devices the facts are spread over")
+    batch_size: int = option(50_000, "Records per replay transaction")
+
+
+def main(params: RebuildBench) -> dict[str, Any]:
     """Run against temporary servers (``bench_stack``) and write the result."""
     from hearth.bench.results import write_result
 
@@ -350,9 +371,9 @@ def main(*, devices: int = 10_000, events: int = 5_000_000, batch_size: int = 50
         settings = ReadModelSettings(stack=bench.settings, schema_name=bench.settings.topic_prefix)
         result = run_rebuild_bench(
             settings,
-            devices=devices,
-            events=events,
-            batch_size=batch_size,
+            devices=params.devices,
+            events=params.events,
+            batch_size=params.batch_size,
             cpu=lambda: cpu_seconds(bench),
         )
     path = write_result("rebuild", result)

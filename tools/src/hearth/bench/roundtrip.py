@@ -31,18 +31,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hearth.bench.stack import (
-    LEAN_ERRORS,
-    BenchStack,
-    LeanHttp,
-    bench_stack,
-    console,
-    cpu_share,
-    latency_ms,
-    latency_row,
-    paced,
-    read_topic,
-)
+from hearth.bench.load_client import LEAN_ERRORS, LeanHttp, cpu_share, latency_ms, latency_row, paced
+from hearth.bench.options import option
+from hearth.bench.stack import BenchStack, bench_stack, console, read_topic
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     MalformedRecord,
@@ -275,8 +266,8 @@ def run_roundtrip_bench(
             f"simulated thermostats of one home, each POSTed with "
             f"`?wait=converged&timeout_s={WAIT_TIMEOUT_S:g}` from one client process (asyncio, "
             f"{CONNECTIONS} keep-alive connections of a minimal HTTP/1.1 client: an httpx client was "
-            "itself the bottleneck at 200/s, see `hearth.bench.stack.LeanHttp`), open loop; latency from "
-            f"the moment a command was due to the answer. At most {CONNECTIONS} requests are in flight; "
+            "itself the bottleneck at 200/s, see `hearth.bench.load_client.LeanHttp`), open loop; latency "
+            f"from the moment a command was due to the answer. At most {CONNECTIONS} requests are in flight; "
             "a command due meanwhile waits "
             "in the client, and that wait counts. The percentiles are of the converged commands. The "
             "stages cut each of them by the times the client and the stack wrote down (the client's "
@@ -299,22 +290,26 @@ def run_roundtrip_bench(
     }
 
 
-def main(
-    *,
-    devices: int = 500,
-    rates: list[float] | None = None,
-    duration_s: float = 30.0,
-    floor_s: float = 10.0,
-    telemetry_rate: float = 0.1,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RoundtripBench:
+    """POST-to-converged command latency through the whole stack, against GET /healthz (temporary servers)."""
+
+    devices: int = option(500, "Simulated thermostats the commands go to")
+    rates: tuple[float, ...] = option((50.0, 200.0), "Commands per second (repeat for more)", flag="--rate")
+    duration_s: float = option(30.0, "Seconds of commands per rate", flag="--duration")
+    floor_s: float = option(10.0, "Seconds of GET /healthz per rate (the floor)", flag="--floor-duration")
+    telemetry_rate: float = option(0.1, "Telemetry reports/s per thermostat")
+
+
+def main(params: RoundtripBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     result = run_roundtrip_bench(
-        devices=devices,
-        rates=rates or [50.0, 200.0],
-        duration_s=duration_s,
-        floor_s=floor_s,
-        telemetry_rate=telemetry_rate,
+        devices=params.devices,
+        rates=list(params.rates),
+        duration_s=params.duration_s,
+        floor_s=params.floor_s,
+        telemetry_rate=params.telemetry_rate,
     )
     path = write_result("roundtrip", result)
     for s in result["steps"]:

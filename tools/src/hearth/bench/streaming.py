@@ -32,8 +32,10 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hearth.bench.load_client import latency_ms
+from hearth.bench.options import option
 from hearth.bench.rebuild import JournalFacts
-from hearth.bench.stack import BenchStack, bench_stack, latency_ms, raw_consume_rate
+from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_shared.events import encode
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
@@ -345,15 +347,23 @@ def rollup_cap_note(rows: list[dict[str, Any]], cap: int | None, trigger_s: floa
     )
 
 
-def main(
-    *,
-    devices: int = 1000,
-    rates: list[float] | None = None,
-    step_s: float = 120.0,
-    warmup_s: float = 60.0,
-    rollup_trigger_s: float | None = None,
-    train_trigger_s: float | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StreamBench:
+    """Highest telemetry rate the streaming job keeps up with, and its micro-batch latency (temp. broker)."""
+
+    rates: tuple[float, ...] = option(DEFAULT_RATES, "Telemetry facts/s per step (repeat)", flag="--rate")
+    step_s: float = option(120.0, "Seconds per step (two training triggers)", flag="--step")
+    warmup_s: float = option(60.0, "Seconds at the first rate before the steps", flag="--warmup")
+    devices: int = option(1000, "Devices the facts are spread over")
+    rollup_trigger_s: float | None = option(
+        None, "Rollup trigger, s (default: the job's)", flag="--rollup-trigger"
+    )
+    train_trigger_s: float | None = option(
+        None, "Training trigger, s (default: the job's)", flag="--train-trigger"
+    )
+
+
+def main(params: StreamBench) -> dict[str, Any]:
     from hearth.bench.results import write_result
 
     with (
@@ -363,12 +373,12 @@ def main(
         result = run_streaming_bench(
             stack,
             Path(tmp),
-            devices=devices,
-            rates=sorted(rates or DEFAULT_RATES),
-            step_s=step_s,
-            warmup_s=warmup_s,
-            rollup_trigger_s=rollup_trigger_s,
-            train_trigger_s=train_trigger_s,
+            devices=params.devices,
+            rates=sorted(params.rates),
+            step_s=params.step_s,
+            warmup_s=params.warmup_s,
+            rollup_trigger_s=params.rollup_trigger_s,
+            train_trigger_s=params.train_trigger_s,
         )
     path = write_result("stream", result)
     console.print(

@@ -11,6 +11,8 @@ import httpx
 
 from hearth.simulator.models import SIM_MODELS
 
+ATTEMPTS = 4  # per device, on a connection error (registering again is harmless: the id is chosen)
+
 
 def demo_counts() -> dict[str, int]:
     """How many devices of each type the demo home has: as many as the type's model has demo names."""
@@ -57,8 +59,15 @@ async def register_fleet(
     gate = asyncio.Semaphore(concurrency)
 
     async def register(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
-        async with gate:
-            response = await client.post("/v1/devices", json=body)
+        for attempt in range(ATTEMPTS):
+            try:
+                async with gate:
+                    response = await client.post("/v1/devices", json=body)
+                break
+            except httpx.TransportError:  # e.g. a kept-alive connection the server closed meanwhile
+                if attempt == ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.5 * 2**attempt)  # the same id again: 409 if the first one landed
         if response.status_code != httpx.codes.CONFLICT:
             response.raise_for_status()
         return str(body["device_id"])

@@ -10,6 +10,11 @@ Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a clust
 (``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
 and stop together (none is healthy before a controller quorum forms) and whose topics get one replica
 per node.
+
+Each server starts as the tests and benches start it (``hearth.stack.servers``: initdb and a stale pid
+cleared before PostgreSQL, its database after, how long each may take); what is the local stack's own is
+where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up, and the
+supervision. The services are ``hearth.stack.service_processes.Services``.
 """
 
 from __future__ import annotations
@@ -17,22 +22,27 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import httpx
+from typing import Any
 
 from hearth.stack.kafka import KafkaBroker
 from hearth.stack.kafka_cluster import KafkaCluster
 from hearth.stack.mosquitto import MosquittoBroker
 from hearth.stack.postgres import PostgresServer
-from hearth.stack.process import ManagedProcess, StartupError, require_free_port
+from hearth.stack.process import StartupError, require_free_port
 from hearth.stack.redis import RedisServer
-from hearth.stack.stale import clear_stale_postmaster_pid
+from hearth.stack.servers import (
+    ServerStartup,
+    kafka_startup,
+    mosquitto_startup,
+    postgres_startup,
+    redis_startup,
+)
+from hearth.stack.service_processes import Services, archive_dir
 from hearth.stack.status import PartStatus, write_status
 from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.kafka import apply_topic_config, ensure_topics
@@ -67,11 +77,6 @@ def token_secret(home: Path) -> str:
     return path.read_text().strip()
 
 
-def archive_dir(data: Path) -> Path:
-    """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
-    return data / "analytics" / "archive"
-
-
 def retention_warning(settings: StackSettings, archive: Path) -> str | None:
     """A warning when the journal keeps only a window while the archive lags it (None: nothing to say)."""
     if settings.journal_retention_s is None:
@@ -95,119 +100,11 @@ def retention_warning(settings: StackSettings, archive: Path) -> str | None:
     )
 
 
-def http_ok(url: str) -> Callable[[], bool]:
-    def check() -> bool:
-        return httpx.get(url, timeout=1.0).status_code == 200
-
-    return check
-
-
-def log_says(path: Path, text: str) -> Callable[[], bool]:
-    """Healthy once the log, from its size now on (logs are appended), says ``text`` (any case)."""
-    start = path.stat().st_size if path.exists() else 0
-
-    def check() -> bool:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return text.lower().encode() in f.read().lower()
-
-    return check
-
-
-@dataclass
-class Services:
-    """The Hearth services as child processes, for `hearth up` and for the tests alike."""
-
-    settings: StackSettings
-    logs: Path
-    data: Path
-    command_api_port: int = 8000
-    query_api_port: int = 8001
-    mqtt_port: int = DEVICE_PORT  # the devices' listener (what the command API tells devices)
-    mqtt_platform_port: int = PLATFORM_PORT  # the service accounts' listener (gateway, follower, simulator)
-    mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
-    # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
-    mqtt_access_dir: Path | None = None
-    mqtt_pid_file: Path | None = None
-    mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    def env(self) -> dict[str, str]:
-        s = self.settings
-        broker = self.data / "mosquitto"  # LocalStack's MosquittoBroker data dir
-        return {
-            "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
-            "HEARTH_KAFKA_REPLICATION_FACTOR": str(s.kafka_replication_factor),
-            "HEARTH_TOPIC_PREFIX": s.topic_prefix,
-            "HEARTH_POSTGRES_DSN": s.postgres_dsn,
-            "HEARTH_REDIS_URL": s.redis_url,
-            "HEARTH_TOKEN_SECRET": s.token_secret,
-            "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
-            "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
-            "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
-            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_platform_port),
-            "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
-            "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
-            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_platform_port),
-            "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
-            "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
-            "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
-            "HEARTH_AUTOMATIONS_HEARTBEAT_FILE": str(self.data / "automations.heartbeat"),
-            "HEARTH_BROKER_ACCESS_MQTT_PORT": str(self.mqtt_platform_port),
-            "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
-            "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
-            "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
-            "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYTHONUNBUFFERED": "1",
-            **self.extra_env,
-        }
-
-    @staticmethod
-    def names(*, simulate: bool, analytics: bool = False, devices_over_mqtt: bool = True) -> list[str]:
-        """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
-        and the device gateway (for tests whose devices talk to the inbox directly)."""
-        mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
-        names += ["automations", "campaigns"]
-        return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
-
-    def part(self, name: str) -> tuple[ManagedProcess, float]:
-        """The process for one service (not started) and how long it may take to become healthy."""
-        api, query = f"http://127.0.0.1:{self.command_api_port}", f"http://127.0.0.1:{self.query_api_port}"
-        log = self.logs / f"{name}.log"
-        argv, healthy, url, timeout_s = {
-            "device-actor": (["hearth_device_actor"], log_says(log, "[^worker]: ready"), "", 90.0),
-            "broker-access": (
-                ["hearth_device_gateway.broker_access"],
-                log_says(log, "broker access caught up"),
-                "",
-                60.0,
-            ),
-            "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
-            "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
-            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 180.0),
-            "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
-            "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
-            "campaigns": (["hearth_campaigns"], log_says(log, "campaign driver: ready"), "", 90.0),
-            "simulator": (["hearth.simulator"], log_says(log, "simulator: playing"), "", 60.0),
-            "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
-            "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
-        }[name]
-        process = ManagedProcess(
-            name=name,
-            argv=[sys.executable, "-m", *argv],
-            log_path=log,
-            healthy=healthy,
-            env=self.env(),
-            url=url,
-        )
-        return process, timeout_s
-
-    def spec(self, name: str, *, depends_on: list[str]) -> PartSpec:
-        """The service as a supervised part: each (re)start is a fresh process with a fresh health check."""
-        process, timeout_s = self.part(name)
-        return PartSpec(name, lambda: self.part(name)[0], timeout_s, depends_on=depends_on, url=process.url)
+def supervised(startup: ServerStartup[Any]) -> PartSpec:
+    """A server's start-up (servers.py, as the tests and benches start it) as a supervised part."""
+    return PartSpec(
+        startup.name, startup.make, startup.timeout_s, after_healthy=startup.after_healthy, url=startup.url
+    )
 
 
 @dataclass
@@ -297,8 +194,7 @@ class LocalStack:
                 self.report(warning)
 
         if isinstance(self.kafka, KafkaBroker):
-            broker = self.kafka
-            return [PartSpec("kafka", broker.process, 90, after_healthy=create_topics, url=broker.bootstrap)]
+            return [supervised(replace(kafka_startup(self.kafka), after_healthy=create_topics))]
         self.kafka.processes()  # the cluster id, configs and formatted dirs, once for every node
         nodes = self.kafka.nodes
         return [
@@ -315,13 +211,8 @@ class LocalStack:
 
     def part_specs(self) -> list[PartSpec]:
         """Every part in start order, each with what it needs healthy before it (re)starts."""
-        kafka, pg = self.kafka_parts(), self.postgres
+        kafka = self.kafka_parts()
         brokers = [p.name for p in kafka]
-
-        def postgres_process() -> ManagedProcess:
-            self.postgres.init()
-            clear_stale_postmaster_pid(self.postgres.data_dir)
-            return self.postgres.process()
 
         services = Services(
             self.settings,
@@ -352,11 +243,9 @@ class LocalStack:
         }
         specs = [
             *kafka,
-            PartSpec("mosquitto", self.mosquitto.process, 30, url=self.mosquitto.url),
-            PartSpec(
-                "postgres", postgres_process, 30, after_healthy=self.postgres.ensure_database, url=pg.dsn
-            ),
-            PartSpec("redis", self.redis.process, 15, url=self.redis.url),
+            supervised(mosquitto_startup(self.mosquitto)),
+            supervised(postgres_startup(self.postgres)),
+            supervised(redis_startup(self.redis)),
         ]
         for name in services.names(simulate=self.simulate, analytics=self.analytics):
             specs.append(services.spec(name, depends_on=needs[name]))
@@ -409,4 +298,14 @@ class LocalStack:
             self.supervisor.stop_all()
 
 
-__all__ = ["DEFAULT_HOME", "LocalStack", "Services", "StackPorts", "StartupError", "token_secret"]
+# Services and archive_dir live in service_processes.py; the tests, benches and CLI import them from here too.
+__all__ = [
+    "DEFAULT_HOME",
+    "LocalStack",
+    "Services",
+    "StackPorts",
+    "StartupError",
+    "archive_dir",
+    "retention_warning",
+    "token_secret",
+]

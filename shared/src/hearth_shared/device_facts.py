@@ -1,0 +1,221 @@
+"""The device journal's facts about devices and their commands, with their payloads, and the command
+statuses those facts move a command through (``hearth_shared.events`` gathers every fact family).
+
+A fact is a frozen msgspec struct under the ``Event`` envelope with a stable wire ``type`` tag; adding
+one means adding it to ``EVENT_TYPES`` in ``hearth_shared.events``, or the codec never decodes it
+(tests/unit/test_event_families.py fails until it is there).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from hearth_shared.record_envelope import JSON, Event, Payload
+
+
+class DeviceRegisteredPayload(Payload, frozen=True, kw_only=True):
+    device_type: str
+    name: str
+    simulated: bool = False  # played by the local stack's simulator hub (facts before it decode as False)
+
+
+class CommandRequestedPayload(Payload, frozen=True, kw_only=True):
+    command_id: uuid.UUID
+    name: str
+    params: JSON
+    expires_at: datetime
+
+
+class CommandRef(Payload, frozen=True, kw_only=True):
+    command_id: uuid.UUID
+
+
+class CommandRejectedPayload(Payload, frozen=True, kw_only=True):
+    command_id: uuid.UUID
+    reason: str
+    message: str
+
+
+class CommandFailedPayload(Payload, frozen=True, kw_only=True):
+    command_id: uuid.UUID
+    reason: str
+    message: str = ""
+
+
+class CommandSupersededPayload(Payload, frozen=True, kw_only=True):
+    command_id: uuid.UUID
+    superseded_by: uuid.UUID
+
+
+class DesiredSetPayload(Payload, frozen=True, kw_only=True):
+    """The desired keys a command changed (e.g. ``{"target_c": 21.5}``), the command that did, and the
+    setting (supersede group) it belongs to ("" in facts written before the field existed: their
+    type-specific fact names the setting)."""
+
+    command_id: uuid.UUID
+    desired: JSON
+    setting: str = ""
+
+
+class StateReportedPayload(Payload, frozen=True, kw_only=True):
+    """What the device said about itself: the reported keys that changed, with its own clock and seq."""
+
+    reported: JSON
+    device_seq: int
+    device_time: datetime
+
+
+class CredentialsIssuedPayload(Payload, frozen=True, kw_only=True):
+    """A device's MQTT secret, as its salted hash only (``hearth_shared.credentials``: Mosquitto's ``$7$``
+    PBKDF2-SHA512 format, the very string the broker checks). The plaintext is never in the journal."""
+
+    credential_id: uuid.UUID
+    password_hash: str
+    issued_at: datetime
+
+
+class CredentialsRevokedPayload(Payload, frozen=True, kw_only=True):
+    """The credential stops working; ``reason`` is ``revoked`` (DELETE) or ``rotated`` (a new one issued)."""
+
+    credential_id: uuid.UUID
+    reason: str
+
+
+class ConnectivityPayload(Payload, frozen=True, kw_only=True):
+    last_seen: datetime | None
+
+
+class AnomalyDetectedPayload(Payload, frozen=True, kw_only=True):
+    metric: str
+    value: float
+    score: float
+    threshold: float
+    model_version: int
+    device_time: datetime
+
+
+class DeviceRegistered(Event, frozen=True, kw_only=True, tag="device.registered"):
+    payload: DeviceRegisteredPayload
+
+
+class CommandRequested(Event, frozen=True, kw_only=True, tag="command.requested"):
+    """The actor took the command from the inbox: status ``pending``."""
+
+    payload: CommandRequestedPayload
+
+
+class CommandAccepted(Event, frozen=True, kw_only=True, tag="command.accepted"):
+    payload: CommandRef
+
+
+class CommandRejected(Event, frozen=True, kw_only=True, tag="command.rejected"):
+    payload: CommandRejectedPayload
+
+
+class CommandDispatched(Event, frozen=True, kw_only=True, tag="command.dispatched"):
+    payload: CommandRef
+
+
+class CommandAcknowledged(Event, frozen=True, kw_only=True, tag="command.acknowledged"):
+    payload: CommandRef
+
+
+class CommandConverged(Event, frozen=True, kw_only=True, tag="command.converged"):
+    payload: CommandRef
+
+
+class CommandFailed(Event, frozen=True, kw_only=True, tag="command.failed"):
+    payload: CommandFailedPayload
+
+
+class CommandExpired(Event, frozen=True, kw_only=True, tag="command.expired"):
+    payload: CommandRef
+
+
+class CommandSuperseded(Event, frozen=True, kw_only=True, tag="command.superseded"):
+    payload: CommandSupersededPayload
+
+
+class ThermostatTargetSet(Event, frozen=True, kw_only=True, tag="thermostat.target_set"):
+    payload: DesiredSetPayload
+
+
+class ThermostatHvacModeSet(Event, frozen=True, kw_only=True, tag="thermostat.hvac_mode_set"):
+    payload: DesiredSetPayload
+
+
+class LockDesiredStateSet(Event, frozen=True, kw_only=True, tag="lock.desired_state_set"):
+    payload: DesiredSetPayload
+
+
+class DesiredStateSet(Event, frozen=True, kw_only=True, tag="device.desired_set"):
+    """A command's desired keys, for any device type (the payload names the setting): a type declares
+    its settings in its module and needs no fact of its own here. Thermostats and locks keep their
+    older type-specific facts above, which journals already hold."""
+
+    payload: DesiredSetPayload
+
+
+class StateReported(Event, frozen=True, kw_only=True, tag="device.state_reported"):
+    payload: StateReportedPayload
+
+
+class DeviceCredentialsIssued(Event, frozen=True, kw_only=True, tag="device.credentials_issued"):
+    payload: CredentialsIssuedPayload
+
+
+class DeviceCredentialsRevoked(Event, frozen=True, kw_only=True, tag="device.credentials_revoked"):
+    payload: CredentialsRevokedPayload
+
+
+class DeviceWentOffline(Event, frozen=True, kw_only=True, tag="device.went_offline"):
+    payload: ConnectivityPayload
+
+
+class DeviceCameOnline(Event, frozen=True, kw_only=True, tag="device.came_online"):
+    payload: ConnectivityPayload
+
+
+class AnomalyDetected(Event, frozen=True, kw_only=True, tag="anomaly.detected"):
+    payload: AnomalyDetectedPayload
+
+
+# Terminal and intermediate command statuses, by the fact that moves a command into them.
+COMMAND_STATUS_BY_EVENT: dict[type[Event], str] = {
+    CommandRequested: "pending",
+    CommandAccepted: "accepted",
+    CommandRejected: "rejected",
+    CommandDispatched: "dispatched",
+    CommandAcknowledged: "acknowledged",
+    CommandConverged: "converged",
+    CommandFailed: "failed",
+    CommandExpired: "expired",
+    CommandSuperseded: "superseded",
+}
+TERMINAL_STATUSES = frozenset({"rejected", "converged", "failed", "expired", "superseded"})
+STATUS_ORDER = ("pending", "accepted", "dispatched", "acknowledged", "converged")
+
+
+def status_reached(status: str, wanted: str) -> bool:
+    """Has a command in ``status`` reached ``wanted``, or ended? (A terminal status ends every wait,
+    and a command's status never moves back.)"""
+    if status in TERMINAL_STATUSES or status == wanted:
+        return True
+    if status in STATUS_ORDER and wanted in STATUS_ORDER:
+        return STATUS_ORDER.index(status) >= STATUS_ORDER.index(wanted)
+    return False
+
+
+Status = Literal[
+    "pending",
+    "accepted",
+    "rejected",
+    "dispatched",
+    "acknowledged",
+    "converged",
+    "failed",
+    "expired",
+    "superseded",
+]

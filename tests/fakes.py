@@ -1,15 +1,17 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
-clock that stands still until a test moves it, and the command API's ``CommandJournal`` and journal feed
-(``hearth_command_api.ports``)."""
+clock that stands still until a test moves it, the command API's ``CommandJournal`` and journal feed
+(``hearth_command_api.ports``), and the automation engine's command path and notifier."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import datetime
+from typing import Any
 
 from hearth_device_actor.actor import InboxRecord
 from hearth_shared.campaign_events import CampaignRequest
-from hearth_shared.events import DeviceCommand, Event, Inbound, MalformedRecord
+from hearth_shared.events import DeviceCommand, Event, Inbound, MalformedRecord, SubmitCommand
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.revocations import TokenRevoked
 
@@ -86,3 +88,27 @@ class FakeFeed:
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class FakeEnginePath:
+    """The automation engine's effects: command requests (the inbox) and home facts, recorded."""
+
+    def __init__(self) -> None:
+        self.requests: list[SubmitCommand] = []
+        self.facts: list[HomeFact] = []
+
+    async def submit(self, request: SubmitCommand) -> None:
+        self.requests.append(request)
+
+    async def append(self, fact: HomeFact) -> None:
+        self.facts.append(fact)
+
+
+class FakeNotify:
+    """The notifier: the notification ids enqueued, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[uuid.UUID] = []
+
+    def enqueue(self, home_id: str, notification_id: uuid.UUID, content: dict[str, Any]) -> None:
+        self.sent.append(notification_id)

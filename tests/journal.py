@@ -37,6 +37,26 @@ async def produce_facts(settings: StackSettings, facts: Iterable[Event]) -> None
     )
 
 
+async def produce_facts_at_their_time(settings: StackSettings, facts: Iterable[Event]) -> None:
+    """Like ``produce_facts``, with each record's Kafka timestamp its fact's ``recorded_at`` (as the
+    actor's records have, give or take its send): for readers that select a stretch by record time."""
+    producer = make_producer(settings.kafka_bootstrap_servers, "tests")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(
+                settings.topics.journal,
+                encode(f),
+                key=f.device_id.encode(),
+                timestamp_ms=int(f.recorded_at.timestamp() * 1000),
+            )
+            for f in facts
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
 async def read_journal(settings: StackSettings, timeout_s: float = 30.0) -> list[Event]:
     """Every fact in the journal now, in offset order per partition (up to the end offsets at the call)."""
     return await read_topic(settings, settings.topics.journal, decode_event, timeout_s)

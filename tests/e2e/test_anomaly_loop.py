@@ -12,9 +12,8 @@ while the normal devices, scored by the same version, raise none.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,6 @@ import httpx
 import msgspec
 import pytest
 
-from hearth.simulator.fleet import Fleet, FleetOptions, MqttEndpoint
 from hearth.simulator.registration import fleet_devices
 from hearth.stack.mosquitto import MosquittoBroker
 from hearth_analytics.settings import AnalyticsSettings
@@ -32,6 +30,7 @@ from hearth_shared.domain.anomaly import DEFAULT_MODEL
 from hearth_shared.events import encode, utcnow
 from hearth_shared.kafka import make_producer
 from tests.conftest import Platform
+from tests.home_fleet import playing, simulator_endpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,38 +42,6 @@ RATE = 8.0  # reports per second per device
 MIN_COUNT = 8  # readings a baseline slice needs (the job's default, 30, would take a while here)
 BASELINE_READINGS = 12  # journaled ambient_c readings per device before training starts
 DRIFT_C_PER_H = 3600.0  # 1 °C per second: past threshold x std (4 x 0.25 °C) within a few seconds
-
-
-class HomeFleet(Fleet):
-    """The simulator, playing only this test's devices (the platform's journal has other tests' too)."""
-
-    def __init__(
-        self, platform: Platform, devices: set[str], options: FleetOptions, mqtt: MqttEndpoint
-    ) -> None:
-        super().__init__(
-            platform.settings.kafka_bootstrap_servers, platform.settings.topics, options, mqtt=mqtt
-        )
-        self.devices = devices
-
-    def add_device(self, device_id: str, device_type: str, now: float) -> bool:
-        return device_id in self.devices and super().add_device(device_id, device_type, now)
-
-
-@contextlib.asynccontextmanager
-async def playing(
-    platform: Platform, devices: set[str], mqtt: MqttEndpoint, **options: Any
-) -> AsyncIterator[asyncio.Task[None]]:
-    """Run the fleet (a hub over MQTT, the simulator's account) in this event loop until the block ends."""
-    group = f"anomaly-loop-{uuid.uuid4().hex[:8]}"
-    fleet = HomeFleet(platform, devices, FleetOptions(rate=RATE, client_id=group, **options), mqtt)
-    stop = asyncio.Event()
-    task = asyncio.create_task(fleet.run(stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-    assert fleet.stats["reports"] > 0, dict(fleet.stats)
 
 
 async def until(
@@ -144,10 +111,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
     bodies = fleet_devices(home, {"thermostat": THERMOSTATS})
     devices = [b["device_id"] for b in bodies]
     drifting, normal = devices[0], devices[1:]
-    simulator = mosquitto.simulator
-    mqtt = MqttEndpoint(
-        port=mosquitto.platform_port, username=simulator.username, password=simulator.password
-    )
+    mqtt = simulator_endpoint(mosquitto)
     settings = AnalyticsSettings(
         stack=platform.settings,
         checkpoint_dir=tmp_path / "checkpoints",
@@ -166,7 +130,7 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
         try:
             # 1. Every device reports normally until the journal holds a baseline's worth of readings; the
             # training query learns from what the journal holds when it starts (the fleet plays on).
-            async with playing(platform, set(devices), mqtt) as fleet:
+            async with playing(platform, set(devices), mqtt, rate=RATE) as fleet:
 
                 async def baseline_reported() -> bool:
                     counts = [await ambient_readings(query, d) for d in devices]
@@ -183,7 +147,12 @@ async def test_a_drifting_thermostat_is_flagged_by_the_trained_model(
 
             # 2. The same devices, one of them drifting now, until the actors score it with that version.
             async with playing(
-                platform, set(devices), mqtt, drifting_ids=frozenset({drifting}), drift_c_per_h=DRIFT_C_PER_H
+                platform,
+                set(devices),
+                mqtt,
+                rate=RATE,
+                drifting_ids=frozenset({drifting}),
+                drift_c_per_h=DRIFT_C_PER_H,
             ) as fleet:
 
                 async def flagged() -> list[dict[str, Any]]:

@@ -5,18 +5,15 @@ status; a loop (an automation triggered by its own command's facts) is suspended
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 
+from tests.automation_support import Receiver, automation_listed, receiving, runs, signed_by
 from tests.registration import register_device
 from tests.support import eventually
 
@@ -25,50 +22,10 @@ pytestmark = pytest.mark.integration
 SECRET = "a-webhook-secret-of-the-test"
 
 
-class Receiver:
-    """A real HTTP server on a free loopback port that records every request it gets."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[dict[str, str], bytes]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.thread.start()
-    try:
+    with receiving() as r:
         yield r
-    finally:
-        r.server.shutdown()
-        r.server.server_close()
-
-
-async def automation_listed(query: httpx.AsyncClient, automation_id: str) -> bool:
-    response = await query.get("/v1/automations")
-    return response.status_code == 200 and any(
-        a["automation_id"] == automation_id for a in response.json()["automations"]
-    )
-
-
-async def runs(query: httpx.AsyncClient, automation_id: str) -> dict[str, Any]:
-    response = await query.get(f"/v1/automations/{automation_id}/runs")
-    assert response.status_code == 200, response.text
-    return dict(response.json())
 
 
 async def test_a_fact_sends_a_command_and_one_signed_webhook(
@@ -120,8 +77,7 @@ async def test_a_fact_sends_a_command_and_one_signed_webhook(
     await asyncio.sleep(3)  # nothing more arrives: one alert, one notification
     assert len(receiver.received) == 1
     headers, body = receiver.received[0]
-    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    assert headers["x-hearth-signature"] == expected
+    assert signed_by(SECRET, headers, body)
     content = json.loads(body)
     assert content["message"] == "the living room changed" and content["automation_id"] == automation_id
     assert headers["x-hearth-notification-id"] == content["notification_id"] == run["actions"][1]["action_id"]
@@ -184,3 +140,56 @@ async def test_an_automation_naming_another_homes_device_is_a_422(api: httpx.Asy
     )
     assert response.status_code == 422
     assert response.json()["detail"][0]["type"] == "unknown_device"
+
+
+async def test_a_time_trigger_fires_once_at_its_time_in_the_homes_zone(
+    api: httpx.AsyncClient, query: httpx.AsyncClient, home: str
+) -> None:
+    device = await register_device(api, home, "thermostat")
+    zone = await api.put(f"/v1/homes/{home}", json={"timezone": "America/New_York"})
+    assert zone.status_code == 200, zone.text
+    at = (datetime.now(ZoneInfo("America/New_York")) + timedelta(seconds=8)).strftime("%H:%M:%S")
+    response = await api.post(
+        "/v1/automations",
+        json={
+            "home_id": home,
+            "name": "at a time",
+            "trigger": {"time": {"at": at}},
+            "actions": [
+                {"command": {"device_id": device, "name": "set_hvac_mode", "params": {"mode": "cool"}}}
+            ],
+        },
+    )
+    assert response.status_code == 201, response.text
+    automation_id = response.json()["automation_id"]
+
+    async def ran() -> bool:
+        return len((await runs(query, automation_id))["runs"]) >= 1
+
+    await eventually(ran, "the time trigger's run", timeout_s=40, every_s=0.5)
+    await asyncio.sleep(2)  # and only once
+    (run,) = (await runs(query, automation_id))["runs"]
+    instant = datetime.fromisoformat(run["trigger"]["occurred_at"])
+    assert run["fired"] and run["trigger"]["type"] == "time"
+    assert instant.astimezone(ZoneInfo("America/New_York")).strftime("%H:%M:%S") == at
+    assert run["actions"][0]["name"] == "set_hvac_mode"
+
+
+async def test_for_s_and_time_triggers_are_taken_and_checked(api: httpx.AsyncClient, home: str) -> None:
+    device = await register_device(api, home, "thermostat")
+    notify = [{"notify": {"message": "x"}}]
+    held = {"device_id": device, "key": "ambient_c", "above": 25, "for_s": 60}
+    cases = [
+        ({"state": held}, [], 201, None),
+        ({"time": {"at": "07:30", "days": ["mon", "fri"]}}, [], 201, None),
+        ({"time": {"at": "07:30", "days": ["someday"]}}, [], 422, "unknown_day"),
+        ({"time": {"at": "7h30"}}, [], 422, "invalid_time"),
+        ({"fact": "anomaly.detected"}, [held], 422, "for_s_in_condition"),
+        ({"state": {**held, "for_s": 10**9}}, [], 422, "less_than_equal"),
+    ]
+    for trigger, conditions, status, reason in cases:
+        body = {"home_id": home, "name": "n", "trigger": trigger, "conditions": conditions, "actions": notify}
+        response = await api.post("/v1/automations", json=body)
+        assert response.status_code == status, (trigger, response.text)
+        if reason is not None:
+            assert response.json()["detail"][0]["type"] == reason, response.text

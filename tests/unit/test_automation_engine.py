@@ -13,34 +13,19 @@ import pytest
 
 from hearth_automations.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, NotifyAction, Trigger
-from hearth_shared.events import AnomalyDetected, AnomalyDetectedPayload, SubmitCommand
+from hearth_shared.events import (
+    AnomalyDetected,
+    AnomalyDetectedPayload,
+    StateReported,
+    StateReportedPayload,
+)
 from hearth_shared.home_facts import AutomationCreated, HomeFact
 from hearth_shared.home_view import HomesView
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
-
-
-class FakePath:
-    def __init__(self) -> None:
-        self.requests: list[SubmitCommand] = []
-        self.facts: list[HomeFact] = []
-
-    async def submit(self, request: SubmitCommand) -> None:
-        self.requests.append(request)
-
-    async def append(self, fact: HomeFact) -> None:
-        self.facts.append(fact)
-
-
-class FakeNotify:
-    def __init__(self) -> None:
-        self.sent: list[uuid.UUID] = []
-
-    def enqueue(self, home_id: str, notification_id: uuid.UUID, content: dict[str, Any]) -> None:
-        self.sent.append(notification_id)
 
 
 AUTOMATION = Automation(
@@ -65,7 +50,14 @@ def anomaly(at: datetime) -> AnomalyDetected:
     )  # fmt: skip
 
 
-def engine(path: FakePath, notify: FakeNotify, facts: list[HomeFact]) -> Engine:
+def reported(device_id: str, at: datetime, **state: Any) -> StateReported:
+    return StateReported(
+        event_id=uuid.uuid4(), device_id=device_id, home_id="h", version=2, occurred_at=at, recorded_at=at,
+        payload=StateReportedPayload(reported=state, device_seq=1, device_time=at),
+    )  # fmt: skip
+
+
+def engine(path: FakeEnginePath, notify: FakeNotify, facts: list[HomeFact]) -> Engine:
     view = HomesView()
     for fact in facts:
         view.apply(fact)
@@ -73,13 +65,13 @@ def engine(path: FakePath, notify: FakeNotify, facts: list[HomeFact]) -> Engine:
 
 
 async def test_a_trigger_acts_once_and_a_replay_after_a_restart_acts_on_nothing_recorded() -> None:
-    path, notify = FakePath(), FakeNotify()
+    path, notify = FakeEnginePath(), FakeNotify()
     first = engine(path, notify, [CREATED])
     fact = anomaly(T0 + timedelta(seconds=5))
     await first.on_fact(fact)
     await first.on_fact(fact)  # redelivered
     assert [r.name for r in path.requests] == ["set_hvac_mode"] and len(notify.sent) == 1
-    restarted_path, restarted_notify = FakePath(), FakeNotify()
+    restarted_path, restarted_notify = FakeEnginePath(), FakeNotify()
     restarted = engine(restarted_path, restarted_notify, [CREATED, *path.facts])
     await restarted.on_fact(anomaly(T0 - timedelta(seconds=5)))  # older than the automation: never
     await restarted.on_fact(fact)
@@ -87,19 +79,19 @@ async def test_a_trigger_acts_once_and_a_replay_after_a_restart_acts_on_nothing_
 
 
 async def test_killed_between_command_and_run_fact_the_replay_sends_the_same_command_id() -> None:
-    path, notify = FakePath(), FakeNotify()
+    path, notify = FakeEnginePath(), FakeNotify()
     fact = anomaly(T0 + timedelta(seconds=5))
     await engine(path, notify, [CREATED]).on_fact(fact)
-    lost_run = FakePath()  # the run fact never reached the home journal
+    lost_run = FakeEnginePath()  # the run fact never reached the home journal
     await engine(lost_run, FakeNotify(), [CREATED]).on_fact(fact)
     assert [r.command_id for r in lost_run.requests] == [r.command_id for r in path.requests]
 
 
 async def test_a_notification_without_its_delivery_fact_is_sent_again_after_a_restart() -> None:
-    path, notify = FakePath(), FakeNotify()
+    path, notify = FakeEnginePath(), FakeNotify()
     await engine(path, notify, [CREATED]).on_fact(anomaly(T0 + timedelta(seconds=5)))
     again = FakeNotify()
-    engine(FakePath(), again, [CREATED, *path.facts]).undelivered()
+    engine(FakeEnginePath(), again, [CREATED, *path.facts]).undelivered()
     assert again.sent == notify.sent
     assert msgspec.json.encode(path.facts[0])  # the run fact encodes for the journal
 
@@ -108,7 +100,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
     from hearth_automations.defaults import default_id
     from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
 
-    path, notify = FakePath(), FakeNotify()
+    path, notify = FakeEnginePath(), FakeNotify()
     e = engine(path, notify, [])
     e.live = True
     registered = DeviceRegistered(
@@ -119,11 +111,16 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
     await e.on_fact(registered)
     created = [f for f in path.facts if isinstance(f, AutomationCreated)]
     assert len(created) == 3
+    await e.on_fact(reported("t9", T0 + timedelta(milliseconds=500), hvac_mode="heat"))
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1)), device_id="t9"))
     assert [(r.device_id, r.name, r.params) for r in path.requests] == [
         ("t9", "set_hvac_mode", {"mode": "off"})
     ]
     assert len(notify.sent) == 1
+    # once the device is off, its further anomalies neither act nor notify again: one alert, one notification
+    await e.on_fact(reported("t9", T0 + timedelta(seconds=1.5), hvac_mode="off"))
+    await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1.6)), device_id="t9"))
+    assert len(path.requests) == 1 and len(notify.sent) == 1
     # switched off, it does nothing
     from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
 
@@ -136,6 +133,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
             payload=SwitchPayload(automation_id=default_id("h", "anomalous-thermostat"), enabled=False),
         )
     )
+    await e.on_fact(reported("t9", T0 + timedelta(seconds=1.8), hvac_mode="heat"))
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=2)), device_id="t9"))
     assert len(path.requests) == 1
 
@@ -143,7 +141,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
 async def test_defaults_made_while_replaying_an_old_journal_do_not_act_on_its_past() -> None:
     from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
 
-    path, notify = FakePath(), FakeNotify()
+    path, notify = FakeEnginePath(), FakeNotify()
     e = Engine(
         HomesView(),
         path,

@@ -18,6 +18,7 @@ from hearth_shared.domain.automation import (
     NotifyAction,
     RuleInvalid,
     StateTest,
+    TimeOfDay,
     Trigger,
     action_id,
     check_rule,
@@ -25,6 +26,7 @@ from hearth_shared.domain.automation import (
 )
 
 pytestmark = pytest.mark.unit
+NOTIFY = (Action(notify=NotifyAction(message="x")),)
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
 
@@ -110,6 +112,13 @@ def test_run_and_action_ids_are_derived_so_a_replay_sends_the_same() -> None:
         ),
         (Trigger(fact="a.b"), (), "no_actions"),
         (Trigger(fact="a.b"), (Action(),), "invalid_action"),
+        (Trigger(fact="a.b", time=TimeOfDay(at="07:00")), NOTIFY, "invalid_trigger"),
+        (Trigger(time=TimeOfDay(at="07:00"), device_id="t"), NOTIFY, "invalid_trigger"),
+        (Trigger(time=TimeOfDay(at="25:00")), NOTIFY, "invalid_time"),
+        (Trigger(time=TimeOfDay(at="07:00", days=("mon", "someday"))), NOTIFY, "unknown_day"),
+        (Trigger(time=TimeOfDay(at="07:00", days=())), NOTIFY, "no_days"),
+        (Trigger(state=StateTest(device_id="t", key="k", above=1, for_s=0)), NOTIFY, "invalid_for_s"),
+        (Trigger(state=StateTest(device_id="t", key="k", above=1, for_s=1e300)), NOTIFY, "invalid_for_s"),
     ],
 )
 def test_a_rule_that_cannot_run_is_refused(
@@ -120,6 +129,25 @@ def test_a_rule_that_cannot_run_is_refused(
     assert caught.value.reason == reason
 
 
+def test_for_s_belongs_to_the_trigger_and_a_time_trigger_is_checked_as_a_schedule_entry() -> None:
+    held = StateTest(device_id="t", key="k", above=1, for_s=30)
+    check_rule(Trigger(state=held), (), NOTIFY)
+    check_rule(Trigger(time=TimeOfDay(at="06:30:15", days=("sat", "sun"))), (), NOTIFY)
+    with pytest.raises(RuleInvalid) as caught:
+        check_rule(Trigger(fact="a.b"), (held,), NOTIFY)
+    assert caught.value.reason == "for_s_in_condition" and caught.value.where == ("conditions", "for_s")
+    with pytest.raises(RuleInvalid) as caught:
+        check_rule(Trigger(time=TimeOfDay(at="07:00", days=("mon", "xyz"))), (), NOTIFY)
+    assert caught.value.where == ("trigger", "time", "days")
+
+
+def test_not_equals_holds_for_any_other_value_and_a_missing_value_does_not_hold() -> None:
+    test = StateTest(device_id="t1", key="hvac_mode", not_equals="off")
+    assert conditions_hold((test,), {"t1": {"hvac_mode": "heat"}}) == [True]
+    assert conditions_hold((test,), {"t1": {"hvac_mode": "off"}}) == [False]
+    assert conditions_hold((test,), {"t1": {}}) == [False]
+
+
 def test_the_signature_is_hmac_sha256_of_the_exact_body() -> None:
     body = b'{"message":"hello"}'
     expected = hmac.new(b"s3cret-s3cret-s3cret", body, hashlib.sha256).hexdigest()
@@ -128,7 +156,8 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body() -> None:
 
 
 def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
-    from hearth_shared.domain.automation import Automation, backtest
+    from hearth_shared.domain.automation import Automation
+    from hearth_shared.domain.automation_replay import backtest
 
     automation = Automation(
         automation_id=uuid.uuid4(), home_id="h", name="hot", created_at=T0,

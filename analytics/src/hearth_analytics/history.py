@@ -1,7 +1,8 @@
 """The journal's whole history for batch jobs: the archive table, then the journal's tail beyond it.
 
 ``read_history`` gives the same columns as ``schema.read_journal`` (``partition``, ``offset``, ``value``;
-what ``schema.parse_journal`` reads), so the daily report and the full retrain take either unchanged and
+what ``schema.parse_journal`` reads; and ``timestamp``, the record's Kafka timestamp, which the automation
+backtest selects its stretch by), so the daily report and the full retrain take either unchanged and
 compute the same figures: the archive holds each journal record's exact bytes (``value``) with its
 partition and offset.
 
@@ -33,7 +34,7 @@ from hearth_shared.kafka import topic_partitions
 log = logging.getLogger(__name__)
 
 EARLIEST = -2  # Spark's Kafka source: the partition's earliest offset
-JOURNAL_COLUMNS = ("partition", "offset", "value")
+JOURNAL_COLUMNS = ("partition", "offset", "timestamp", "value")
 
 
 async def _journal_partitions(settings: AnalyticsSettings) -> list[int]:
@@ -64,13 +65,16 @@ def tail_offsets(archived_ends: dict[int, int], partitions: list[int], topic: st
 
 
 def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
-    """Archive plus the journal's tail beyond it, as journal rows (``partition``, ``offset``, ``value``)."""
+    """Archive plus the journal's tail beyond it, as journal rows (``JOURNAL_COLUMNS``)."""
     archive = read_archive(spark, settings)
     if archive is None:
         log.info("no archive at %s: reading the whole journal", settings.archive_location())
         return read_journal(spark, settings).select(*JOURNAL_COLUMNS)
     archived = archive.select(
-        F.col("kafka_partition").alias("partition"), F.col("kafka_offset").alias("offset"), "value"
+        F.col("kafka_partition").alias("partition"),
+        F.col("kafka_offset").alias("offset"),
+        F.col("kafka_timestamp").alias("timestamp"),
+        "value",
     )
     ends = {
         int(row["partition"]): int(row["end"])

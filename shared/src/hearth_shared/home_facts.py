@@ -131,13 +131,20 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True):
     action_id: uuid.UUID  # the command id, or the notification's dedupe key
     device_id: str | None = None
     name: str | None = None
+    skipped: str | None = None  # why a command was not sent ("quarantined"), None when it was
+    detail: str = ""  # the skip's detail (the quarantine's reason)
 
 
 class TriggerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The fact that triggered a run; for a time trigger, ``type`` "time", ``fact_id`` derived from
+    (automation, instant) (``hearth_shared.domain.automation.time_trigger_id``), no device, ``occurred_at``
+    the instant. ``due_at``: when a delayed trigger was due (a state held ``for_s``: the edge + ``for_s``)."""
+
     fact_id: uuid.UUID
     type: str
     device_id: str
     occurred_at: datetime
+    due_at: datetime | None = None
 
 
 class RunPayload(msgspec.Struct, frozen=True, kw_only=True):

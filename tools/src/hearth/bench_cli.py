@@ -34,6 +34,7 @@ BENCHES: dict[str, str] = {
     "memory": "hearth.bench.memory:main",
     "push": "hearth.bench.push:main",
     "campaign": "hearth.bench.campaign:main",
+    "automations": "hearth.bench.automation_load:main",
     "reads": "hearth.bench.reads:main",
 }
 

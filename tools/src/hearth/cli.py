@@ -14,6 +14,7 @@ from rich.table import Table
 
 from hearth import cli_stack
 from hearth.archive_cli import TableOption, archive_app, table_path
+from hearth.automation_cli import automation_app
 from hearth.bench_cli import bench_app
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
@@ -33,6 +34,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(device_app, name="device")
 app.add_typer(archive_app, name="archive")
 app.add_typer(campaign_app, name="campaign")
+app.add_typer(automation_app, name="automation")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 
 app.command("up")(cli_stack.up)

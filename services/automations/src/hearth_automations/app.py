@@ -2,8 +2,9 @@
 
 Nothing connects at import or in ``make_app``; ``AutomationsService.start()`` starts the producer, reads
 the home journal to its end, then the device journal (so holds made while it was down are known before
-anything fires), and only then ticks. ``run()`` serves until cancelled; a heartbeat file written every
-tick is what ``python -m hearth_automations.probe`` checks.
+anything fires), and only then ticks (the scheduler's transitions, the engine's for_s timers and time
+triggers: what the replay left pending fires at the first tick, once). ``run()`` serves until
+cancelled; a heartbeat file written every tick is what ``python -m hearth_automations.probe`` checks.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ class AutomationsService:
         try:
             while True:
                 await self.scheduler.tick()
+                await self.engine.tick()  # for_s timers and time triggers
                 if self.heartbeat is not None:
                     self.heartbeat.touch()
                 await asyncio.sleep(self.settings.tick_s)

@@ -1,7 +1,8 @@
 """Writes for automations and notifications (../shared/CONTRACT.md, "Homes that act on their own"):
 ``POST /v1/automations``, switching one on or off, and a home's webhook. Each is one fact on the home
 journal; the automations service acts on them. An automation is checked whole before it is written: its
-shape (``check_rule``), and every device it names must be one of the home's, and every command it
+shape (``check_rule``: one trigger, a time trigger's days and time as a schedule entry's, ``for_s`` on the
+trigger only), and every device it names must be one of the home's, and every command it
 sends must pass the device type's own checks, as a command sent by hand does.
 """
 
@@ -19,7 +20,7 @@ from hearth_command_api.registry import RegistryView
 from hearth_command_api.schedules import HomeId, ProgramCommandBody
 from hearth_command_api.schemas import printable
 from hearth_shared.domain import CommandInvalid, validate_command
-from hearth_shared.domain.automation import Automation, RuleInvalid, check_rule
+from hearth_shared.domain.automation import MAX_FOR_S, Automation, RuleInvalid, check_rule
 from hearth_shared.events import new_id, utcnow
 from hearth_shared.home_facts import (
     AutomationCreated,
@@ -50,14 +51,23 @@ class StateTestBody(BaseModel):
         | bool
         | None
     ) = None
-    for_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="Not supported yet (422)")
+    for_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_FOR_S,
+        allow_inf_nan=False,
+        description="A state trigger's only: fire once the test has held this many seconds (a report "
+        "that breaks it first cancels it)",
+    )
 
 
 class TimeTriggerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    at: str = Field(max_length=8)
-    days: list[str] | None = None
+    at: str = Field(max_length=8, examples=["07:30"], description="HH:MM (or HH:MM:SS) in the home's zone")
+    days: list[str] | None = Field(
+        None, min_length=1, max_length=7, examples=[["mon", "fri"]], description="Default: every day"
+    )
 
 
 class TriggerBody(BaseModel):
@@ -68,7 +78,9 @@ class TriggerBody(BaseModel):
     )
     device_id: DeviceRef | None = None
     state: StateTestBody | None = None
-    time: TimeTriggerBody | None = Field(None, description="Not supported yet (422)")
+    time: TimeTriggerBody | None = Field(
+        None, description="At a wall-clock time in the home's zone, with the schedules' DST rules"
+    )
 
 
 class CommandActionBody(ProgramCommandBody):
@@ -146,17 +158,10 @@ async def create_automation(
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"this token may not add automations to {body.home_id}"
         )
-    if body.trigger.time is not None or (body.trigger.state is not None and body.trigger.state.for_s):
-        raise unprocessable(
-            ("body", "trigger"), "not_supported_yet", "time triggers and for_s are not supported yet"
-        )
-    if any(c.for_s for c in body.conditions):
-        raise unprocessable(("body", "conditions"), "not_supported_yet", "for_s is not supported yet")
     _check_devices(body, registry)
     now = utcnow()
     automation_id = new_id()
     raw = body.model_dump(exclude_none=True, mode="json")
-    raw["trigger"].pop("time", None)
     try:
         automation = msgspec.convert(
             {**raw, "automation_id": str(automation_id), "created_at": now.isoformat()}, Automation

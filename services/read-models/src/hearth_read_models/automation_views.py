@@ -1,5 +1,6 @@
 """Reads of automations: ``GET /v1/automations?home_id=``, ``GET /v1/automations/{id}/runs`` (each run's
-trigger fact, conditions, actions, and each command's status from the commands view), and
+trigger fact, conditions, actions, and each command's status from the commands view, or ``skipped``
+for a command not sent, with why: a quarantined device), and
 ``GET /v1/homes/{home_id}/deliveries`` (notifications delivered or given up).
 
 Automations, runs and deliveries come from the home journal folded in memory (``app.state.homes``, the
@@ -83,8 +84,8 @@ async def list_runs(
         item = msgspec.to_builtins(run)
         for action in item["actions"]:
             key = uuid.UUID(action["action_id"])
-            if action["kind"] == "command":
-                action["status"] = statuses.get(key, "pending")
+            if action["kind"] == "command":  # not sent (a quarantined device): "skipped", and why
+                action["status"] = "skipped" if action.get("skipped") else statuses.get(key, "pending")
             else:
                 fact = delivered.get(key)
                 action["status"] = "sending" if fact is None else fact.__struct_config__.tag

@@ -2,25 +2,36 @@
 over that stretch of the journal, acting on nothing (it only reads).
 
 The journal's partitions are read from the offsets Kafka gives for ``from`` (``offsets_for_times``, by
-record timestamp) up to the ones for ``to`` (or their ends), with a consumer of this request's own (no
-group, no commit). The home's facts are put in ``recorded_at`` order (a home's devices are spread over
-partitions; each device's facts stay in version order) and replayed through the trigger and conditions
-(``hearth_shared.domain.automation.backtest``). Stretches are bounded by ``MAX_FACTS`` read; longer ones
-are the Spark job's (not built yet).
+record timestamp, ``record_ms``) up to the ones for ``to`` (or their ends), with a consumer of this
+request's own (no group, no commit). The home's facts are put in ``REPLAY_ORDER`` (a home's devices are
+spread over partitions; each device's facts stay in version order) and replayed through the trigger and
+conditions (``hearth_shared.domain.automation_replay``, which says what this and the Spark job for long
+stretches, ``hearth_analytics.automation_backtest``, agree on). Stretches are bounded by ``MAX_FACTS``
+read: an answer that stopped there says ``complete: false`` (``hearth automation backtest`` then runs
+the Spark job). ``fired_by_hour`` counts every run by the UTC hour of its trigger fact (``fired_at``
+lists the first 100).
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Annotated, Any
 
+import msgspec
 from aiokafka import AIOKafkaConsumer
 from fastapi import APIRouter, Path, Request
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from hearth_shared.domain.automation import backtest
-from hearth_shared.events import MalformedRecord, StateReported
+from hearth_shared.domain.automation_replay import (
+    REPLAY_ORDER,
+    backtest,
+    in_stretch,
+    record_ms,
+    replayed,
+)
+from hearth_shared.events import Event, MalformedRecord
 from hearth_shared.home_view import HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses, unprocessable
@@ -39,7 +50,10 @@ class BacktestBody(BaseModel):
     to: AwareDatetime
 
 
-async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime, end: datetime) -> list[Any]:
+async def read_stretch(
+    bootstrap: str, topic: str, home_id: str, start: datetime, end: datetime
+) -> tuple[list[Event], bool]:
+    """The home's facts of the stretch in ``REPLAY_ORDER``, and whether every record of it was read."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
     )
@@ -47,9 +61,8 @@ async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime
     try:
         tps = await topic_partitions(consumer, topic)
         consumer.assign(tps)
-        first_ms, stop_ms = (max(0, int(moment.timestamp() * 1000)) for moment in (start, end))
-        starts = await consumer.offsets_for_times(dict.fromkeys(tps, first_ms))
-        stops = await consumer.offsets_for_times(dict.fromkeys(tps, stop_ms))
+        starts = await consumer.offsets_for_times(dict.fromkeys(tps, record_ms(start)))
+        stops = await consumer.offsets_for_times(dict.fromkeys(tps, record_ms(end)))
         ends = await consumer.end_offsets(tps)
         ranges = {}
         for tp in tps:
@@ -58,7 +71,7 @@ async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime
             if first < stop:
                 ranges[tp] = (first, stop)
                 consumer.seek(tp, first)
-        found: list[Any] = []
+        found: list[Event] = []
         read = 0
         while ranges and read < MAX_FACTS:
             batches = await consumer.getmany(*ranges, timeout_ms=500, max_records=5000)
@@ -72,23 +85,13 @@ async def read_stretch(bootstrap: str, topic: str, home_id: str, start: datetime
                         event = decode_fact(record.value)
                     except MalformedRecord:
                         continue
-                    if event.home_id == home_id and start <= event.occurred_at < end:
-                        state = event.payload.reported if isinstance(event, StateReported) else None
-                        found.append(
-                            (
-                                event.recorded_at,
-                                event.version,
-                                event.type,
-                                event.device_id,
-                                event.occurred_at,
-                                state,
-                            )
-                        )
+                    if in_stretch(event, home_id, start, end):
+                        found.append(event)
                 if records and (records[-1].offset + 1 >= stop):
                     del ranges[tp]
                     consumer.pause(tp)
-        found.sort(key=lambda f: (f[0], f[1]))
-        return found
+        found.sort(key=attrgetter(*REPLAY_ORDER))
+        return found, not ranges
     finally:
         await consumer.stop()
 
@@ -113,16 +116,14 @@ async def backtest_automation(
     if body.to - body.from_ > MAX_STRETCH:
         raise unprocessable(("body", "to"), "stretch_too_long", f"at most {MAX_STRETCH.days} days at once")
     stack = request.app.state.settings.stack
-    found = await read_stretch(
+    found, complete = await read_stretch(
         stack.kafka_bootstrap_servers, stack.topics.journal, state.definition.home_id, body.from_, body.to
     )
-    result = backtest(state.definition, ((t, d, at, s) for _, _, t, d, at, s in found))
+    result = backtest(state.definition, map(replayed, found))
     return {
         "automation_id": str(automation_id),
         "from": body.from_.isoformat(),
         "to": body.to.isoformat(),
-        "facts": result.facts,
-        "triggered": result.triggered,
-        "fired": result.fired,
-        "fired_at": [at.isoformat() for at in result.fired_at],
+        **msgspec.to_builtins(result),  # facts, triggered, fired, fired_at, fired_by_hour
+        "complete": complete,
     }

@@ -4,21 +4,30 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
 * A run's id is derived from (automation, trigger fact), and each action's id from (run, action index): a
   crash and a replay of the same trigger fact send the same command ids (the device actor records each
   once) and record the same run id (folded once). A notify action's id is its notification's dedupe key.
-* ``for_s`` and time triggers are refused for now (``not_supported_yet``).
+* A state trigger with ``for_s`` fires once the test has held that long (the edge's fact starts the
+  timer, a report that breaks the test stops it; ``hearth_shared.domain.automation_timers``); a time
+  trigger ``{"time": {"at", "days"?}}`` fires at that wall-clock time in the home's zone, with the
+  schedules' DST rules. A time run's trigger id is derived from (automation, instant) (``time_trigger_id``),
+  so its run and command ids are too: each instant acts once, restarts included.
+* ``not_equals`` is a test the corrective defaults use (``hearth_automations.defaults``); the API takes the
+  contract's ``above`` / ``below`` / ``equals``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
 
+from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program
+
 AUTOMATION_NAMESPACE = uuid.UUID("5e2b8f61-0c4a-4b7e-a1d3-9f6c2e8b7a05")
 Mode = Literal["single", "restart", "queued", "parallel"]
 DEFAULT_MAX_RUNS_PER_MINUTE = 20
+MAX_FOR_S = 7 * 24 * 3600.0  # a week: a longer wait is a time trigger's job
+TIME_TRIGGER = "time"  # a time run's trigger type (no journal fact is its trigger)
 
 
 class RuleInvalid(ValueError):
@@ -33,10 +42,14 @@ class StateTest(msgspec.Struct, frozen=True, kw_only=True):
     above: float | None = None
     below: float | None = None
     equals: Any = None
+    not_equals: Any = None
+    for_s: float | None = None  # a trigger's only: fire once the test has held this long
 
     def holds(self, value: Any) -> bool:
         if self.equals is not None:
             return bool(value == self.equals)
+        if self.not_equals is not None:
+            return bool(value != self.not_equals)
         if not isinstance(value, int | float) or isinstance(value, bool):
             return False
         if self.above is not None and not value > self.above:
@@ -44,10 +57,22 @@ class StateTest(msgspec.Struct, frozen=True, kw_only=True):
         return not (self.below is not None and not value < self.below)
 
 
+class TimeOfDay(msgspec.Struct, frozen=True, kw_only=True):
+    """A time trigger: ``at`` (``HH:MM``, or ``HH:MM:SS``, as a schedule's entry) on ``days``."""
+
+    at: str
+    days: tuple[str, ...] = DAYS
+
+    def as_program(self) -> list[ProgramEntry]:
+        """The same as a one-entry schedule program, so its instants are the schedule's computation."""
+        return [ProgramEntry(days=self.days, at=self.at, command=ScheduledCommand(name=TIME_TRIGGER))]
+
+
 class Trigger(msgspec.Struct, frozen=True, kw_only=True):
     fact: str | None = None
     device_id: str | None = None
     state: StateTest | None = None
+    time: TimeOfDay | None = None
 
 
 class CommandAction(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,15 +103,28 @@ class Automation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def check_rule(trigger: Trigger, conditions: tuple[StateTest, ...], actions: tuple[Action, ...]) -> None:
-    if (trigger.fact is None) == (trigger.state is None):
-        raise RuleInvalid("invalid_trigger", "a trigger is either {fact} or {state}", ("trigger",))
+    if sum(t is not None for t in (trigger.fact, trigger.state, trigger.time)) != 1:
+        raise RuleInvalid("invalid_trigger", "a trigger is one of {fact}, {state} or {time}", ("trigger",))
+    if trigger.device_id is not None and trigger.fact is None:
+        raise RuleInvalid("invalid_trigger", "device_id belongs to a fact trigger", ("trigger", "device_id"))
+    if trigger.time is not None:
+        _check_time(trigger.time)
     for i, test in enumerate((*([trigger.state] if trigger.state else []), *conditions)):
-        given = sum(v is not None for v in (test.above, test.below, test.equals))
-        if given == 0 or (test.equals is not None and given > 1):
-            where: tuple[str | int, ...] = (
-                ("trigger", "state") if trigger.state and i == 0 else ("conditions",)
-            )
+        is_trigger = trigger.state is not None and i == 0
+        where: tuple[str | int, ...] = ("trigger", "state") if is_trigger else ("conditions",)
+        given = sum(v is not None for v in (test.above, test.below, test.equals, test.not_equals))
+        alone = test.equals is not None or test.not_equals is not None
+        if given == 0 or (alone and given > 1):
             raise RuleInvalid("invalid_test", "give above and/or below, or equals alone", where)
+        if test.for_s is not None and not is_trigger:
+            raise RuleInvalid(
+                "for_s_in_condition", "for_s belongs to a state trigger; a condition tests the last "
+                "reported value", (*where, "for_s"),
+            )  # fmt: skip
+        if test.for_s is not None and not 0 < test.for_s <= MAX_FOR_S:
+            raise RuleInvalid(
+                "invalid_for_s", f"for_s is above 0 and at most {MAX_FOR_S:.0f}", (*where, "for_s")
+            )
     if not actions:
         raise RuleInvalid("no_actions", "an automation needs at least one action", ("actions",))
     for i, action in enumerate(actions):
@@ -94,8 +132,21 @@ def check_rule(trigger: Trigger, conditions: tuple[StateTest, ...], actions: tup
             raise RuleInvalid("invalid_action", "an action is either {command} or {notify}", ("actions", i))
 
 
+def _check_time(time: TimeOfDay) -> None:
+    """A time trigger is checked as the one-entry program it is (the schedules' own check)."""
+    try:
+        check_program(time.as_program())
+    except ScheduleInvalid as exc:
+        raise RuleInvalid(exc.reason, exc.message, ("trigger", "time", *exc.where[1:])) from exc
+
+
 def run_id(automation_id: uuid.UUID, trigger_fact_id: uuid.UUID) -> uuid.UUID:
     return uuid.uuid5(AUTOMATION_NAMESPACE, f"run\n{automation_id}\n{trigger_fact_id}")
+
+
+def time_trigger_id(automation_id: uuid.UUID, instant: datetime) -> uuid.UUID:
+    """What stands for the trigger fact of a time run: one per (automation, instant), in every process."""
+    return uuid.uuid5(AUTOMATION_NAMESPACE, f"time\n{automation_id}\n{instant.astimezone(UTC).isoformat()}")
 
 
 def action_id(run: uuid.UUID, index: int) -> uuid.UUID:
@@ -122,36 +173,3 @@ def conditions_hold(conditions: tuple[StateTest, ...], reported: dict[str, dict[
         state = reported.get(test.device_id, {})
         results.append(test.key in state and test.holds(state[test.key]))
     return results
-
-
-class BacktestResult(msgspec.Struct, kw_only=True):
-    facts: int = 0  # facts of the home read
-    triggered: int = 0  # facts that matched the trigger
-    fired: int = 0  # ... and whose conditions held: the runs it would have made
-    fired_at: list[datetime] = []  # when (the trigger facts' times), the first 100
-
-
-def backtest(
-    automation: Automation, facts: Iterable[tuple[str, str, datetime, dict[str, Any] | None]]
-) -> BacktestResult:
-    """Replay (fact type, device, time, reported state or None) in journal order through the trigger and
-    the conditions, acting on nothing. Modes and the loop breaker are left out: they depend on commands
-    the replay does not send."""
-    result = BacktestResult()
-    reported: dict[str, dict[str, Any]] = {}
-    for fact_type, device_id, at, state in facts:
-        result.facts += 1
-        before = dict(reported.get(device_id, {}))
-        if state is not None:
-            reported.setdefault(device_id, {}).update(state)
-        hit = fact_triggers(automation.trigger, fact_type, device_id) or (
-            state is not None and state_triggers(automation.trigger, device_id, before, state)
-        )
-        if not hit:
-            continue
-        result.triggered += 1
-        if all(conditions_hold(automation.conditions, reported)):
-            result.fired += 1
-            if len(result.fired_at) < 100:
-                result.fired_at.append(at)
-    return result

@@ -1,0 +1,172 @@
+"""Automation backtests over long stretches, as a Spark batch job: the journal's history (the archive plus
+the journal's tail, ``hearth_analytics.history``) replayed through the automations' triggers and
+conditions, acting on nothing. ``hearth automation backtest`` runs it for stretches the query API's
+in-process backtest should not read in a request (``POST /v1/automations/{id}/backtest``).
+
+The same result as the query API's, by construction: both select the stretch, order a home's facts and
+feed them to the rules as ``hearth_shared.domain.automation_replay`` says, and both decode each record
+with ``hearth_shared.storable.decode_fact`` (a record it refuses is left out by both). Here:
+
+1. Spark keeps the records whose Kafka timestamp is in the stretch (``record_ms``) and whose envelope
+   names one of the automations' homes (a JSON read of four envelope fields, no payload);
+2. repartitions them by home and sorts each partition by home, then ``REPLAY_ORDER``: a home's facts
+   are one run of rows in one partition, in replay order (Spark's sort spills, so a home's stretch need
+   not fit in memory);
+3. ``mapInArrow`` (Python workers, Arrow batches: no row pickling) decodes each record, keeps those
+   ``in_stretch``, and feeds them through one ``HomeReplay`` per home (every automation of the home at
+   once), then yields each automation's ``BacktestResult`` (msgspec JSON) when the home's rows end.
+
+An automation whose home has no fact in the stretch gets an empty result. The automations' definitions
+come from the home journal (``automations_from_home_journal``), so the job needs only Kafka and the
+archive: no API, no database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+import msgspec
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from hearth_analytics.history import read_history
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_shared.domain.automation import Automation
+from hearth_shared.domain.automation_replay import (
+    REPLAY_ORDER,
+    BacktestResult,
+    HomeReplay,
+    in_stretch,
+    record_ms,
+    replayed,
+)
+from hearth_shared.events import MalformedRecord
+from hearth_shared.home_facts import decode_home_fact
+from hearth_shared.home_journal import TopicFollower
+from hearth_shared.home_view import HomesView
+from hearth_shared.storable import decode_fact
+
+# The envelope fields Spark reads to select and order the records (the rest is decoded in Python).
+_ENVELOPE = StructType(
+    [
+        StructField("home_id", StringType()),
+        StructField("device_id", StringType()),
+        StructField("version", LongType()),
+        StructField("recorded_at", StringType()),
+    ]
+)
+RESULT_SCHEMA = "automation_id string, result binary"
+
+
+def _replay_partition(
+    automations_json: bytes, start: datetime, end: datetime
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: one partition's rows (``home_id``, ``value``; a home's rows together,
+    in replay order) -> one row per automation of each home seen."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        by_home: dict[str, list[Automation]] = {}
+        for automation in msgspec.json.decode(automations_json, type=list[Automation]):
+            by_home.setdefault(automation.home_id, []).append(automation)
+        home: str | None = None
+        replay: HomeReplay | None = None
+        for batch in batches:
+            homes = batch.column("home_id").to_pylist()
+            values = batch.column("value").to_pylist()
+            done: list[HomeReplay] = []
+            for home_id, value in zip(homes, values, strict=True):
+                if home_id != home:
+                    if replay is not None:
+                        done.append(replay)
+                    home, replay = home_id, HomeReplay(by_home[home_id])
+                try:
+                    event = decode_fact(value)
+                except MalformedRecord:
+                    continue
+                if replay is not None and in_stretch(event, home_id, start, end):
+                    replay.feed(replayed(event))
+            if done:
+                yield _results(done)
+        if replay is not None:
+            yield _results([replay])
+
+    return run
+
+
+def _results(replays: Sequence[HomeReplay]) -> pa.RecordBatch:
+    ids, results = [], []
+    for replay in replays:
+        for automation_id, result in replay.results.items():
+            ids.append(str(automation_id))
+            results.append(msgspec.json.encode(result))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(ids, pa.string()), pa.array(results, pa.binary())], names=["automation_id", "result"]
+    )
+
+
+def spark_backtest(
+    spark: SparkSession,
+    settings: AnalyticsSettings,
+    automations: Sequence[Automation],
+    start: datetime,
+    end: datetime,
+) -> dict[uuid.UUID, BacktestResult]:
+    """Each automation's backtest over ``[start, end)`` of the history (archive plus the journal's tail)."""
+    homes = sorted({a.home_id for a in automations})
+    envelope = F.from_json(F.col("value").cast("string"), _ENVELOPE)
+    rows = (
+        read_history(spark, settings)
+        .where(
+            (F.col("timestamp") >= F.timestamp_millis(F.lit(record_ms(start))))
+            & (F.col("timestamp") < F.timestamp_millis(F.lit(record_ms(end))))
+        )
+        .select(envelope.alias("e"), "value")
+        .where(F.col("e.home_id").isin(homes))
+        .select(
+            F.col("e.home_id").alias("home_id"),
+            F.col("e.device_id").alias("device_id"),
+            F.col("e.version").alias("version"),
+            F.col("e.recorded_at").try_cast("timestamp").alias("recorded_at"),
+            "value",
+        )
+        .repartition(settings.shuffle_partitions, "home_id")
+        .sortWithinPartitions("home_id", *REPLAY_ORDER)
+        .select("home_id", "value")
+    )
+    encoded = msgspec.json.encode(list(automations))
+    found = rows.mapInArrow(_replay_partition(encoded, start, end), RESULT_SCHEMA).collect()
+    results = {a.automation_id: BacktestResult() for a in automations}
+    for row in found:
+        results[uuid.UUID(row["automation_id"])] = msgspec.json.decode(row["result"], type=BacktestResult)
+    return results
+
+
+async def _fold_home_journal(settings: AnalyticsSettings) -> HomesView:
+    view = HomesView()
+    stack = settings.stack
+
+    async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        with contextlib.suppress(MalformedRecord):  # the services log and skip it; so does this
+            view.apply(decode_home_fact(value))
+
+    follower = TopicFollower(stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, "backtest")
+    await follower.start()
+    try:
+        await follower.caught_up.wait()
+    finally:
+        await follower.stop()
+    return view
+
+
+def automations_from_home_journal(settings: AnalyticsSettings) -> dict[uuid.UUID, Automation]:
+    """Every automation the home journal defines (switched off and suspended ones too), by id."""
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
+        view = pool.submit(asyncio.run, _fold_home_journal(settings)).result()
+    return {automation_id: state.definition for automation_id, state in view.automations.items()}

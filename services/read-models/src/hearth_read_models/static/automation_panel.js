@@ -24,11 +24,14 @@ async function loadAutomations(home) {
 }
 
 function triggerText(trigger) {
+  const given = (v) => v !== null && v !== undefined;
   if (trigger.fact) return `on ${trigger.fact}${trigger.device_id ? ` of ${trigger.device_id}` : ""}`;
+  const days = trigger.time?.days || [];
+  if (trigger.time) return `at ${trigger.time.at} ${days.length && days.length < 7 ? `on ${days.join(", ")}` : "every day"}`;
   const s = trigger.state || {};
-  const test = s.equals !== null && s.equals !== undefined ? `= ${show(s.equals)}`
-    : [s.above !== null && s.above !== undefined ? `> ${s.above}` : "", s.below !== null && s.below !== undefined ? `< ${s.below}` : ""].join(" ").trim();
-  return `when ${s.device_id} ${s.key} ${test}`;
+  const tests = [["=", s.equals], ["≠", s.not_equals], [">", s.above], ["<", s.below]].filter(([, v]) => given(v));
+  const held = given(s.for_s) ? ` for ${s.for_s} s` : "";
+  return `when ${s.device_id} ${s.key} ${tests.map(([op, v]) => `${op} ${show(v)}`).join(" ")}${held}`;
 }
 
 function automationItem(a, runs) {
@@ -51,7 +54,8 @@ function runItem(run) {
     el("span", { class: "when" }, ago(run.trigger.occurred_at)),
     el("span", { class: "what" }, `${run.trigger.type} of ${run.trigger.device_id} · ${outcome}`),
     ...run.actions.map((action) =>
-      el("span", { class: "action", dataset: { kind: action.kind, status: action.status } },
+      el("span", { class: "action", dataset: { kind: action.kind, status: action.status },
+        title: action.skipped ? `skipped: ${show(action.skipped)}` : "" },
         action.kind === "command" ? `${action.name} → ${action.device_id} ` : "notify ",
         el("span", { class: `status s-${action.status}` }, action.status))));
 }

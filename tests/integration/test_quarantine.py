@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
-from tests.conftest import Platform
+from hearth.cli import app
+from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
 from tests.integration.test_command_lifecycle import final_command, register, send, twin_when
 
@@ -77,3 +79,25 @@ async def test_a_quarantined_lock_refuses_unlock_until_released(
         types = [fact["type"] for fact in history["items"]]
         assert "device.quarantined" in types and "device.released" in types, types
         assert unlock.status_code == 202
+
+
+async def test_the_cli_quarantines_and_releases_and_says_what_the_api_refused(
+    api: httpx.AsyncClient,
+    query: httpx.AsyncClient,
+    platform: Platform,
+    home: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    device_id = await register(api, home, "lock")
+    monkeypatch.setenv("HEARTH_TOKEN_SECRET", SECRET)
+    where = ["--api", platform.command_api]
+    cli = CliRunner()
+    ran = cli.invoke(app, ["device", "quarantine", device_id, "--reason", "stolen", *where])
+    assert ran.exit_code == 0, ran.output
+    twin = await twin_when(query, device_id, lambda t: t["quarantine"] is not None)
+    assert twin["quarantine"]["reason"] == "stolen"
+    ran = cli.invoke(app, ["device", "release", device_id, *where])
+    assert ran.exit_code == 0, ran.output
+    await twin_when(query, device_id, lambda t: t["quarantine"] is None)
+    refused = cli.invoke(app, ["device", "quarantine", device_id, "--reason", "", *where])
+    assert refused.exit_code == 1 and "422" in refused.output, refused.output

@@ -59,5 +59,12 @@ async def current_principal(request: Request) -> Principal:  # async: no thread-
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 
 
+def require_admin(principal: Principal, what: str) -> None:
+    """403 for a home token, saying what only an admin token may do."""
+    if not principal.admin:
+        message = f"only an admin token may {what}; this is a home token"
+        raise HTTPException(status.HTTP_403_FORBIDDEN, message)
+
+
 def not_found(what: str) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, f"{what} not found")

@@ -28,8 +28,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hearth.admin_http import Home
 from hearth.stack.local import DEFAULT_HOME, archive_dir
-from hearth.token_cli import Home
 from hearth_analytics.archive_check import ArchiveCheck, OffsetRange, check_archive
 from hearth_analytics.archive_compact import awaiting_purge, compact_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, newest_batch, read_columns

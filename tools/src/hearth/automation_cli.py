@@ -31,8 +31,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hearth.admin_http import Home
 from hearth.stack.local import DEFAULT_HOME, archive_dir, token_secret
-from hearth.token_cli import Home
 from hearth_shared.auth import create_token, parse_duration
 
 automation_app = typer.Typer(help="Automations: backtest one over the journal.", no_args_is_help=True)

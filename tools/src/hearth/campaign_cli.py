@@ -1,5 +1,5 @@
 """``hearth campaign start|status|abort``: firmware campaigns from the command line, over the command API
-with an admin token signed with the local stack's secret (``--stack-dir``; HEARTH_TOKEN_SECRET wins).
+with an admin token (``hearth.admin_http``).
 
 ``start`` prints the campaign id on stdout (and nothing else), then with ``--watch`` (the default on a
 terminal) shows each wave's progress live on stderr until the campaign ends; ``status ID`` shows it once
@@ -18,29 +18,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from hearth.stack.local import DEFAULT_HOME, token_secret
-from hearth.token_cli import Home
-from hearth_shared.auth import create_token
-from hearth_shared.settings import StackSettings
+from hearth.admin_http import Api, Home, admin_client, checked
+from hearth.stack.local import DEFAULT_HOME
 
 campaign_app = typer.Typer(help="Firmware campaigns: start, follow, abort (admin).", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)
 
-Api = Annotated[str, typer.Option(help="The command API")]
 ENDED = ("succeeded", "failed", "timed_out", "rolled_back")
-
-
-def _client(api: str, home: Home) -> httpx.Client:
-    stack = StackSettings(token_secret=token_secret(home.resolve()))
-    token = create_token(stack.token_secret, admin=True)
-    return httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"}, timeout=30.0)
-
-
-def _checked(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        console.print(f"[red]{response.status_code}[/red] {response.text}")
-        raise typer.Exit(1)
-    return response.json()
 
 
 @campaign_app.command("start")
@@ -80,8 +64,8 @@ def campaign_start(
         },
         "job_timeout_s": job_timeout,
     }
-    with _client(api, home) as client:
-        campaign_id = _checked(client.post("/v1/campaigns", json=body))["campaign_id"]
+    with admin_client(api, home) as client:
+        campaign_id = checked(client.post("/v1/campaigns", json=body))["campaign_id"]
         print(campaign_id)
         if watch if watch is not None else sys.stderr.isatty():
             follow(client, campaign_id)
@@ -95,10 +79,10 @@ def campaign_status(
     home: Home = DEFAULT_HOME,
 ) -> None:
     """A campaign's waves and jobs (or every campaign)."""
-    with _client(api, home) as client:
+    with admin_client(api, home) as client:
         if campaign_id is None:
             table = Table("campaign", "type", "version", "status", "wave", "jobs")
-            for c in _checked(client.get("/v1/campaigns")):
+            for c in checked(client.get("/v1/campaigns")):
                 jobs = ", ".join(f"{k} {v}" for k, v in c["jobs"].items())
                 table.add_row(
                     c["campaign_id"],
@@ -112,7 +96,7 @@ def campaign_status(
         elif watch:
             follow(client, campaign_id)
         else:
-            console.print(summary(_checked(client.get(f"/v1/campaigns/{campaign_id}"))))
+            console.print(summary(checked(client.get(f"/v1/campaigns/{campaign_id}"))))
 
 
 @campaign_app.command("abort")
@@ -123,8 +107,8 @@ def campaign_abort(
     home: Home = DEFAULT_HOME,
 ) -> None:
     """Abort a campaign: no further waves, the current wave's devices are rolled back."""
-    with _client(api, home) as client:
-        _checked(client.post(f"/v1/campaigns/{campaign_id}/abort", json={"reason": reason}))
+    with admin_client(api, home) as client:
+        checked(client.post(f"/v1/campaigns/{campaign_id}/abort", json={"reason": reason}))
         console.print(f"campaign {campaign_id}: abort requested")
 
 
@@ -151,7 +135,7 @@ def follow(client: httpx.Client, campaign_id: str, every_s: float = 1.0) -> dict
     with Progress(*columns, console=console) as progress:
         tasks: dict[int, TaskID] = {}
         while True:
-            campaign = _checked(client.get(f"/v1/campaigns/{campaign_id}"))
+            campaign = checked(client.get(f"/v1/campaigns/{campaign_id}"))
             for w in campaign["waves"]:
                 done = sum(w["jobs"].get(s, 0) for s in ENDED)
                 state = f"{w['state']} " + ", ".join(f"{k} {v}" for k, v in w["jobs"].items())

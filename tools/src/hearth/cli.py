@@ -13,13 +13,14 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from hearth import cli_stack
+from hearth.admin_http import Home  # the --stack-dir option every command shares
 from hearth.archive_cli import TableOption, archive_app, table_path
 from hearth.automation_cli import automation_app
 from hearth.bench_cli import bench_app
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
 from hearth.stack.local import DEFAULT_HOME, token_secret
-from hearth.token_cli import Home, token_app  # Home: the --stack-dir option every command shares
+from hearth.token_cli import token_app
 from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
 

@@ -9,6 +9,10 @@ sends, and reads what the person types:
 * ``quit`` (or end of input): say ``offline`` and disconnect.
 
 Exit code 5 when the broker refuses the credential (as ``mosquitto_pub`` does).
+
+``hearth device quarantine DEVICE_ID --reason ...`` and ``hearth device release DEVICE_ID`` put a device in
+quarantine (it refuses every non-admin command with ``quarantined``) and take it out, through the command
+API with an admin token (``hearth.admin_http``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from typing import Annotated
 
 import typer
 
+from hearth.admin_http import Api, Home, admin_client, checked, console
+from hearth.stack.local import DEFAULT_HOME
 from hearth_device import Command, DeviceConnection, tls_context
 
-device_app = typer.Typer(help="Be a device over MQTT, with a device's credential.", no_args_is_help=True)
+device_app = typer.Typer(
+    help="Be a device over MQTT with its credential; quarantine or release one (admin).", no_args_is_help=True
+)
 
 NOT_AUTHORISED = 5
 HELP = 'Type a JSON state report like {"lock_state": "locked"}, "ack", "ack failed REASON", or "quit".'
@@ -115,6 +123,31 @@ async def _print_incoming(device: DeviceConnection, last: list[Command]) -> None
             print(f"error from Hearth on {error.topic}: {error.error} ({error.reason})", flush=True)
 
     await asyncio.gather(commands(), errors())
+
+
+@device_app.command("quarantine")
+def quarantine(
+    device_id: Annotated[str, typer.Argument(help="The device to quarantine")],
+    reason: Annotated[str, typer.Option(help="Why (shown with the device)")],
+    api: Api = "http://127.0.0.1:8000",
+    home: Home = DEFAULT_HOME,
+) -> None:
+    """Quarantine a device: it refuses every non-admin command with `quarantined` until released."""
+    with admin_client(api, home) as client:
+        checked(client.post(f"/v1/devices/{device_id}/quarantine", json={"reason": reason}))
+    console.print(f"{device_id}: quarantine requested (the twin shows it once the device actor records it)")
+
+
+@device_app.command("release")
+def release(
+    device_id: Annotated[str, typer.Argument(help="The device to release")],
+    api: Api = "http://127.0.0.1:8000",
+    home: Home = DEFAULT_HOME,
+) -> None:
+    """Release a quarantined device."""
+    with admin_client(api, home) as client:
+        checked(client.delete(f"/v1/devices/{device_id}/quarantine"))
+    console.print(f"{device_id}: release requested")
 
 
 __all__ = ["device_app"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from hearth.admin_http import Home
 from hearth.stack.local import DEFAULT_HOME, token_secret
 from hearth_shared.settings import StackSettings
 
@@ -23,10 +23,6 @@ token_app = typer.Typer(
     help="API tokens: create (with an expiry, or a page link) and revoke.", no_args_is_help=True
 )
 console = Console(stderr=True, soft_wrap=True)
-
-Home = Annotated[
-    Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
-]
 
 
 @token_app.command("create")

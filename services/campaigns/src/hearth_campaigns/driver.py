@@ -108,6 +108,8 @@ class CampaignDriver:
             while not stop.is_set():
                 await self._follow(journal)
                 batches = await requests.getmany(timeout_ms=int(self.settings.tick_s * 1000), max_records=100)
+                if batches:  # a request sees every fact recorded before it was made (its target devices)
+                    await self._read_to_end(journal)
                 for records in batches.values():
                     for record in records:
                         await self._handle(record.value, record.offset)
@@ -140,7 +142,11 @@ class CampaignDriver:
         tps = await topic_partitions(journal, self.topics.journal)
         journal.assign(tps)
         await journal.seek_to_beginning(*tps)
-        ends = await journal.end_offsets(tps)
+        await self._read_to_end(journal)
+
+    async def _read_to_end(self, journal: AIOKafkaConsumer) -> None:
+        """Follow the journal up to its end offsets as they are now."""
+        ends = await journal.end_offsets(list(journal.assignment()))
         while await _behind(journal, ends):
             await self._follow(journal, timeout_ms=500)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field, field_validator
 
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
@@ -23,16 +23,10 @@ from hearth_command_api.schemas import DeviceId, printable
 from hearth_shared.auth import Principal
 from hearth_shared.domain.admin import MAX_REASON_LENGTH, validate_admin
 from hearth_shared.events import QuarantineDevice, ReleaseDevice, new_id, utcnow
-from hearth_shared.http import not_found
+from hearth_shared.http import not_found, require_admin
 from hearth_shared.http_errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["administration"])
-
-
-def require_admin(principal: Principal, what: str) -> None:
-    if not principal.admin:
-        message = f"only an admin token may {what}; this is a home token"
-        raise HTTPException(status.HTTP_403_FORBIDDEN, message)
 
 
 def admin_params(principal: Principal, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -102,4 +96,4 @@ async def release_device(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-__all__ = ["admin_params", "require_admin", "router"]
+__all__ = ["admin_params", "router"]

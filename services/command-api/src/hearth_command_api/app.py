@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from hearth_command_api.admin import router as admin_router
 from hearth_command_api.automations import router as automations_router
-from hearth_command_api.campaign_feed import CampaignFeed
 from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.ports import CaughtUpFeed, CommandJournal
@@ -26,6 +25,7 @@ from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
 from hearth_shared.campaign_events import CampaignRequest, encode_campaign_record
+from hearth_shared.campaign_feed import CampaignFeed
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import install_edge

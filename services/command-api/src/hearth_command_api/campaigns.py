@@ -18,8 +18,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hearth_command_api.admin import require_admin
-from hearth_command_api.campaign_feed import CampaignFeed, campaign_view
 from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
 from hearth_command_api.schemas import printable
 from hearth_shared.campaign_events import (
@@ -29,10 +27,12 @@ from hearth_shared.campaign_events import (
     RegisterFirmware,
     StartCampaign,
 )
+from hearth_shared.campaign_feed import CampaignFeed, campaign_view
 from hearth_shared.domain import CommandInvalid, device_type_names
 from hearth_shared.domain.admin import validate_firmware
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import new_id, utcnow
+from hearth_shared.http import require_admin
 from hearth_shared.http_errors import error_responses, unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN
 

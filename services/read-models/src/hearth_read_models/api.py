@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hearth_read_models import (
     automation_views,
     backtest_views,
+    campaign_views,
     schedule_views,
     session,
     subscriptions,
@@ -316,6 +317,7 @@ def make_app(
     app.include_router(schedule_views.router)  # GET /v1/devices/{id}/schedule, from the home journal
     app.include_router(automation_views.router)  # automations, runs, deliveries (the same home view)
     app.include_router(backtest_views.router)  # POST /v1/automations/{id}/backtest: reads the journal
+    app.include_router(campaign_views.router)  # GET /v1/campaigns: the campaigns topic folded (admin)
 
     @app.get(
         "/healthz",

@@ -1,4 +1,5 @@
-"""``GET /v1/devices/{device_id}/schedule``: a device's program, its hold, the last transition fired and
+"""``GET /v1/devices/{device_id}/schedule`` (and a home's at once, ``GET /v1/homes/{home_id}/schedules``,
+for the live page): a device's program, its hold, the last transition fired and
 the coming ones (``next``: local time, UTC offset, command), computed in the home's zone with the very
 functions the scheduler decides with (``hearth_shared.domain.schedule``).
 
@@ -12,18 +13,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Path, Query, Request
 
 from hearth_read_models.query_params import DeviceId
 from hearth_shared.domain.schedule import Transition, upcoming, zone
+from hearth_shared.domain.schedule_hold import DeviceSchedule
 from hearth_shared.events import MalformedRecord, utcnow
 from hearth_shared.home_facts import decode_home_fact
 from hearth_shared.home_journal import TopicFollower
 from hearth_shared.home_view import HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses
+from hearth_shared.ids import IDENTIFIER_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 router = APIRouter(prefix="/v1", lifespan=_lifespan)
 
+Count = Annotated[int, Query(ge=1, le=50, description="How many coming transitions")]
+
 
 def transition_json(t: Transition) -> dict[str, Any]:
     offset = t.local.utcoffset()
@@ -71,19 +77,40 @@ def transition_json(t: Transition) -> dict[str, Any]:
     responses=error_responses(401, 404, 413),
 )
 async def get_schedule(
-    device_id: DeviceId,
-    principal: CurrentPrincipal,
-    request: Request,
-    count: Annotated[int, Query(ge=1, le=50, description="How many coming transitions")] = 5,
+    device_id: DeviceId, principal: CurrentPrincipal, request: Request, count: Count = 5
 ) -> dict[str, Any]:
     view: HomesView = request.app.state.homes
     state = view.schedules.get(device_id)
     if state is None or not principal.may_see(state.home_id):
         raise not_found(f"schedule of device {device_id}")
+    return schedule_json(state, utcnow(), count)
+
+
+@router.get(
+    "/homes/{home_id}/schedules",
+    summary="Every scheduled device of a home (by device_id): program, hold, coming transitions",
+    description="What the live page shows under each device; a device with no schedule is not listed.",
+    responses=error_responses(401, 404, 413),
+)
+async def list_home_schedules(
+    home_id: Annotated[str, Path(pattern=IDENTIFIER_PATTERN)],
+    principal: CurrentPrincipal,
+    request: Request,
+    count: Count = 3,
+) -> dict[str, Any]:
+    if not principal.may_see(home_id):
+        raise not_found(f"home {home_id}")
+    view: HomesView = request.app.state.homes
     now = utcnow()
+    found = sorted((s for s in view.schedules.values() if s.home_id == home_id), key=lambda s: s.device_id)
+    return {"schedules": [schedule_json(s, now, count) for s in found if s.program or s.hold_until]}
+
+
+def schedule_json(state: DeviceSchedule, now: datetime, count: int) -> dict[str, Any]:
+    """A device's schedule as the API shows it, with its next ``count`` transitions after ``now``."""
     coming = upcoming(list(state.program), zone(state.timezone), now, count) if state.program else []
     return {
-        "device_id": device_id,
+        "device_id": state.device_id,
         "home_id": state.home_id,
         "timezone": state.timezone,
         "program": [

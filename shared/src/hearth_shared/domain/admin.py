@@ -38,7 +38,7 @@ from hearth_shared.events import (
     ReleaseDevice,
     ReleasedPayload,
 )
-from hearth_shared.ids import has_control_characters, is_identifier
+from hearth_shared.ids import IDENTIFIER_PATTERN, has_control_characters, is_identifier
 
 # Each admin command's setting (its supersede group) and the fact that records what it desires.
 ADMIN_SETTINGS: Mapping[str, type[Event]] = {
@@ -89,6 +89,35 @@ def validate_firmware(version: object, url: object, sha256: object, *, extra: JS
     if not isinstance(sha256, str) or _SHA256.fullmatch(sha256.lower()) is None:
         raise CommandInvalid("invalid_sha256", "sha256: the image's SHA-256 as 64 hexadecimal digits")
     return {"version": version, "url": url, "sha256": sha256.lower()}
+
+
+def admin_command_schemas() -> JSON:
+    """The admin commands as ``GET /v1/device-types`` describes a type's commands (label, description,
+    params as JSON schema), for every type alike; ``validate_admin`` is what checks them."""
+    text: JSON = {"type": "string"}
+    firmware: JSON = {
+        "version": {**text, "pattern": IDENTIFIER_PATTERN},
+        "url": {**text, "format": "uri", "maxLength": MAX_URL_LENGTH},
+        "sha256": {**text, "pattern": _SHA256.pattern},
+    }
+    schemas: JSON = {
+        "reboot": ("Reboot", "Restart the device", {}),
+        "update_firmware": ("Update firmware", "Install this image and report its version", firmware),
+    }
+    return {
+        name: {
+            "label": label,
+            "description": description,
+            "admin": True,
+            "params": {
+                "type": "object",
+                "properties": properties,
+                "required": list(properties),
+                "additionalProperties": False,
+            },
+        }
+        for name, (label, description, properties) in schemas.items()
+    }
 
 
 def plan_admin(command: str, params: JSON) -> tuple[str, JSON]:

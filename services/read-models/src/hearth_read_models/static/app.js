@@ -73,6 +73,7 @@ function deviceEntry(twin) {
     d.ui = buildCard(d);
     devices.set(twin.device_id, d);
     loadTrends(d);
+    schedulePoller?.soon(); // its schedule, if it has one
     const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
     $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
     $("empty").hidden = true;
@@ -145,14 +146,19 @@ function buildCard(d) {
     commands: el("ul", { class: "commands" }),
     alerts: el("ul", { class: "alerts" }),
     trends: el("div", { class: "trends" }),
+    quarantine: el("p", { class: "quarantine", hidden: "" }),
+    schedule: el("section", { class: "schedule", hidden: "" }),
   };
   ui.card = el(
     "article",
     { class: "device", dataset: { deviceId: id } },
     el("header", {}, ui.name, el("span", { class: "type" }, type), ui.badge),
     ui.meta,
+    ui.quarantine,
     el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
     controls(d),
+    adminControls(d, ui),
+    ui.schedule,
     ui.trends,
     ui.commands,
     ui.alerts,
@@ -182,6 +188,7 @@ function renderTwin(d) {
       ),
     ),
   );
+  renderQuarantine(d);
 }
 
 function renderCommands(d) {
@@ -266,6 +273,10 @@ async function follow(c) {
 }
 
 function onEvent(event) {
+  if (event.type.startsWith("command.")) {
+    schedulePoller?.soon(); // a person's command may hold a schedule
+    automationPoller?.soon(); // a run's commands move on
+  }
   if (event.type.startsWith("command.") && commands.has(event.correlation_id)) {
     const status = event.type.slice("command.".length);
     advance(commands.get(event.correlation_id), status === "requested" ? "pending" : status, event.payload?.reason);
@@ -305,6 +316,8 @@ async function openSession(presented) {
     throw error;
   }
   token = body.token;
+  pageSession.admin = body.home_id === null;
+  pageSession.home = homeParam || body.home_id || "";
   sessionStorage.setItem(SESSION_KEY, token);
   clearTimeout(renewTimer);
   renewTimer = setTimeout(renew, body.renew_after_s * 1000);
@@ -403,6 +416,11 @@ async function start() {
   }
   await loadDeviceTypes().catch((error) => notice(`The device types could not be read, so no controls: ${error.message}`));
   connect();
+  if (pageSession.home) {
+    watchSchedules(pageSession.home);
+    watchAutomations(pageSession.home);
+  }
+  if (pageSession.admin) watchCampaigns();
 }
 
 if (homeParam) $("home").textContent = homeParam;

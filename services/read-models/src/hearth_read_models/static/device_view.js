@@ -9,11 +9,14 @@
 // their params as JSON schema): a command without params is a button, one with params a small form
 // (the first form of a command that has several); this page names no device type of its own.
 const deviceTypes = new Map(); // type name -> its schema
+let adminCommands = {}; // the admin commands every type takes (drawn on admin pages only)
 
 async function loadDeviceTypes() {
   const response = await fetch("/v1/device-types", { headers: auth() });
   if (!response.ok) throw new Error(`GET /v1/device-types answered ${response.status}`);
-  for (const schema of (await response.json()).items) deviceTypes.set(schema.type, schema);
+  const body = await response.json();
+  for (const schema of body.items) deviceTypes.set(schema.type, schema);
+  adminCommands = body.admin_commands || {};
 }
 
 function paramInput(twin, name, schema, required) {

@@ -1,8 +1,11 @@
-"""The command API's view of the firmware campaigns: the campaigns topic folded (the same
-``evolve_campaign`` the driver uses), and a campaign as ``GET /v1/campaigns/{id}`` shows it.
+"""The APIs' view of the firmware campaigns: the campaigns topic folded (the same ``evolve_campaign`` the
+driver uses), and a campaign as ``GET /v1/campaigns[/{id}]`` shows it. The command API (its campaign
+routes) and the query API (the live page's campaign panel, hearth_read_models.campaign_views) both fold
+it with this one class, so both show a campaign alike.
 
 Read from the first offset at start, then followed; the driver is the topic's one writer, so the view is
-the driver's state a moment later. A record it cannot read is logged and skipped.
+the driver's state a moment later. A record it cannot read is logged and skipped. ``caught_up`` is set
+once every partition was read to the end offsets seen at start-up.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import logging
 from collections import Counter
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegistered, decode_campaign_fact
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
@@ -32,6 +36,7 @@ class CampaignFeed:
         self.campaigns: dict[str, Campaign] = {}
         self.catalog: FirmwareCatalog = {}
         self.changed = asyncio.Condition()
+        self.caught_up = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -43,7 +48,8 @@ class CampaignFeed:
         partitions = await topic_partitions(consumer, self.topic)
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
-        self._task = asyncio.create_task(self._run(consumer), name="campaign-feed")
+        ends = {tp: end for tp, end in (await consumer.end_offsets(partitions)).items() if end > 0}
+        self._task = asyncio.create_task(self._run(consumer, ends), name="campaign-feed")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -53,28 +59,41 @@ class CampaignFeed:
         if self._consumer is not None:
             await self._consumer.stop()
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+    async def _run(self, consumer: AIOKafkaConsumer, pending: dict[TopicPartition, int]) -> None:
+        if not pending:
+            self.caught_up.set()
         while True:
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
-            by_campaign: dict[str, list[CampaignFact]] = {}
-            for records in batches.values():
-                for record in records:
-                    try:
-                        fact = decode_campaign_fact(record.value)
-                    except MalformedRecord as bad:
-                        log.warning("skipping campaign fact at offset %d: %s", record.offset, bad)
-                        continue
-                    if isinstance(fact, FirmwareRegistered):
-                        register_firmware(self.catalog, fact)
-                    else:
-                        by_campaign.setdefault(fact.campaign_id, []).append(fact)
-            for campaign_id, facts in by_campaign.items():  # one fold per campaign and batch (fold_campaign)
-                folded = fold_campaign(self.campaigns.get(campaign_id), facts)
-                if folded is not None:
-                    self.campaigns[campaign_id] = folded
+            for tp, records in batches.items():
+                if tp in pending and records and records[-1].offset + 1 >= pending[tp]:
+                    del pending[tp]
+            self._fold([r for records in batches.values() for r in records])
+            if not pending:
+                self.caught_up.set()
             if batches:
                 async with self.changed:
                     self.changed.notify_all()
+
+    def _fold(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+        by_campaign: dict[str, list[CampaignFact]] = {}
+        for record in records:
+            try:
+                fact = decode_campaign_fact(record.value)
+            except MalformedRecord as bad:
+                log.warning("skipping campaign fact at offset %d: %s", record.offset, bad)
+                continue
+            if isinstance(fact, FirmwareRegistered):
+                register_firmware(self.catalog, fact)
+            else:
+                by_campaign.setdefault(fact.campaign_id, []).append(fact)
+        for campaign_id, facts in by_campaign.items():  # one fold per campaign and batch (fold_campaign)
+            try:
+                folded = fold_campaign(self.campaigns.get(campaign_id), facts)
+            except ValueError as bad:  # a fact before its campaign's start: the feed goes on
+                log.warning("skipping campaign %s: %s", campaign_id, bad)
+                continue
+            if folded is not None:
+                self.campaigns[campaign_id] = folded
 
     async def wait_for(self, campaign_id: str, timeout_s: float) -> Campaign | None:
         """The campaign, waiting up to ``timeout_s`` for it to appear (just requested)."""

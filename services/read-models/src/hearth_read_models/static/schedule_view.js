@@ -1,0 +1,64 @@
+// Hearth live page: a scheduled device's coming transitions and its hold, under its card, from the
+// query API's GET /v1/homes/{home}/schedules (the home journal folded with the scheduler's own rules;
+// times in the home's zone). Read every few seconds and soon after any command fact (a person's command
+// holds the schedule until the next transition); "Resume" ends a hold (the command API's
+// POST /v1/devices/{id}/schedule/resume). Loaded before app.js (el, devices, commandApi, auth, ago).
+"use strict";
+
+const SCHEDULES_EVERY_MS = 5000;
+let schedulePoller = null;
+
+function watchSchedules(home) {
+  schedulePoller = makePoller(() => loadSchedules(home), SCHEDULES_EVERY_MS);
+  schedulePoller.start();
+}
+
+async function loadSchedules(home) {
+  const body = await readJson(`/v1/homes/${encodeURIComponent(home)}/schedules?count=3`, "GET schedules");
+  const byDevice = new Map(body.schedules.map((s) => [s.device_id, s]));
+  for (const d of devices.values()) renderSchedule(d, byDevice.get(d.twin.device_id));
+}
+
+function localTime(t) {
+  // "mon 07:00 (+01:00)": the transition's local weekday and time in the home's zone, with its offset
+  const [day, time] = t.local.split("T");
+  return `${t.weekday} ${day.slice(5)} ${time.slice(0, 5)} (${t.utc_offset})`;
+}
+
+function renderSchedule(d, schedule) {
+  const box = d.ui.schedule;
+  box.hidden = !schedule;
+  if (!schedule) {
+    box.replaceChildren();
+    return;
+  }
+  const hold = schedule.hold;
+  box.dataset.held = hold ? "true" : "false";
+  const parts = [
+    el("h3", {}, `Schedule · ${schedule.timezone}`),
+    hold ? el("p", { class: "hold" }, "Held by a person's command until ",
+      el("time", { datetime: hold.until }, inZone(hold.until, schedule.timezone)), " ",
+      el("button", { class: "resume", onclick: () => resumeSchedule(d) }, "Resume")) : null,
+    el("ol", { class: "transitions" }, ...schedule.next.map((t) =>
+      el("li", { class: "transition", dataset: { at: t.at } },
+        el("span", { class: "when" }, localTime(t)), el("span", { class: "what" }, commandText(t.command))))),
+    schedule.next.length ? null : el("p", { class: "muted" }, "no coming transitions"),
+  ];
+  box.replaceChildren(...parts.filter(Boolean));
+}
+
+function inZone(iso, timeZone) {
+  // an instant as the home's clock shows it ("tue 22:15"), like the transitions
+  const options = { timeZone, weekday: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+  return new Date(iso).toLocaleString("en-GB", options).toLowerCase();
+}
+
+async function resumeSchedule(d) {
+  const id = d.twin.device_id;
+  const response = await fetch(`${commandApi}/v1/devices/${encodeURIComponent(id)}/schedule/resume`, {
+    method: "POST",
+    headers: auth(),
+  }).catch((error) => ({ ok: false, status: error.message }));
+  if (!response.ok) notice(`Resume of ${id}'s schedule failed: ${response.status}`);
+  schedulePoller?.soon();
+}

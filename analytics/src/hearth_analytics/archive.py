@@ -46,10 +46,9 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from hearth_analytics.archive_compact import compact_archive
-from hearth_analytics.schema import stream_journal
+from hearth_analytics.schema import envelope_struct, stream_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
 
@@ -58,20 +57,10 @@ log = logging.getLogger(__name__)
 ARCHIVE_QUERY = "hearth-archive"
 PARTITION_COLUMN = "day"
 
-_ENVELOPE = StructType(
-    [
-        StructField("event_id", StringType()),
-        StructField("type", StringType()),
-        StructField("schema_version", IntegerType()),
-        StructField("device_id", StringType()),
-        StructField("home_id", StringType()),
-        StructField("version", LongType()),
-        StructField("occurred_at", StringType()),
-        StructField("recorded_at", StringType()),
-        StructField("causation_id", StringType()),
-        StructField("correlation_id", StringType()),
-    ]
-)
+_ENVELOPE = envelope_struct(
+    "event_id", "type", "schema_version", "device_id", "home_id", "version", "occurred_at", "recorded_at",
+    "causation_id", "correlation_id",
+)  # fmt: skip
 _TIMESTAMPS = ("occurred_at", "recorded_at")
 
 # The table's columns, in order (the partition column ``day`` last, as Spark's file sink writes it).

@@ -36,9 +36,9 @@ import msgspec
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from hearth_analytics.history import read_history
+from hearth_analytics.schema import envelope_struct
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.automation_replay import (
@@ -57,14 +57,7 @@ from hearth_shared.home_view import DEFAULT_TIMEZONE, HomesView
 from hearth_shared.storable import decode_fact
 
 # The envelope fields Spark reads to select and order the records (the rest is decoded in Python).
-_ENVELOPE = StructType(
-    [
-        StructField("home_id", StringType()),
-        StructField("device_id", StringType()),
-        StructField("version", LongType()),
-        StructField("recorded_at", StringType()),
-    ]
-)
+_ENVELOPE = envelope_struct("home_id", "device_id", "version", "recorded_at")
 RESULT_SCHEMA = "automation_id string, result binary"
 
 

@@ -80,20 +80,36 @@ PAYLOAD = StructType(
     ]
 )
 
+# Every envelope field a job reads, with its Spark type: each job's envelope is derived from this one
+# table (``envelope_struct``), so a field is typed once for the analytics, the archive and the backtest.
+ENVELOPE_TYPES = {
+    "event_id": StringType(),
+    "type": StringType(),
+    "schema_version": IntegerType(),
+    "device_id": StringType(),
+    "home_id": StringType(),
+    "version": LongType(),
+    "occurred_at": StringType(),
+    "recorded_at": StringType(),
+    "causation_id": StringType(),
+    "correlation_id": StringType(),
+}
+
+
+def envelope_struct(*names: str) -> StructType:
+    """The envelope fields ``names``, in that order, typed as ``ENVELOPE_TYPES`` says."""
+    return StructType([StructField(name, ENVELOPE_TYPES[name]) for name in names])
+
+
 ENVELOPE = StructType(
     [
-        StructField("event_id", StringType()),
-        StructField("type", StringType()),
-        StructField("schema_version", IntegerType()),
-        StructField("device_id", StringType()),
-        StructField("home_id", StringType()),
-        StructField("version", LongType()),
-        StructField("occurred_at", StringType()),
-        StructField("recorded_at", StringType()),
-        StructField("correlation_id", StringType()),
+        *envelope_struct(
+            "event_id", "type", "schema_version", "device_id", "home_id", "version", "occurred_at",
+            "recorded_at", "correlation_id",
+        ).fields,
         StructField("payload", PAYLOAD),
     ]
-)
+)  # fmt: skip
 
 
 _Reader = TypeVar("_Reader", DataFrameReader, DataStreamReader)

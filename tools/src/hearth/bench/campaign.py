@@ -84,23 +84,6 @@ async def _ended(api: httpx.AsyncClient, campaign_id: str, stack: BenchStack, ti
         await asyncio.sleep(0.5)
 
 
-async def _all_on(query: httpx.AsyncClient, count: int, version: str, stack: BenchStack) -> None:
-    """Wait until ``count`` devices of the home report firmware ``version``."""
-    while True:
-        on, after = 0, ""
-        while True:
-            params: dict[str, str | int] = {"home_id": HOME, "limit": 1000, "after": after}
-            page = (await query.get("/v1/devices", params=params)).json()
-            on += sum(1 for t in page["items"] if t["reported"].get("firmware_version") == version)
-            after = page["next_after"] or ""
-            if not after:
-                break
-        if on >= count:
-            return
-        stack.check_running()
-        await asyncio.sleep(1.0)
-
-
 async def _facts(stack: BenchStack, campaign_id: str) -> list[CampaignFact]:
     found = []
     async for value in read_topic(stack.settings, stack.settings.topics.campaigns):
@@ -171,13 +154,17 @@ def run_campaign_bench(
 
         async def main() -> dict[str, Any]:
             admin = {"Authorization": f"Bearer {stack.token()}"}
-            async with (
-                httpx.AsyncClient(base_url=stack.command_api, headers=admin, timeout=60) as api,
-                httpx.AsyncClient(base_url=stack.query_api, headers=admin, timeout=60) as query,
-            ):
+            async with httpx.AsyncClient(base_url=stack.command_api, headers=admin, timeout=60) as api:
                 console.print(f"registering {devices:,} simulated locks ...")
                 await stack.register_fleet(HOME, {"lock": devices})
-                await _all_on(query, devices, "1.0.0", stack)
+                await stack.wait_listed(
+                    HOME,
+                    devices,
+                    online=False,
+                    timeout_s=600 + devices / 10,
+                    where=lambda twin: twin["reported"].get("firmware_version") == "1.0.0",
+                    what="reporting firmware 1.0.0",
+                )
                 console.print("campaign 1.0.0 -> 2.0.0 ...")
                 cpu_before = stack.cpu_seconds()
                 loop = asyncio.get_running_loop()

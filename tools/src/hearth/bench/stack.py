@@ -111,9 +111,19 @@ class BenchStack:
         """Register simulated devices of one home, ``counts`` by type, through the command API."""
         return await register_fleet(self.command_api, self.token(), home_id, counts)
 
-    async def wait_listed(self, home_id: str, count: int, *, online: bool, timeout_s: float = 120.0) -> None:
-        """Wait until the query API lists ``count`` devices of the home (only online ones if ``online``):
-        registered and projected, and with ``online`` reporting through the simulator too."""
+    async def wait_listed(
+        self,
+        home_id: str,
+        count: int,
+        *,
+        online: bool,
+        timeout_s: float = 120.0,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        what: str = "",
+    ) -> None:
+        """Wait until the query API lists ``count`` devices of the home (only online ones if ``online``;
+        only twins ``where`` holds for, if given, e.g. a firmware version reported): registered and
+        projected, and with ``online`` reporting through the simulator too."""
         params: dict[str, Any] = {"home_id": home_id, "limit": 1000}
         if online:
             params["online"] = "true"
@@ -125,14 +135,14 @@ class BenchStack:
                 listed, after = 0, None
                 while True:
                     page = (await client.get("/v1/devices", params={**params, "after": after or ""})).json()
-                    listed += len(page["items"])
+                    listed += sum(1 for twin in page["items"] if where is None or where(twin))
                     after = page["next_after"]
                     if not after:
                         break
                 if listed >= count:
                     return
                 if loop.time() > deadline:
-                    what = "online" if online else "projected"
+                    what = what or ("online" if online else "projected")
                     raise RuntimeError(f"{listed} of {count} devices of {home_id} {what} after {timeout_s} s")
                 self.check_running()
                 await asyncio.sleep(0.5)

@@ -214,3 +214,27 @@ def test_the_demo_devices_have_stable_ids() -> None:
     assert [b["device_id"] for b in bodies] == ["home-1-thermostat-1", "home-1-thermostat-2", "home-1-lock-1"]
     assert bodies == fleet_devices("home-1", {"thermostat": 2, "lock": 1})
     assert {b["type"] for b in bodies} == {"thermostat", "lock"}
+
+
+class _HubSeen:
+    """What a hub was asked to act for (the one part of ``DeviceConnection`` the fleet's notice uses)."""
+
+    def __init__(self) -> None:
+        self.added: list[str] = []
+
+    def add_device(self, device_id: str) -> None:
+        self.added.append(device_id)
+
+
+async def test_the_hub_acts_for_a_device_only_on_the_followers_allowed() -> None:
+    gateway = fleet()
+    gateway.learn(registered("t1", "thermostat"), T0)
+    hub = _HubSeen()
+    gateway._hub = hub  # type: ignore[assignment]
+    for payload in (b"", b"nope", b"allowed\x00"):  # a cleared retained message, or anything else
+        await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/t1", payload)
+    assert gateway.allowed == set() and hub.added == []
+    await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/unknown", b"allowed")
+    assert hub.added == []  # allowed, but the journal never registered it: nobody plays it
+    await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/t1", b"allowed")
+    assert hub.added == ["t1"] and "t1" in gateway.allowed

@@ -36,7 +36,7 @@ from hearth.simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
 from hearth_device import DeviceConnection
 from hearth_shared.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
 from hearth_shared.kafka import topic_partitions
-from hearth_shared.mqtt import PLATFORM_PORT, hub_child_topic
+from hearth_shared.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
 
@@ -129,9 +129,14 @@ class Fleet(FleetCore):
         for device_id in (self.players.keys() & self.allowed) - set(hub.devices):
             hub.add_device(device_id)
 
-    async def _on_allowed(self, topic: str, _payload: bytes) -> None:
-        """The broker lets the hub act for a device now (a retained message, again on every connect)."""
+    async def _on_allowed(self, topic: str, payload: bytes) -> None:
+        """The broker lets the hub act for a device now (a retained message, again on every connect).
+        Anything but ``allowed`` (an empty message clearing it...) allows nothing; an id the journal never
+        registered as simulated is kept but played by no one."""
         device_id = topic.rsplit("/", 1)[-1]
+        if payload != ALLOWED:
+            log.info("simulator: ignoring %r on %s", payload[:40], topic)
+            return
         self.allowed.add(device_id)
         if device_id in self.players and self._hub is not None:
             self._hub.add_device(device_id)  # a no-op for a device it acts for already

@@ -234,9 +234,10 @@ class MqttLink:
 
     async def _on_message(self, _client: Client, topic: str, payload: bytes, _qos: int, _props: Any) -> int:
         handler = self._handlers.get(topic)
-        if handler is None:  # a subscription's own handler first (few have one), then the route
-            matching = (h for f, h in self._own_handlers.items() if _matches(f, topic))
-            handler = next(matching, self._route)
+        if handler is None and self._own_handlers:  # a subscription's own handler first (few have one)
+            handler = next((h for f, h in self._own_handlers.items() if _matches(f, topic)), None)
+        if handler is None:  # then the route (the gateway's hot path has only the route)
+            handler = self._route
         if handler is None:
             # Never acknowledge what nobody took (a persistent session delivers right after CONNACK:
             # set handlers before connecting). Unacknowledged, it comes again on the next connection.

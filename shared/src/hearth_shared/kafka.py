@@ -111,6 +111,22 @@ async def topic_partitions(
     return [TopicPartition(topic, p) for p in sorted(partitions)]
 
 
+# A fetch that finds less than this waits at the broker (up to the consumer's wait) for more.
+FOLLOWER_FETCH_MIN_BYTES = 1024 * 1024
+
+
+def held_fetches(wait_ms: int) -> dict[str, int]:
+    """Consumer settings for a follower that may see a record up to ``wait_ms`` late: the broker holds
+    each fetch until ``FOLLOWER_FETCH_MIN_BYTES`` are there or ``wait_ms`` passed.
+
+    With Kafka's defaults (one byte, 500 ms) a fetch comes back at the first record, so every consumer
+    of a topic sent a fetch, and the broker and the consumer each woke once, per write to it: on the
+    command path (a few journal writes per command) that was a large share of the broker's CPU. Held,
+    a trickle costs at most one fetch per ``wait_ms``; a backlog still comes back at once.
+    """
+    return {"fetch_max_wait_ms": wait_ms, "fetch_min_bytes": FOLLOWER_FETCH_MIN_BYTES}
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def partition_of(key: bytes, partitions: int = PARTITIONS) -> int:
     """The partition Kafka's default partitioner (murmur2, as every Hearth producer uses) gives a key.
@@ -153,10 +169,17 @@ def make_producer(bootstrap_servers: str, client_id: str, **overrides: Any) -> A
 class KafkaJournal:
     """Appends facts to the journal and requests to the inbox, keyed by device_id."""
 
-    def __init__(self, bootstrap_servers: str, topics: Topics, client_id: str) -> None:
+    def __init__(
+        self, bootstrap_servers: str, topics: Topics, client_id: str, *, linger_ms: int | None = None
+    ) -> None:
+        """``linger_ms``: the producer's own linger (``PRODUCER_SETTINGS`` unless given). A writer that
+        gathers its records itself and queues them with ``send_batched`` wants 0: every batch it queues
+        goes out in one produce request at once (with a linger, each partition's batch lingers from its
+        own creation, so batches queued microseconds apart were drained into two requests)."""
         self.topics = topics
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
+        self.overrides: dict[str, Any] = {} if linger_ms is None else {"linger_ms": linger_ms}
         self._producer: AIOKafkaProducer | None = None
 
     @property
@@ -166,7 +189,8 @@ class KafkaJournal:
         return self._producer
 
     async def start(self) -> None:
-        self._producer = make_producer(self.bootstrap_servers, self.client_id)  # needs a running loop
+        # needs a running loop
+        self._producer = make_producer(self.bootstrap_servers, self.client_id, **self.overrides)
         await self._producer.start()
 
     async def stop(self) -> None:

@@ -31,6 +31,8 @@ from hearth_shared.topics import PARTITIONS, replica_config
 
 log = logging.getLogger(__name__)
 
+CHANGELOG_LINGER_S = 0.02  # the most an inbox commit's flush waits for the last changelog writes
+
 
 class TwinTable(faust.Table[bytes, bytes]):
     """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
@@ -98,7 +100,11 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
     settings = settings or DeviceActorSettings()
     stack = settings.stack
     topics = stack.topics
-    kafka_journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, topics, client_id="device-actor")
+    # No producer linger: ``KafkaOutbox.send`` queues a whole batch's facts and device commands at once
+    # (``send_batched``), so they leave in one produce request without waiting.
+    kafka_journal = journal or KafkaJournal(
+        stack.kafka_bootstrap_servers, topics, client_id="device-actor", linger_ms=0
+    )
     app = faust.App(
         f"{settings.app_id}-{stack.topic_prefix}",
         broker=f"kafka://{stack.kafka_bootstrap_servers}",
@@ -113,6 +119,10 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        # faust's producer writes only the twins' changelog, which nothing waits for until the inbox
+        # commit flushes it (every ``broker_commit_interval``): lingering gathers the changelog writes of
+        # several batches into one produce request instead of one (or more) per batch.
+        producer_linger=CHANGELOG_LINGER_S,
         broker_commit_interval=0.5,
         table_cleanup_interval=3600.0,
         table_standby_replicas=0,  # with standbys, faust 0.15.3 lost changelog writes (see the recovery test)

@@ -67,7 +67,7 @@ from hearth_shared.events import (
     fact_type,
     wire_name,
 )
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.kafka import held_fetches, topic_partitions
 from hearth_shared.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
 from hearth_shared.mqtt_link import MqttLink
 
@@ -114,6 +114,9 @@ class BrokerAccessFollower:
             bootstrap_servers=stack.kafka_bootstrap_servers,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            # One reload per poll at most anyway: the broker holds a fetch up to a poll's length unless a
+            # backlog is there, so the follower wakes once a poll, not at every journal write.
+            **held_fetches(self.settings.poll_ms),
         )
         await self.consumer.start()
         await self._connect_broker()

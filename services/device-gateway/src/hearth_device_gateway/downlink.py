@@ -8,6 +8,12 @@ publishes the batch again. A device may so see a command twice; its ``command_id
 device actor decides a second ack of it as nothing. If the MQTT session is lost with messages still
 unacknowledged, the batch is read again from its first offset.
 
+Offsets are committed at most every ``COMMIT_EVERY_S`` (and at once when the topic goes quiet or the
+gateway stops), not after every batch: an OffsetCommit is a write on the broker, and at a command per
+batch it was one more broker request per command. Only offsets whose messages the broker acknowledged
+are ever committed, so this only widens what a killed gateway's successor sends again (a device sees
+such a command twice, as above).
+
 A command already past its ``expires_at`` is not sent (the device actor expires it anyway), so a
 gateway starting with a backlog does not flood devices with stale commands.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -31,6 +38,7 @@ log = logging.getLogger(__name__)
 
 PublishConfirmed = Callable[[str, bytes], "asyncio.Future[None]"]
 MAX_RECORDS = 1000
+COMMIT_EVERY_S = 0.25
 
 
 class Downlink:
@@ -48,12 +56,25 @@ class Downlink:
         self.clock = clock
         self.sent = 0
         self.stale = 0
+        self._confirmed: dict[TopicPartition, int] = {}  # acknowledged by the broker, not committed yet
+        self._last_commit = time.monotonic()
 
     async def run(self) -> None:
-        while True:
-            batches = await self.consumer.getmany(timeout_ms=500, max_records=MAX_RECORDS)
-            if batches:
-                await self._deliver(batches)
+        try:
+            while True:
+                batches = await self.consumer.getmany(timeout_ms=500, max_records=MAX_RECORDS)
+                if batches:
+                    await self._deliver(batches)
+                if self._confirmed and (
+                    not batches or time.monotonic() - self._last_commit >= COMMIT_EVERY_S
+                ):
+                    await self._commit()
+        finally:
+            if self._confirmed:  # stopping: what was delivered is not sent again by the next owner
+                try:
+                    await self._commit()
+                except Exception:  # the next owner sends those commands again; the stop goes on
+                    log.exception("gateway: device-command offsets not committed on stop")
 
     async def _deliver(self, batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         now = self.clock()
@@ -75,7 +96,15 @@ class Downlink:
                 self.consumer.seek(tp, records[0].offset)
             return
         self.sent += len(acknowledged)
-        offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
+        self._confirmed.update({tp: records[-1].offset + 1 for tp, records in batches.items()})
+
+    async def _commit(self) -> None:
+        offsets, self._confirmed = self._confirmed, {}
+        self._last_commit = time.monotonic()
+        assigned = self.consumer.assignment()
+        offsets = {tp: offset for tp, offset in offsets.items() if tp in assigned}
+        if not offsets:
+            return
         try:
             await self.consumer.commit(offsets)
         except CommitFailedError as error:  # partitions moved on: their new owner sends them again

@@ -35,7 +35,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth.simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
 from hearth_device import DeviceConnection
 from hearth_shared.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.kafka import held_fetches, topic_partitions
 from hearth_shared.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
@@ -48,6 +48,7 @@ _REPORTED = wire_name(StateReported).encode()
 
 # The loop sleeps at least MIN_TICK_S between ticks (unless a command arrives), at most MAX_TICK_S.
 MAX_TICK_S = 0.5
+JOURNAL_FETCH_WAIT_MS = 200
 STATS_EVERY_S = 30.0
 
 
@@ -95,6 +96,9 @@ class Fleet(FleetCore):
             auto_offset_reset="earliest",
             client_id=f"{self.options.client_id}-journal",
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            # Registrations may reach the hub a moment late (it waits for the broker's `allowed` anyway);
+            # held fetches, not one per journal write (the journal carries every command's facts).
+            **held_fetches(JOURNAL_FETCH_WAIT_MS),
         )
         mqtt = self.mqtt
         hub = DeviceConnection(

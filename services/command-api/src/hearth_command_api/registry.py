@@ -54,7 +54,9 @@ class CommandEntry:
     device_id: str
     fingerprint: bytes
     status: str = "pending"
-    waiters: list[asyncio.Event] = field(default_factory=list)
+    # The ``?wait=`` answers under way: the status each waits for, and the future that wakes it. Only a
+    # fact that reaches a waiter's status wakes it (once), not every step of the command's lifecycle.
+    waiters: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
 
 
 class RegistryView:
@@ -82,8 +84,8 @@ class RegistryView:
         entry = self.commands.get(event.correlation_id) if event.correlation_id else None
         if entry is not None and not status_reached(entry.status, status):
             entry.status = status
-            for waiter in entry.waiters:
-                waiter.set()
+            if entry.waiters:
+                entry.waiters = [waiter for waiter in entry.waiters if not _woken(waiter, status)]
 
     def remember_device(
         self, device_id: str, home_id: str, device_type: str, simulated: bool = False
@@ -96,21 +98,34 @@ class RegistryView:
     async def wait_for(self, command_id: uuid.UUID, wanted: str, timeout_s: float) -> tuple[str, bool]:
         """Wait until the command reaches ``wanted`` (or ends); returns (status, timed_out)."""
         entry = self.commands[command_id]
+        if status_reached(entry.status, wanted):
+            return entry.status, False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not status_reached(entry.status, wanted):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return entry.status, True
-            waiter = asyncio.Event()
-            entry.waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter.wait(), remaining)
-            except TimeoutError:
-                pass
-            finally:
+        woken: asyncio.Future[None] = loop.create_future()
+        waiter = (wanted, woken)
+        entry.waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _wake, woken)  # one timer, not a wait_for per status change
+        try:
+            await woken
+        finally:
+            timer.cancel()
+            if waiter in entry.waiters:  # (``apply`` dropped it if it woke it)
                 entry.waiters.remove(waiter)
-        return entry.status, False
+        return entry.status, not status_reached(entry.status, wanted)
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _woken(waiter: tuple[str, asyncio.Future[None]], status: str) -> bool:
+    """Wake ``waiter`` if ``status`` is (or is past) the one it waits for; returns whether it did."""
+    wanted, future = waiter
+    if not status_reached(status, wanted):
+        return False
+    _wake(future)
+    return True
 
 
 class JournalFeed:

@@ -122,8 +122,14 @@ def held_fetches(wait_ms: int) -> dict[str, int]:
     With Kafka's defaults (one byte, 500 ms) a fetch comes back at the first record, so every consumer
     of a topic sent a fetch, and the broker and the consumer each woke once, per write to it: on the
     command path (a few journal writes per command) that was a large share of the broker's CPU. Held,
-    a trickle costs at most one fetch per ``wait_ms``; a backlog still comes back at once.
+    a trickle costs at most one fetch per ``wait_ms``; a backlog still comes back at once. The device
+    actor holds its inbox fetches a few milliseconds: its batches grow with the rate, so every hop after
+    it (journal, device-bound topic, their consumers) gets fewer, larger writes. ``wait_ms`` 0: not held
+    (a fetch comes back at the first record). The price: an idle held consumer fetches once per
+    ``wait_ms`` (where Kafka's default is once per 500 ms).
     """
+    if wait_ms <= 0:
+        return {}
     return {"fetch_max_wait_ms": wait_ms, "fetch_min_bytes": FOLLOWER_FETCH_MIN_BYTES}
 
 

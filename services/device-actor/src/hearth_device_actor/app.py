@@ -26,7 +26,7 @@ from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
-from hearth_shared.kafka import DeadLetters, KafkaJournal, held_fetches, partition_of, send_batched
+from hearth_shared.kafka import DeadLetters, KafkaJournal, partition_of, send_batched
 from hearth_shared.topics import PARTITIONS, replica_config
 
 log = logging.getLogger(__name__)
@@ -149,10 +149,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=4 * 1024 * 1024,
-            # A few ms of waiting at the broker: a batch per few ms at most, not one per inbox write, and
-            # so fewer journal writes for every consumer after it (``held_fetches``).
-            **held_fetches(settings.fetch_wait_ms),
-        ),
+        ),  # (fetches not held at the broker: see ``held_fetches`` for why the hot path does not)
         topics.inbox,
         actors.handle_batch,
         lambda: app.producer.flush(),

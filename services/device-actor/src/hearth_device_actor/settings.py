@@ -14,9 +14,6 @@ class DeviceActorSettings(BaseSettings):
     app_id: str = "hearth-device-actor"
     data_dir: str = ".hearth/device-actor"
     batch_size: int = Field(5000, gt=0, description="Inbox records handled per batch at most")
-    fetch_wait_ms: int = Field(
-        5, ge=0, description="How long the broker may hold an inbox fetch for more records (0: never)"
-    )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0

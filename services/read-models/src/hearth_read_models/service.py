@@ -15,26 +15,22 @@ from hearth_read_models.live_sink import LiveSink
 from hearth_read_models.projector import Projector, tune_gc
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.view_store import ViewStore
-from hearth_shared.kafka import DeadLetters, KafkaJournal, held_fetches
+from hearth_shared.kafka import DeadLetters, KafkaJournal
 from hearth_shared.settings import StackSettings
 
 log = logging.getLogger(__name__)
 
 
-def make_consumer(stack: StackSettings, *, fetch_wait_ms: int | None = None) -> AIOKafkaConsumer:
+def make_consumer(stack: StackSettings) -> AIOKafkaConsumer:
     """The projector's consumer (also the floor of the rebuild bench): assigned partitions, no group,
-    positions from PostgreSQL, and the earliest record when a position is gone from the log.
-
-    ``fetch_wait_ms`` (the live projector: half its batch linger, which it waits for more facts anyway):
-    the broker holds a fetch that finds little that long (``held_fetches``), so a live trickle costs at
-    most one fetch per wait instead of one per journal write; a backlog still comes back at once."""
+    positions from PostgreSQL, and the earliest record when a position is gone from the log. Its fetches
+    are not held at the broker (``hearth_shared.kafka.held_fetches`` says why)."""
     return AIOKafkaConsumer(
         bootstrap_servers=stack.kafka_bootstrap_servers,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=4 * 1024 * 1024,
         fetch_max_bytes=64 * 1024 * 1024,
-        **({} if fetch_wait_ms is None else held_fetches(fetch_wait_ms)),
     )
 
 
@@ -42,7 +38,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     stack = settings.stack
     await asyncio.to_thread(migrate, stack.postgres_dsn, settings.schema_name)
     redis = Redis.from_url(stack.redis_url)
-    consumer = make_consumer(stack, fetch_wait_ms=max(1, settings.batch_linger_ms // 2))
+    consumer = make_consumer(stack)
     journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
     await consumer.start()
     await journal.start()

@@ -47,8 +47,7 @@ class DeviceGateway:
         s = self.settings
         topics = s.stack.topics
         client_id = f"hearth-gateway-{s.instance}"
-        # The inbox writer lingers itself (``linger_ms``) and queues each batch at once: no producer linger.
-        journal = KafkaJournal(s.stack.kafka_bootstrap_servers, topics, client_id=client_id, linger_ms=0)
+        journal = KafkaJournal(s.stack.kafka_bootstrap_servers, topics, client_id=client_id)
         link = MqttLink(
             client_id=client_id,
             username=s.mqtt_username,

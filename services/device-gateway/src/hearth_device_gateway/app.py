@@ -65,7 +65,7 @@ class DeviceGateway:
             auto_offset_reset="earliest",  # expired commands are skipped: a first start sends no stale ones
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
-        )  # (not held at the broker: the device actor's writes to it come a batch per few ms at most)
+        )
         await journal.start()
         try:
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")

@@ -2,9 +2,9 @@
 twins and commands its caches lack) and how a batch is written.
 
 A batch is written in the caller's transaction with its offsets: twins, commands and rollups are COPYed
-into temporary staging tables and moved with one ``INSERT ... ON CONFLICT`` per table; history (one
-binary COPY stream per batch, history_copy.py) and alerts are COPYed straight in. The version guard
-makes the appends safe: a twin at or above a row's version is never written over by an older one.
+into temporary staging tables and moved with one ``INSERT ... ON CONFLICT`` per table; history (in
+PostgreSQL's binary COPY format) and alerts are COPYed straight in. The version guard makes the appends
+safe: a twin at or above a row's version is never written over by an older one.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from typing import Any, NamedTuple
 import msgspec
 import psycopg
 from psycopg import sql
+from psycopg.types.string import BytesBinaryDumper
 
 from hearth_read_models import tables as t
 from hearth_read_models.db import connect
-from hearth_read_models.history_copy import history_stream
 from hearth_read_models.journal_source import Offsets
 from hearth_read_models.projection import (
     ALERT_COLUMNS,
     HISTORY_COLUMNS,
+    HISTORY_TYPES,
     ROLLUP_COLUMNS,
     TWIN_COLUMNS,
-    HistoryRow,
     Projection,
     RollupRow,
     TwinRow,
@@ -82,6 +82,9 @@ class ViewStore:
         """(Re)connect, make the staging tables, and read where the schema stands."""
         await self.close()
         self._conn = await connect(self.dsn, self.schema)
+        # COPY's bytea columns (the history's facts) through psycopg's C dumper: the one registered for
+        # bytea by default (dbapi20's, which also takes ``Binary``) is Python, called once per fact.
+        self._conn.adapters.register_dumper(None, BytesBinaryDumper)
         for table in ("twins", "commands", "rollups"):
             await self.conn.execute(
                 sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DELETE ROWS").format(
@@ -120,7 +123,7 @@ class ViewStore:
         await self._merge(
             "twins", TWIN_COLUMNS, batch.twin_rows, "device_id", "WHERE twins.version < EXCLUDED.version"
         )
-        await self._copy_history(p.history)
+        await self._copy("device_events", HISTORY_COLUMNS, p.history, HISTORY_TYPES)
         await self._copy("alerts", ALERT_COLUMNS, p.alerts)
         rows = [_command_row(p.commands[c]) for c in p.changed_commands]
         await self._merge("commands", COMMAND_COLUMNS, rows, "command_id")
@@ -130,24 +133,27 @@ class ViewStore:
         await self._merge("rollups", ROLLUP_COLUMNS, [r for r in batch.rollups.values() if r], "key")
         await self._write_offsets(batch.offsets)
 
-    async def _copy(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """COPY ``rows`` in (text format)."""
+    async def _copy(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        binary_types: Sequence[str] | None = None,
+    ) -> None:
+        """COPY ``rows`` in; in the binary format when their ``binary_types`` are given (no text to
+        format here nor to parse there)."""
         if not rows:
             return
-        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), _columns(columns))
-        async with self.conn.cursor() as cur, cur.copy(statement) as copy:
-            for row in rows:
-                await copy.write_row(row)
-
-    async def _copy_history(self, rows: Sequence[HistoryRow]) -> None:
-        """The history's rows as one binary COPY stream built in one buffer (history_copy.py)."""
-        if not rows:
-            return
-        statement = sql.SQL("COPY device_events ({}) FROM STDIN (FORMAT BINARY)").format(
-            _columns(HISTORY_COLUMNS)
+        statement = sql.SQL("COPY {} ({}) FROM STDIN{}").format(
+            sql.Identifier(table),
+            _columns(columns),
+            sql.SQL(" (FORMAT BINARY)" if binary_types else ""),
         )
         async with self.conn.cursor() as cur, cur.copy(statement) as copy:
-            await copy.write(history_stream(rows))
+            if binary_types:
+                copy.set_types(list(binary_types))
+            for row in rows:
+                await copy.write_row(row)
 
     async def _merge(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], key: str, where: str = ""

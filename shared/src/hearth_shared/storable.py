@@ -64,15 +64,17 @@ def _identifier(value: str) -> bool:
     return True
 
 
-_json_fields_by_type: dict[type, tuple[str, ...]] = {}
+_json_fields_by_type: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
-def _json_fields(payload_type: type) -> tuple[str, ...]:
-    """Which of ``_JSON_FIELDS`` a payload type has (worked out once per type, not per record)."""
+def _json_fields(payload_type: type) -> tuple[tuple[str, str], ...]:
+    """Which of ``_JSON_FIELDS`` a payload type has, each with its path for a problem's detail (worked
+    out once per type, not per record)."""
     names = _json_fields_by_type.get(payload_type)
     if names is None:
         fields = getattr(payload_type, "__struct_fields__", ())
-        names = _json_fields_by_type[payload_type] = tuple(n for n in _JSON_FIELDS if n in fields)
+        names = tuple((n, f"payload.{n}") for n in _JSON_FIELDS if n in fields)
+        _json_fields_by_type[payload_type] = names
     return names
 
 
@@ -92,10 +94,10 @@ def fact_problem(event: Event, wire: bytes | None = None) -> MalformedRecord | N
         return MalformedRecord("out_of_range", f"payload.model_version {payload.model_version}")
     if _suspect(wire):
         return _unstorable(msgspec.to_builtins(event))
-    for name in _json_fields_by_type.get(type(payload)) or _json_fields(type(payload)):
+    for name, where in _json_fields_by_type.get(type(payload)) or _json_fields(type(payload)):
         data = getattr(payload, name)
         if data:
-            problem = _json_problem(data, f"payload.{name}")
+            problem = _json_problem(data, where)
             if problem is not None:
                 return problem
     return None

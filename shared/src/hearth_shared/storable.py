@@ -18,14 +18,13 @@ Both return a ``MalformedRecord`` (reason and detail, for the dead letter) or No
 The checks are on the hot paths of the actor, the projector and a rebuild, so their costly part (walking
 every string of the record) runs only when the record's bytes could hold a control character: JSON
 escapes control characters below 0x20 (``\\n``, ``\\u0000``...), and DEL and the C1 controls (lead
-byte 0xC2 in UTF-8) are the only others; three byte searches tell. Integers beyond 64 bits can only be
-in the free-form JSON objects (state, params, desired), which are looked at directly; ids and state
-keys repeat, so their pattern checks are cached.
+byte 0xC2 in UTF-8) are the only others; an ASCII test and two byte searches tell. Integers beyond
+64 bits can only be in the free-form JSON objects (state, params, desired), which are looked at
+directly; ids and state keys repeat, so the ones that passed are remembered.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import msgspec
@@ -50,19 +49,42 @@ INT32_MAX = 2**31 - 1  # alerts.model_version is a PostgreSQL integer
 # that would keep its params, could outgrow what a producer may send (1 MiB) and stop the actor.
 MAX_REQUEST_BYTES = 64 * 1024
 _JSON_FIELDS = ("reported", "params", "desired")  # the payloads' free-form JSON objects
-_cached_identifier = functools.lru_cache(maxsize=1 << 16)(is_identifier)  # ids and state keys repeat
+MAX_KNOWN_IDENTIFIERS = 1 << 17  # ids and state keys repeat: the ones that passed are remembered
+_known_identifiers: set[str] = set()
 
 
 def _identifier(value: str) -> bool:
-    return len(value) <= 64 and _cached_identifier(value)  # no long strings kept in the cache
+    if value in _known_identifiers:
+        return True
+    if not is_identifier(value):  # (never remembered: at most 64 characters when it passes)
+        return False
+    if len(_known_identifiers) >= MAX_KNOWN_IDENTIFIERS:
+        _known_identifiers.clear()
+    _known_identifiers.add(value)
+    return True
+
+
+_json_fields_by_type: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _json_fields(payload_type: type) -> tuple[tuple[str, str], ...]:
+    """Which of ``_JSON_FIELDS`` a payload type has, each with its path for a problem's detail (worked
+    out once per type, not per record)."""
+    names = _json_fields_by_type.get(payload_type)
+    if names is None:
+        fields = getattr(payload_type, "__struct_fields__", ())
+        names = tuple((n, f"payload.{n}") for n in _JSON_FIELDS if n in fields)
+        _json_fields_by_type[payload_type] = names
+    return names
 
 
 def fact_problem(event: Event, wire: bytes | None = None) -> MalformedRecord | None:
     """Why ``event`` cannot be stored, or None. ``wire``: the record as read, to skip the walk over its
     strings when its bytes cannot hold a control character."""
-    problem = _ids_problem(event.device_id, getattr(event, "home_id", ""))
-    if problem is not None:
-        return problem
+    if not (event.device_id in _known_identifiers and event.home_id in _known_identifiers):
+        problem = _ids_problem(event.device_id, event.home_id)  # (the hot path: both known and good)
+        if problem is not None:
+            return problem
     if not 1 <= event.version <= INT64_MAX:
         return MalformedRecord("out_of_range", f"version {event.version} is outside 1..{INT64_MAX}")
     payload: Any = getattr(event, "payload", None)
@@ -72,10 +94,10 @@ def fact_problem(event: Event, wire: bytes | None = None) -> MalformedRecord | N
         return MalformedRecord("out_of_range", f"payload.model_version {payload.model_version}")
     if _suspect(wire):
         return _unstorable(msgspec.to_builtins(event))
-    for name in _JSON_FIELDS:
-        data = getattr(payload, name, None)
+    for name, where in _json_fields_by_type.get(type(payload)) or _json_fields(type(payload)):
+        data = getattr(payload, name)
         if data:
-            problem = _json_problem(data, f"payload.{name}")
+            problem = _json_problem(data, where)
             if problem is not None:
                 return problem
     return None
@@ -124,8 +146,10 @@ def decode_request(data: bytes | None) -> Inbound:
 
 
 def _suspect(wire: bytes | None) -> bool:
-    """Could the JSON ``wire`` hold a control character (see above)? Unknown (None): yes."""
-    return wire is None or b"\\" in wire or b"\x7f" in wire or b"\xc2" in wire
+    """Could the JSON ``wire`` hold a control character (see above)? Unknown (None): yes. Any byte
+    beyond ASCII counts (one fast pass for the C1 controls' lead byte 0xC2 and all others): records with
+    non-ASCII text take the walk, which finds nothing in them unless a control character is there."""
+    return wire is None or not wire.isascii() or b"\\" in wire or b"\x7f" in wire
 
 
 def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:

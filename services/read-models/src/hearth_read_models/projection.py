@@ -150,12 +150,14 @@ class Projection:
         self.twins[device_id] = twin
         self.changed_twins.add(device_id)
         self.history.append(
-            HistoryRow(device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id, event.occurred_at,
-                       event.recorded_at, event.correlation_id, wire)
+            _new_row(HistoryRow, (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id,
+                     event.occurred_at, event.recorded_at, event.correlation_id, wire))
         )  # fmt: skip
         if view is not None:
             self.changes.append(Change(event.home_id, device_id, version, view, msgspec.Raw(wire)))
-        _handler(cls)(event, self)
+        handler = _handlers.get(cls, _handler)
+        if handler is not None:
+            handler(event, self)
 
     def command_status(self, event: Event, *, reason: str | None, message: str | None) -> None:
         status = COMMAND_STATUS_BY_EVENT[type(event)]
@@ -229,16 +231,24 @@ def _(event: AnomalyDetected, p: Projection) -> None:
     )  # fmt: skip
 
 
-_handlers: dict[type[Event], Callable[[Any, Projection], None]] = {}
 _WIRE_NAMES = {cls: wire_name(cls) for cls in EVENT_TYPES}
+_new_row = tuple.__new__  # a row without the generated ``__new__``'s Python call (the fields in order)
 
 
-def _handler(cls: type[Event]) -> Callable[[Any, Projection], None]:
-    """``project``'s handler for a fact type (singledispatch's own lookup is slow on the hot path)."""
-    handler = _handlers.get(cls)
-    if handler is None:
-        handler = _handlers[cls] = project.dispatch(cls)
-    return handler
+def _handler(event: Event, p: Projection) -> None:
+    """``project``'s handler for the fact's type, looked up once per type (singledispatch's own lookup is
+    slow on the hot path); a type with nothing to project beyond its twin and history gets None and is
+    not called at all (most facts: state reports)."""
+    cls = type(event)
+    handler = project.dispatch(cls)
+    if handler is project.dispatch(object) and cls not in COMMAND_STATUS_BY_EVENT:
+        _handlers[cls] = None
+        return
+    _handlers[cls] = handler
+    handler(event, p)
+
+
+_handlers: dict[type[Event], Callable[[Any, Projection], None] | None] = {}
 
 
 def twin_row(twin: Twin) -> TwinRow:

@@ -202,23 +202,26 @@ class Projector:
                     await self._rollup(r, rollups)
                 continue
             self.stats.events += len(rs)
+            append = events.append  # (locals: this loop and the next run once per record)
             for r in rs:
                 try:
-                    events.append((r, decode_fact(r.value)))  # decoded, and storable in the views
+                    append((r, decode_fact(r.value)))  # decoded, and storable in the views
                 except MalformedRecord as error:
                     await self.dead_letter(r, error)
-        await self._load_missing([e for _, e in events])
+        if not self.complete:
+            await self._load_missing([e for _, e in events])
         projection = self.projection()
-        for i, (r, event) in enumerate(events):
-            if i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a write in flight goes on
-            try:
-                projection.apply(event, r.value)
-            except MalformedRecord as error:
-                await self.dead_letter(r, error)
-            except Exception as error:  # a fact the projection cannot fold changes nothing (see apply)
-                log.exception("could not project %s[%d]@%d", r.topic, r.partition, r.offset)
-                await self.dead_letter(r, MalformedRecord("projection_failed", repr(error)))
+        apply = projection.apply
+        for start in range(0, len(events), YIELD_EVERY):
+            await asyncio.sleep(0)  # a write in flight goes on
+            for r, event in events[start : start + YIELD_EVERY]:
+                try:
+                    apply(event, r.value)
+                except MalformedRecord as error:
+                    await self.dead_letter(r, error)
+                except Exception as error:  # a fact the projection cannot fold changes nothing (see apply)
+                    log.exception("could not project %s[%d]@%d", r.topic, r.partition, r.offset)
+                    await self.dead_letter(r, MalformedRecord("projection_failed", repr(error)))
         self.dirty |= projection.changed_twins
         twins = self.dirty_rows() if len(self.dirty) >= self.sink.twin_batch else []
         return Batch(projection, rollups, offsets, twins)

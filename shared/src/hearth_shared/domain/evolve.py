@@ -45,19 +45,26 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
         )
     if event.version <= twin.version:
         return twin
+    if isinstance(event, StateReported):  # most facts: one replace, no dict of changes (a replay's hot path)
+        return _replace(
+            twin,
+            version=event.version,
+            updated_at=event.recorded_at,
+            reported={**twin.reported, **event.payload.reported},
+            last_device_seq=event.payload.device_seq,
+            last_seen=event.recorded_at,  # when the platform heard it: its clock, not the device's
+        )
     changes = _changes(twin, event)
-    return msgspec.structs.replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
+    return _replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
+
+
+_replace = msgspec.structs.replace
 
 
 def _changes(twin: Twin, event: Event) -> dict[str, Any]:
-    """The twin fields ``event`` changes (besides version and updated_at)."""
+    """The twin fields ``event`` changes (besides version and updated_at); a state report's are in
+    ``evolve``."""
     payload: Any = getattr(event, "payload", None)
-    if isinstance(event, StateReported):
-        return {
-            "reported": {**twin.reported, **payload.reported},
-            "last_device_seq": payload.device_seq,
-            "last_seen": event.recorded_at,  # when the platform heard it: its clock, not the device's
-        }
     if isinstance(event, DeviceCredentialsIssued):
         return {"credential_id": payload.credential_id}
     if isinstance(event, DeviceCredentialsRevoked):

@@ -32,6 +32,10 @@ class AutomationsSettings(BaseSettings):
     )
     webhook_max_backoff_s: float = Field(60.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
+    poll_records: int = Field(
+        1000, ge=1, le=100_000,
+        description="Journal records evaluated per poll, then their commands and run facts are sent together",
+    )  # fmt: skip
     default_automations: bool = Field(
         True, description="Give every home the corrective automations (hearth_automations.defaults)"
     )

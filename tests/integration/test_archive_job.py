@@ -6,6 +6,7 @@ duplicate, naming them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -65,7 +66,9 @@ async def test_archive_exactly_once_across_kill_and_verify(stack: StackSettings,
     finally:
         kill_group(rerun)
 
-    rows = read_columns(table, ["kafka_partition", "kafka_offset", "device_id", "version", "value", "day"])
+    rows = read_columns(
+        table, ["kafka_partition", "kafka_offset", "device_id", "version", "payload", "value", "day"]
+    )
     where = Counter(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
@@ -79,6 +82,9 @@ async def test_archive_exactly_once_across_kill_and_verify(stack: StackSettings,
     typed = [(d, v) for d, v in zip(rows.column("device_id").to_pylist(), rows.column("version").to_pylist(),
                                     strict=True) if d is not None]  # fmt: skip
     assert sorted(typed) == archived  # the envelope's typed columns agree with the record
+    payloads = dict(zip(values, rows.column("payload").to_pylist(), strict=True))
+    assert payloads.pop(POISON) is None
+    assert all(json.loads(text) == json.loads(v)["payload"] for v, text in payloads.items())  # JSON text
     days = {str(d) for d in pc.unique(rows.column("day")).to_pylist()}
     assert days == {"2026-11-20", "2026-11-21"}
     assert {f.path.parent.name for f in committed_files(table)} == {"day=2026-11-20", "day=2026-11-21"}

@@ -10,6 +10,9 @@
 // for a short-lived page token (POST /v1/session), and renews that before it ends while the page is open
 // (then moves the websocket to the new token, resuming with `after`). The page token is kept in this tab's
 // sessionStorage, so a reload goes on with it; no long-lived token stays in the URL or the history.
+//
+// The session and the websocket are in live_socket.js, sending and following a command in
+// command_sender.js; the panels in their own files (index.html loads them all before this one).
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -214,64 +217,6 @@ function renderAlerts(d) {
   );
 }
 
-// ----------------------------------------------------------------------------------------- commands
-
-function rank(status) {
-  return TERMINAL.has(status) || status === "error" ? 99 : PROGRESS.indexOf(status);
-}
-
-function advance(c, status, reason) {
-  if (rank(status) <= rank(c.status)) return; // statuses never move back (events and polls may race)
-  c.status = status;
-  if (STEPS.includes(status)) c.reached = STEPS.indexOf(status);
-  if (reason) c.reason = reason;
-  const d = devices.get(c.deviceId);
-  if (d) renderCommands(d);
-}
-
-function detailText(detail) {
-  if (Array.isArray(detail)) return detail.map((e) => e.msg || JSON.stringify(e)).join("; ");
-  return typeof detail === "string" ? detail : "";
-}
-
-async function send(deviceId, name, params) {
-  const d = devices.get(deviceId);
-  const c = { id: null, deviceId, name, params, status: "sending", reason: "" };
-  d.commands.unshift(c);
-  renderCommands(d);
-  try {
-    const response = await fetch(`${commandApi}/v1/devices/${encodeURIComponent(deviceId)}/commands`, {
-      method: "POST",
-      headers: { ...auth(), "Content-Type": "application/json" },
-      body: JSON.stringify({ name, params }),
-    });
-    const body = await response.json().catch(() => ({}));
-    if (!response.ok) {
-      advance(c, "error", `${response.status}: ${detailText(body.detail) || response.statusText}`);
-      return;
-    }
-    c.id = body.command_id;
-    commands.set(c.id, c);
-    renderCommands(d);
-    advance(c, body.status);
-    follow(c);
-  } catch (error) {
-    advance(c, "error", `command API unreachable (${commandApi}): ${error.message}`);
-  }
-}
-
-async function follow(c) {
-  // The websocket's command events move the status; polling the query API covers a dropped connection.
-  for (let i = 0; i < 120 && rank(c.status) < 99; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const response = await fetch(`/v1/commands/${c.id}`, { headers: auth() }).catch(() => null);
-    if (response?.ok) {
-      const view = await response.json();
-      advance(c, view.status, view.reason || "");
-    }
-  }
-}
-
 function onEvent(event) {
   if (event.type.startsWith("command.")) {
     schedulePoller?.soon(); // a person's command may hold a schedule
@@ -301,102 +246,6 @@ async function loadAlerts(home) {
       renderAlerts(d);
     }
   }
-}
-
-// ------------------------------------------------------------------------------------------ session
-
-let renewTimer = null;
-
-async function openSession(presented) {
-  const response = await fetch("/v1/session", { method: "POST", headers: { Authorization: `Bearer ${presented}` } });
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const error = new Error(detailText(body.detail) || `POST /v1/session answered ${response.status}`);
-    error.status = response.status;
-    throw error;
-  }
-  token = body.token;
-  pageSession.admin = body.home_id === null;
-  pageSession.home = homeParam || body.home_id || "";
-  sessionStorage.setItem(SESSION_KEY, token);
-  clearTimeout(renewTimer);
-  renewTimer = setTimeout(renew, body.renew_after_s * 1000);
-}
-
-async function renew() {
-  try {
-    await openSession(token);
-  } catch (error) {
-    if (error.status === 401) {
-      sessionStorage.removeItem(SESSION_KEY);
-      notice(`This page's session ended (${error.message}): open a new link (hearth token create --home <home> --link).`);
-    } else {
-      renewTimer = setTimeout(renew, RENEW_RETRY_MS);
-    }
-    return;
-  }
-  const old = socket;
-  connect(); // the open websocket holds the old token, which ends: carry on with the new one
-  if (old) old.close(1000, "renewed");
-}
-
-// ---------------------------------------------------------------------------------------- websocket
-
-let retries = 0;
-let socket = null; // the current websocket; a replaced one's late messages and close are ignored
-
-function connect() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const me = new WebSocket(`${scheme}://${location.host}/v1/subscribe?token=${encodeURIComponent(token)}`);
-  socket = me;
-  let alertsLoaded = false;
-  const heard = new Set(); // devices this connection has sent a snapshot or a change of
-  me.onopen = () => {
-    if (socket !== me) return;
-    const request = { action: "subscribe" };
-    if (homeParam) request.home_id = homeParam;
-    if (devices.size) request.after = Object.fromEntries([...devices].map(([id, d]) => [id, d.twin.version]));
-    me.send(JSON.stringify(request));
-    retries = 0;
-    $("conn").textContent = "live";
-    $("conn").className = "conn live";
-    notice("");
-  };
-  me.onmessage = (message) => {
-    if (socket !== me) return;
-    const m = JSON.parse(message.data);
-    if (m.type === "snapshot" || m.type === "change") {
-      const swapped = m.type === "snapshot" && heard.has(m.device_id);
-      heard.add(m.device_id);
-      touched.add(m.device_id);
-      const d = deviceEntry(m.twin);
-      d.twin = m.twin;
-      renderTwin(d);
-      if (m.event) onEvent(m.event);
-      if (swapped) {
-        if (!replacing) touched.clear(); // what came before this swap is in the rebuilt views
-        touched.add(m.device_id);
-        replaceDevices(homeParam || m.twin.home_id);
-      }
-      if (!alertsLoaded) {
-        alertsLoaded = true;
-        loadAlerts(m.twin.home_id);
-      }
-    } else if (m.type === "heartbeat") {
-      $("beat").textContent = `heartbeat ${new Date(m.at).toLocaleTimeString()}`;
-    } else if (m.type === "error") {
-      notice(`${m.reason}: ${m.message}`);
-    }
-  };
-  me.onclose = (event) => {
-    if (socket !== me) return;
-    const fatal = FATAL_CLOSES.has(event.code);
-    $("conn").textContent = fatal ? `closed (${event.code})` : "reconnecting…";
-    $("conn").className = "conn down";
-    if (event.reason) notice(event.reason);
-    if (fatal) clearTimeout(renewTimer);
-    else setTimeout(() => socket === me && connect(), Math.min(10000, 500 * 2 ** retries++));
-  };
 }
 
 async function start() {

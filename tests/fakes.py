@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -91,17 +92,32 @@ class FakeFeed:
 
 
 class FakeEnginePath:
-    """The automation engine's effects: command requests (the inbox) and home facts, recorded."""
+    """The automation engine's effects: command requests (the inbox) and home facts, recorded, and
+    ``written``: both in the order they were written, one list per write. ``fail_submit`` /
+    ``fail_append``: the next such write raises it and writes nothing."""
 
     def __init__(self) -> None:
         self.requests: list[SubmitCommand] = []
         self.facts: list[HomeFact] = []
+        self.written: list[list[SubmitCommand] | list[HomeFact]] = []
+        self.fail_submit: Exception | None = None
+        self.fail_append: Exception | None = None
 
-    async def submit(self, request: SubmitCommand) -> None:
-        self.requests.append(request)
+    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None:
+        await asyncio.sleep(0)  # a broker's round trip: other tasks run meanwhile
+        if self.fail_submit is not None:
+            error, self.fail_submit = self.fail_submit, None
+            raise error
+        self.requests.extend(requests)
+        self.written.append(list(requests))
 
-    async def append(self, fact: HomeFact) -> None:
-        self.facts.append(fact)
+    async def append_all(self, facts: Sequence[HomeFact]) -> None:
+        await asyncio.sleep(0)
+        if self.fail_append is not None:
+            error, self.fail_append = self.fail_append, None
+            raise error
+        self.facts.extend(facts)
+        self.written.append(list(facts))
 
 
 class FakeNotify:

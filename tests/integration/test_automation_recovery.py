@@ -1,8 +1,10 @@
 """Automations acting on their own on the real stack, with simulated devices played over MQTT: a drifting
 thermostat is set to safe mode by the home's corrective automation and one signed webhook arrives; the
 automations process killed with -9 between a trigger and its action (a state held ``for_s``, a fact
-journaled while it was down) acts exactly once after a restart, and not again after another; a command
-action for a quarantined device is not sent and the run says why."""
+journaled while it was down) and between a run's command and its run fact (the command on the inbox,
+the run fact not in the home journal: what a kill between a flush's two writes leaves) acts exactly once
+after a restart, and not again after another; a command action for a quarantined device is not sent
+and the run says why."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 import signal
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,9 @@ import pytest
 from hearth.stack.local import Services
 from hearth.stack.mosquitto import MosquittoBroker
 from hearth_automations.defaults import default_id
-from hearth_shared.events import CommandRequested
+from hearth_shared.domain.automation import action_id, run_id
+from hearth_shared.events import CommandRequested, Event, SubmitCommand, utcnow
+from hearth_shared.kafka import KafkaJournal
 from tests.automation_support import automation_listed, receiving, runs, signed_by
 from tests.conftest import Platform
 from tests.home_fleet import playing, simulator_endpoint
@@ -198,6 +202,8 @@ async def test_killed_between_trigger_and_action_it_acts_once_after_a_restart_an
             json={"name": "set_target_temperature", "params": {"target_c": 22}},
         )
         assert sent.status_code == 202, sent.text
+        # ... and its command reached the inbox, its run fact did not: killed between the two.
+        sent_before_the_kill = await command_sent_before_its_run_fact(platform, on_fact, watched, follower)
         restart(platform, tmp_path / "first")
 
         async def both_runs() -> list[list[dict[str, Any]]]:
@@ -228,7 +234,35 @@ async def test_killed_between_trigger_and_action_it_acts_once_after_a_restart_an
         # the automations' two commands once each (and the test's own set_hvac_mode heat, before)
         assert sorted(commands.values()) == [1, 1, 1], commands
         assert {(uuid.UUID(a["action_id"]), a["name"]) for a in acted} <= set(commands), (acted, commands)
+        assert uuid.UUID(acted[1]["action_id"]) == sent_before_the_kill  # sent again, recorded once
         assert [len((await runs(query, a))["runs"]) for a in (held, on_fact)] == [1, 1]
+
+
+async def command_sent_before_its_run_fact(
+    platform: Platform, automation_id: str, watched: str, follower: str
+) -> uuid.UUID:
+    """The command the engine sends for the watched thermostat's latest ``thermostat.target_set`` fact
+    (its id derived from the automation and that fact), put on the inbox as the engine would have."""
+
+    async def target_set() -> list[Event]:
+        journal = await read_journal(platform.settings)
+        return [e for e in journal if e.device_id == watched and e.type == "thermostat.target_set"]
+
+    facts = await poll_until(target_set, bool, "the thermostat.target_set fact", timeout_s=30, every_s=POLL_S)
+    command_id = action_id(run_id(uuid.UUID(automation_id), facts[-1].event_id), 0)
+    now = utcnow()
+    request = SubmitCommand(
+        request_id=command_id, device_id=follower, sent_at=now, home_id=facts[-1].home_id,
+        command_id=command_id, name="set_hvac_mode", params={"mode": "cool"},
+        expires_at=now + timedelta(minutes=5),
+    )  # fmt: skip
+    journal = KafkaJournal(platform.settings.kafka_bootstrap_servers, platform.settings.topics, "test-kill")
+    await journal.start()
+    try:
+        await journal.submit(request)
+    finally:
+        await journal.stop()
+    return command_id
 
 
 async def reported_is(query: httpx.AsyncClient, device_id: str, key: str, value: Any) -> bool:

@@ -3,9 +3,9 @@ driver uses), and a campaign as ``GET /v1/campaigns[/{id}]`` shows it. The comma
 routes) and the query API (the live page's campaign panel, hearth_read_models.campaign_views) both fold
 it with this one class, so both show a campaign alike.
 
-Read from the first offset at start, then followed; the driver is the topic's one writer, so the view is
-the driver's state a moment later. A record it cannot read is logged and skipped. ``caught_up`` is set
-once every partition was read to the end offsets seen at start-up.
+Read from the first offset at start, then followed (``TopicFollower``: ``caught_up`` once every partition
+was read to the end offsets seen at start-up); the driver is the topic's one writer, so the view is the
+driver's state a moment later. A record it cannot read is logged and skipped.
 """
 
 from __future__ import annotations
@@ -16,77 +16,50 @@ import logging
 from collections import Counter
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.structs import ConsumerRecord
-
 from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegistered, decode_campaign_fact
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import MalformedRecord
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.home_journal import TopicFollower
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
 
 class CampaignFeed:
+    """The campaigns topic followed (``TopicFollower``) and folded once per poll."""
+
     def __init__(self, bootstrap_servers: str, topics: Topics) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topics.campaigns
         self.campaigns: dict[str, Campaign] = {}
         self.catalog: FirmwareCatalog = {}
         self.changed = asyncio.Condition()
-        self.caught_up = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._polled: list[CampaignFact] = []
+        self._follower = TopicFollower(
+            bootstrap_servers, [topics.campaigns], self._on_record, "campaign-feed", after_poll=self._fold
+        )
+        self.caught_up = self._follower.caught_up
 
     async def start(self) -> None:
-        consumer = self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False
-        )
-        await consumer.start()
-        partitions = await topic_partitions(consumer, self.topic)
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = {tp: end for tp, end in (await consumer.end_offsets(partitions)).items() if end > 0}
-        self._task = asyncio.create_task(self._run(consumer, ends), name="campaign-feed")
+        await self._follower.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._consumer is not None:
-            await self._consumer.stop()
+        await self._follower.stop()
 
-    async def _run(self, consumer: AIOKafkaConsumer, pending: dict[TopicPartition, int]) -> None:
-        if not pending:
-            self.caught_up.set()
-        while True:
-            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
-            for tp, records in batches.items():
-                if tp in pending and records and records[-1].offset + 1 >= pending[tp]:
-                    del pending[tp]
-            self._fold([r for records in batches.values() for r in records])
-            if not pending:
-                self.caught_up.set()
-            if batches:
-                async with self.changed:
-                    self.changed.notify_all()
+    async def _on_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        try:
+            self._polled.append(decode_campaign_fact(value))
+        except MalformedRecord as bad:
+            log.warning("skipping campaign fact at offset %d: %s", offset, bad)
 
-    def _fold(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+    async def _fold(self) -> None:
+        polled, self._polled = self._polled, []
         by_campaign: dict[str, list[CampaignFact]] = {}
-        for record in records:
-            try:
-                fact = decode_campaign_fact(record.value)
-            except MalformedRecord as bad:
-                log.warning("skipping campaign fact at offset %d: %s", record.offset, bad)
-                continue
+        for fact in polled:
             if isinstance(fact, FirmwareRegistered):
                 register_firmware(self.catalog, fact)
             else:
                 by_campaign.setdefault(fact.campaign_id, []).append(fact)
-        for campaign_id, facts in by_campaign.items():  # one fold per campaign and batch (fold_campaign)
+        for campaign_id, facts in by_campaign.items():  # one fold per campaign and poll (fold_campaign)
             try:
                 folded = fold_campaign(self.campaigns.get(campaign_id), facts)
             except ValueError as bad:  # a fact before its campaign's start: the feed goes on
@@ -94,6 +67,8 @@ class CampaignFeed:
                 continue
             if folded is not None:
                 self.campaigns[campaign_id] = folded
+        async with self.changed:
+            self.changed.notify_all()
 
     async def wait_for(self, campaign_id: str, timeout_s: float) -> Campaign | None:
         """The campaign, waiting up to ``timeout_s`` for it to appear (just requested)."""

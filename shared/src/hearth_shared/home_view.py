@@ -65,6 +65,10 @@ class HomesView:
         for every fact, and a scan of every home's was most of its time with 10,000 automations)."""
         return list(self._by_home.get(home_id, {}).values())
 
+    def automation_count(self, home_id: str) -> int:
+        """How many automations the home has (they are never removed: it changes only when one is made)."""
+        return len(self._by_home.get(home_id, ()))
+
     def timezone(self, home_id: str) -> str:
         return self.timezones.get(home_id, DEFAULT_TIMEZONE)
 

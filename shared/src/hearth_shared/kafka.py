@@ -213,9 +213,12 @@ class KafkaJournal:
         ]
         await asyncio.gather(*futures)
 
-    async def submit(self, request: Inbound) -> None:
-        """Put a request on the inbox; returns once the broker has it."""
-        await self.producer.send_and_wait(self.topics.inbox, encode(request), key=request.device_id.encode())
+    async def submit(self, *requests: Inbound) -> None:
+        """Put requests on the inbox; returns once the broker has them (raises if one failed)."""
+        futures = [
+            await self.producer.send(self.topics.inbox, encode(r), key=r.device_id.encode()) for r in requests
+        ]
+        await asyncio.gather(*futures)
 
 
 # What a dead letter may carry of the record it reports. Far below the producer's maximum request size

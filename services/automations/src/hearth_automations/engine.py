@@ -9,6 +9,13 @@ records once. Facts older than the automation never trigger it. Notifications ar
 fact, by ``Notifier``; one whose delivery fact is missing after a restart is sent again with the same
 notification id (receivers dedupe on it).
 
+Sends are batched (``hearth_automations.effect_batch``): ``evaluate`` decides on a fact at once (the
+view, modes, queues and loop breaker see the facts in the same order as one at a time) and collects its
+effects; ``flush`` sends a group's commands, waits for their acks, then appends its facts. The feed
+evaluates a poll of records, then flushes; ``on_fact`` is both for one fact. A new automation's
+creation fact is flushed at once, with everything before it, so no command of its runs can be on the
+inbox while the automation is not in the home journal.
+
 Modes count a run as on while any of its commands has not reached a terminal status. The loop breaker
 (``hearth_automations.rules.LoopBreaker``) runs on fact time, so a replay decides as the live run did.
 
@@ -20,6 +27,7 @@ as ``skipped: "quarantined"`` with the quarantine's reason (the device actor wou
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable
@@ -29,8 +37,11 @@ from typing import Any, Protocol
 import msgspec
 
 from hearth_automations.defaults import TRIGGER_DEVICE, default_automations
+from hearth_automations.effect_batch import EffectBatch, EnginePath
 from hearth_automations.rules import LoopBreaker, admit, conditions_hold, fact_triggers, state_triggers
+from hearth_automations.run_facts import ran_fact, suspended_fact
 from hearth_automations.run_notifications import notification_content, undelivered
+from hearth_automations.trigger_index import TriggerIndex
 from hearth_automations.triggers import Cause, DelayedTriggers
 from hearth_shared.domain.automation import Automation, action_id, run_id
 from hearth_shared.events import (
@@ -43,24 +54,10 @@ from hearth_shared.events import (
     StateReported,
     SubmitCommand,
 )
-from hearth_shared.home_facts import (
-    ActionRecord,
-    AutomationCreated,
-    AutomationRan,
-    AutomationSuspended,
-    HomeFact,
-    RunPayload,
-    SuspendedPayload,
-)
+from hearth_shared.home_facts import ActionRecord, AutomationCreated, RunPayload
 from hearth_shared.home_view import HomesView
 
 log = logging.getLogger(__name__)
-
-
-class EnginePath(Protocol):
-    async def submit(self, request: SubmitCommand) -> None: ...
-
-    async def append(self, fact: HomeFact) -> None: ...
 
 
 class Notify(Protocol):
@@ -82,7 +79,7 @@ class Engine:
         self.defaults = defaults
         self.live = False  # the app sets it once the journals were read to their ends
         self.view = view
-        self.path = path
+        self.batch = EffectBatch(path)
         self.notify = notify
         self.owns = owns
         self.clock = clock
@@ -94,20 +91,35 @@ class Engine:
         self.queued: dict[uuid.UUID, list[Cause]] = {}
         self.quarantined: dict[str, str] = {}  # device -> the quarantine's reason
         self.delayed = DelayedTriggers()
+        self.triggers = TriggerIndex(view)
 
     async def on_fact(self, event: Event) -> None:
+        """Evaluate one fact and send its effects (a caller without a group of facts)."""
+        await self.evaluate(event)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send the effects collected since the last flush; raises ``FlushFailed`` (then nothing more is
+        ever sent: see ``effect_batch``)."""
+        await self.batch.flush()
+
+    async def evaluate(self, event: Event) -> None:
+        """Decide on ``event`` now; its commands and facts wait for ``flush``."""
         if not self.owns(event.home_id):
             return
         before = self._observe(event)
-        await self._track_commands(event)
+        self._track_commands(event)
         if isinstance(event, DeviceRegistered) and self.defaults:
             await self._create_defaults(event)
-        for state in self.view.automations_of(event.home_id):
-            automation = state.definition
+        home = self.triggers.of(event.home_id)
+        for state in home.timed:
             if not state.active:
-                self.delayed.forget(automation.automation_id)  # switched back on, it waits for a new edge
-            elif event.occurred_at > automation.created_at:
-                await self._consider(automation, event, before)
+                self.delayed.forget(state.definition.automation_id)  # switched on, it waits for a new edge
+        fact_type = event.type
+        for state in home.candidates(event.device_id, fact_type):
+            automation = state.definition
+            if state.active and event.occurred_at > automation.created_at:
+                self._consider(automation, event, fact_type, before)
 
     def _observe(self, event: Event) -> dict[str, Any]:
         """Keep the devices' reported state and quarantines; the device's state before this fact."""
@@ -121,20 +133,20 @@ class Engine:
             self.quarantined.pop(event.device_id, None)
         return before
 
-    async def _consider(self, automation: Automation, event: Event, before: dict[str, Any]) -> None:
+    def _consider(self, automation: Automation, event: Event, fact_type: str, before: dict[str, Any]) -> None:
         trigger = automation.trigger
         reported = event.payload.reported if isinstance(event, StateReported) else None
         if trigger.state is not None and trigger.state.for_s is not None:
             if reported is not None:
                 held = self.delayed.on_report(automation, event, before, reported)
                 if held is not None:  # it had held for for_s before this report broke it
-                    await self._trigger(automation, held)
+                    self._trigger(automation, held)
             return
-        hit = fact_triggers(trigger, event.type, event.device_id) or (
+        hit = fact_triggers(trigger, fact_type, event.device_id) or (
             reported is not None and state_triggers(trigger, event.device_id, before, reported)
         )
         if hit:
-            await self._trigger(automation, Cause.of(event))
+            self._trigger(automation, Cause.of(event))
 
     async def tick(self) -> int:
         """Fire the ``for_s`` timers and time triggers due now; returns how many runs were decided."""
@@ -143,7 +155,7 @@ class Engine:
         for automation_id, cause in self.delayed.due_timers(now):
             state = self.view.automations.get(automation_id)
             if state is not None and state.active and self.owns(state.definition.home_id):
-                decided += await self._trigger(state.definition, cause)
+                decided += self._trigger(state.definition, cause)
         for automation_id, state in list(self.view.automations.items()):
             automation = state.definition
             if automation.trigger.time is None or not self.owns(automation.home_id):
@@ -151,10 +163,11 @@ class Engine:
             timezone = self.view.timezone(automation.home_id)
             instant = self.delayed.due_instant(automation, timezone, self.view.runs.get(automation_id), now)
             if instant is not None and state.active:
-                decided += await self._trigger(automation, instant)
+                decided += self._trigger(automation, instant)
+        await self.flush()
         return decided
 
-    async def _track_commands(self, event: Event) -> None:
+    def _track_commands(self, event: Event) -> None:
         status = COMMAND_STATUS_BY_EVENT.get(type(event))
         if status not in TERMINAL_STATUSES or event.correlation_id is None:
             return
@@ -167,10 +180,10 @@ class Engine:
         if not running and queue:
             state = self.view.automations.get(automation_id)
             if state is not None and state.active:
-                await self._trigger(state.definition, queue.pop(0), dequeued=True)
+                self._trigger(state.definition, queue.pop(0), dequeued=True)
 
-    async def _trigger(self, automation: Automation, cause: Cause, *, dequeued: bool = False) -> bool:
-        """Decide and record the run of ``cause`` (True), unless it was recorded already."""
+    def _trigger(self, automation: Automation, cause: Cause, *, dequeued: bool = False) -> bool:
+        """Decide the run of ``cause`` and collect it whole (True), unless it was recorded already."""
         aid = automation.automation_id
         rid = run_id(aid, cause.fact_id)
         runs = self.view.runs.get(aid)
@@ -180,42 +193,37 @@ class Engine:
         breaker = self.breakers.setdefault(aid, LoopBreaker(automation.max_runs_per_minute))
         reason = breaker.check(cause.caused_by, cause.occurred_at)
         if reason is not None:
-            await self._suspend(automation, cause, reason)
+            self._suspend(automation, cause, reason)
             return True
         conditions = conditions_hold(cause.on_its_device(automation.conditions), self.reported)
         admission = "start" if dequeued else admit(automation.mode, len(self.running.get(aid, ())))
         fired = all(conditions) and admission == "start"
         actions: list[ActionRecord] = []
         if fired:
-            actions = await self._act(automation, rid, cause)
+            actions = self._act(automation, rid, cause)
             sent = [a.action_id for a in actions if a.kind == "command" and a.skipped is None]
             breaker.ran(cause.occurred_at, sent)
         elif all(conditions) and admission == "queue":
             self.queued.setdefault(aid, []).append(cause)
-        fact = AutomationRan(
-            fact_id=rid,
-            home_id=automation.home_id,
-            occurred_at=self.clock(),
-            recorded_at=self.clock(),
-            causation_id=cause.fact_id,
-            payload=RunPayload(
-                automation_id=aid,
-                run_id=rid,
-                trigger=cause.record(),
-                conditions=tuple(conditions),
-                fired=fired,
-                admission=admission,
-                actions=tuple(actions),
-            ),
+        fact = ran_fact(
+            automation,
+            rid,
+            cause.record(),
+            conditions=conditions,
+            admission=admission,
+            actions=actions,
+            now=self.clock(),
         )
-        await self.path.append(fact)
         self.view.apply(fact)
-        for action in actions:
-            if action.kind == "notify":
-                self.enqueue_notification(automation, fact.payload, action)
+        self.batch.fact(fact, then=functools.partial(self._notifications, automation, fact.payload))
         return True
 
-    async def _act(self, automation: Automation, rid: uuid.UUID, cause: Cause) -> list[ActionRecord]:
+    def _notifications(self, automation: Automation, run: RunPayload) -> None:
+        for action in run.actions:
+            if action.kind == "notify":
+                self.enqueue_notification(automation, run, action)
+
+    def _act(self, automation: Automation, rid: uuid.UUID, cause: Cause) -> list[ActionRecord]:
         now = self.clock()
         records = []
         for i, action in enumerate(automation.actions):
@@ -234,7 +242,7 @@ class Engine:
                     continue
                 self.running.setdefault(automation.automation_id, set()).add(aid)
                 self.owner[aid] = automation.automation_id
-                await self.path.submit(
+                self.batch.command(
                     SubmitCommand(
                         request_id=aid,
                         device_id=c.device_id,
@@ -257,6 +265,7 @@ class Engine:
         """The home's corrective automations, once (ids derived from the home; see ``defaults``)."""
         # While replaying, from now on: a first start over an old journal must not act on its past.
         since = event.occurred_at if self.live else self.clock()
+        created = False
         for automation in default_automations(event.home_id, since):
             if automation.automation_id in self.view.automations:
                 continue
@@ -264,8 +273,11 @@ class Engine:
                 fact_id=automation.automation_id, home_id=event.home_id, occurred_at=event.occurred_at,
                 recorded_at=self.clock(), causation_id=event.event_id, payload=automation,
             )  # fmt: skip
-            await self.path.append(fact)
+            self.batch.fact(fact)
             self.view.apply(fact)
+            created = True
+        if created:  # at once (rare: once per home), so that its runs' commands come after it
+            await self.flush()
 
     def enqueue_notification(self, automation: Automation, run: RunPayload, action: ActionRecord) -> None:
         content = notification_content(automation, run, action)
@@ -277,24 +289,8 @@ class Engine:
         for automation, run, action in undelivered(self.view, self.owns):
             self.enqueue_notification(automation, run, action)
 
-    async def _suspend(self, automation: Automation, cause: Cause, reason: str) -> None:
-        detail = {
-            "own_action": f"{cause.type} of {cause.device_id} was caused by this automation's own command",
-            "too_many_runs": f"more than {automation.max_runs_per_minute} runs in a minute",
-        }[reason]
-        fact = AutomationSuspended(
-            fact_id=uuid.uuid5(automation.automation_id, f"suspended\n{cause.fact_id}"),
-            home_id=automation.home_id,
-            occurred_at=self.clock(),
-            recorded_at=self.clock(),
-            causation_id=cause.fact_id,
-            payload=SuspendedPayload(
-                automation_id=automation.automation_id,
-                reason=reason,
-                detail=detail,
-                trigger_fact_id=cause.fact_id,
-            ),
-        )
-        await self.path.append(fact)
+    def _suspend(self, automation: Automation, cause: Cause, reason: str) -> None:
+        fact = suspended_fact(automation, cause.record(), reason, self.clock())
+        self.batch.fact(fact)
         self.view.apply(fact)
-        log.warning("automation %s suspended: %s", automation.automation_id, detail)
+        log.warning("automation %s suspended: %s", automation.automation_id, fact.payload.detail)

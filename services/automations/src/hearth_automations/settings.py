@@ -32,6 +32,12 @@ class AutomationsSettings(BaseSettings):
     )
     webhook_max_backoff_s: float = Field(60.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
+    # A poll's sends wait for its last record; a bigger poll pays the two round trips less often. Polls
+    # are small while the engine keeps up (what arrived since the last one); the cap binds only behind.
+    poll_records: int = Field(
+        5000, ge=1, le=100_000,
+        description="Journal records per poll at most; then their commands and run facts are sent together",
+    )  # fmt: skip
     default_automations: bool = Field(
         True, description="Give every home the corrective automations (hearth_automations.defaults)"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 import uuid
 
@@ -21,6 +22,7 @@ def main() -> None:
         f"bench-faust-floor-{uuid.uuid4().hex[:6]}",
         broker=f"kafka://{os.environ['BENCH_BOOTSTRAP']}",
         store="memory://",
+        datadir=tempfile.mkdtemp(prefix="hearth-faust-floor-"),  # faust's default: a directory in the cwd
         web_enabled=False,
         consumer_auto_offset_reset="earliest",
         stream_buffer_maxsize=10_000,

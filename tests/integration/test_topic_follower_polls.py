@@ -1,0 +1,87 @@
+"""``TopicFollower`` on a real broker with ``after_poll`` (the automations engine flushes its sends
+there): it is awaited after each poll's records were handed over, a poll holds at most ``max_records``,
+``caught_up`` is set only after the poll that read the last record was flushed, and a failing
+``after_poll`` stops the feed: ``wait_caught_up`` raises, ``failure`` says why, ``stop`` still stops."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from hearth.stack.kafka import KafkaBroker
+from hearth_shared.home_journal import TopicFollower
+from hearth_shared.kafka import ensure_topics, make_producer
+from hearth_shared.settings import StackSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+RECORDS = 60
+
+
+async def filled_topic(kafka: KafkaBroker) -> str:
+    settings = StackSettings(
+        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
+    )
+    await ensure_topics(kafka.bootstrap, settings.topics.specs())
+    producer = make_producer(kafka.bootstrap, "test-follower")
+    await producer.start()
+    try:
+        for n in range(RECORDS):
+            await producer.send(settings.topics.home_journal, str(n).encode(), key=f"home-{n % 5}".encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return settings.topics.home_journal
+
+
+async def test_after_poll_follows_each_poll_and_caught_up_waits_for_the_last_one(kafka: KafkaBroker) -> None:
+    topic = await filled_topic(kafka)
+    handed: list[bytes | None] = []
+    polls: list[int] = []  # how many records had been handed over at each after_poll
+    caught_up_before: list[bool] = []
+
+    async def on_record(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        handed.append(value)
+
+    async def after_poll() -> None:
+        polls.append(len(handed))
+        caught_up_before.append(follower.caught_up.is_set())
+
+    follower = TopicFollower(
+        kafka.bootstrap, [topic], on_record, "polls", after_poll=after_poll, max_records=7
+    )
+    await follower.start()
+    try:
+        await follower.wait_caught_up()
+        assert len(handed) == RECORDS and polls[-1] == RECORDS  # the last poll's after_poll came first
+        assert not any(caught_up_before)
+        sizes = [b - a for a, b in zip([0, *polls], polls, strict=False)]
+        assert all(0 < size <= 7 for size in sizes) and len(polls) >= RECORDS // 7, sizes
+        assert follower.failure() is None
+    finally:
+        await follower.stop()
+
+
+async def test_a_failing_after_poll_stops_the_feed_and_says_why(kafka: KafkaBroker) -> None:
+    topic = await filled_topic(kafka)
+    handed: list[bytes | None] = []
+
+    async def on_record(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        handed.append(value)
+
+    async def after_poll() -> None:
+        raise ConnectionError("the sink is gone")
+
+    follower = TopicFollower(
+        kafka.bootstrap, [topic], on_record, "failing", after_poll=after_poll, max_records=7
+    )
+    await follower.start()
+    try:
+        with pytest.raises(RuntimeError, match="stopped before it caught up"):
+            await follower.wait_caught_up()
+        assert isinstance(follower.failure(), ConnectionError)
+        assert 0 < len(handed) <= 7 and not follower.caught_up.is_set()  # no poll after the failed one
+    finally:
+        await follower.stop()
+    assert isinstance(follower.failure(), ConnectionError)

@@ -182,9 +182,9 @@ class KafkaJournal:
         self, bootstrap_servers: str, topics: Topics, client_id: str, *, linger_ms: int | None = None
     ) -> None:
         """``linger_ms``: the producer's own linger (``PRODUCER_SETTINGS`` unless given). A writer that
-        gathers its records itself and queues them with ``send_batched`` wants 0: every batch it queues
-        goes out in one produce request at once (with a linger, each partition's batch lingers from its
-        own creation, so batches queued microseconds apart were drained into two requests)."""
+        queues a whole batch at once with ``send_batched`` and then waits for it (the device actor) wants
+        0: nothing more can join the batch, so a linger only delays it; the batches it queued go out
+        together in one produce request at the writer's next await."""
         self.topics = topics
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id

@@ -19,6 +19,7 @@ from hearth.cli import app
 from hearth.stack.process import ManagedProcess
 from hearth.stack.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
 from hearth.stack.status import PartStatus, write_status
+from tests.support import eventually
 
 pytestmark = pytest.mark.unit
 
@@ -60,12 +61,12 @@ def test_an_up_pid_of_a_dead_or_younger_process_is_stale(tmp_path: Path) -> None
     assert running_supervisor(tmp_path) is None
 
 
-def test_parts_a_killed_supervisor_left_are_stopped_with_their_children(
+async def test_parts_a_killed_supervisor_left_are_stopped_with_their_children(
     tmp_path: Path, sleeper: ManagedProcess
 ) -> None:
-    assert sleeper.pid is not None
-    time.sleep(0.5)  # its child is started
-    assert len(group(sleeper.pid)) == 2
+    pid = sleeper.pid
+    assert pid is not None
+    await eventually(lambda: len(group(pid)) == 2, "the sleeper and its child", timeout_s=30)
     parts = [PartStatus("sleeper", state="running", pid=sleeper.pid), PartStatus("gone", pid=dead_pid())]
     write_status(tmp_path, parts, supervisor_pid=dead_pid())
     lines: list[str] = []

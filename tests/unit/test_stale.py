@@ -72,7 +72,7 @@ async def test_parts_a_killed_supervisor_left_are_stopped_with_their_children(
     lines: list[str] = []
     assert stop_orphans(tmp_path, lines.append, grace_s=5) == ["sleeper"]
     assert sleeper.exit_code() is not None
-    assert group(sleeper.pid) == []
+    assert group(pid) == []
     assert "sleeper" in lines[0] and "unclean stop" in lines[0]
 
 

@@ -15,7 +15,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from hearth.stack.kafka import KafkaBroker, kafka_answers
 from hearth.stack.process import ManagedProcess, StartupError, free_port
-from hearth_shared.kafka import ensure_topics
+from hearth_shared.kafka import ensure_topics, wait_until_every_broker_knows
 from hearth_shared.topics import Topics
 from tests.journal import produce
 
@@ -74,10 +74,15 @@ async def test_topics_produce_consume_and_clean_stop(broker: KafkaBroker) -> Non
         assert kafka_answers(broker.port)
         topics = Topics(f"t{uuid.uuid4().hex[:8]}")
         await ensure_topics(broker.bootstrap, topics.specs())
+        await wait_until_every_broker_knows(broker.bootstrap, [topics.journal, topics.models])
+        never_made = f"{topics.journal}-never-made"
+        with pytest.raises(TimeoutError, match=never_made):
+            await wait_until_every_broker_knows(broker.bootstrap, [topics.journal, never_made], timeout_s=1)
 
         admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
         await admin.start()
         try:
+            assert never_made not in await admin.list_topics()  # asking for its metadata did not create it
             [journal] = await admin.describe_topics([topics.journal])
             assert len(journal["partitions"]) == 12
             [response] = await admin.describe_configs(

@@ -9,15 +9,17 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
+from aiokafka.protocol.metadata import MetadataRequest
 
 from hearth_shared.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
 from hearth_shared.topics import PARTITIONS, Topics, TopicSpec
@@ -31,6 +33,48 @@ PRODUCER_SETTINGS: dict[str, Any] = {
     "max_batch_size": 256 * 1024,
     "request_timeout_ms": 30_000,
 }
+
+
+async def wait_until_every_broker_knows(
+    bootstrap_servers: str, topics: Collection[str], *, timeout_s: float = 60.0
+) -> None:
+    """Until every broker's metadata lists ``topics``, each partition with a leader; raises TimeoutError.
+
+    A new topic reaches the other brokers' metadata a moment after the controller created it. A consumer
+    group joined in that moment is assigned none of its partitions, and faust (0.15.3) then ignores the
+    topic as missing for good: a device-actor worker in a cluster once owned no partition at all.
+    """
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers)
+    await client.bootstrap()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while True:
+            unknown = {
+                f"{topic} on broker {broker.nodeId}"
+                for broker in client.cluster.brokers()
+                for topic in _unknown_topics(
+                    await client.send(broker.nodeId, MetadataRequest(list(topics), False)), topics
+                )
+            }
+            if not unknown:
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(f"not known after {timeout_s:g} s: {', '.join(sorted(unknown))}")
+            await asyncio.sleep(0.1)
+    finally:
+        await client.close()
+
+
+def _unknown_topics(response: Any, topics: Collection[str]) -> set[str]:
+    """The ``topics`` a metadata response lacks, or lists with an error or a partition without leader.
+    (Each topic is a tuple: error code, name, ..., partitions; each partition: error, index, leader...)"""
+    known = {
+        entry[1]
+        for entry in response.topics
+        if entry[0] == 0 and entry[-1] and all(partition[2] >= 0 for partition in entry[-1])
+    }
+    return set(topics) - known
 
 
 async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> None:

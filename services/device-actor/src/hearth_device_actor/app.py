@@ -26,8 +26,16 @@ from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
-from hearth_shared.kafka import DeadLetters, KafkaJournal, partition_of, send_batched
-from hearth_shared.topics import PARTITIONS, replica_config
+from hearth_shared.kafka import (
+    DeadLetters,
+    KafkaJournal,
+    ensure_topics,
+    partition_of,
+    send_batched,
+    wait_until_every_broker_knows,
+)
+from hearth_shared.settings import StackSettings
+from hearth_shared.topics import PARTITIONS, TopicSpec, replica_config
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +100,19 @@ class KafkaOutbox:
             value=record.value,
             error=error,
         )
+
+
+async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
+    """Create the twins' changelog topic as faust would (compacted, partitioned like the inbox), then wait
+    until every broker knows it and the inbox, before the worker joins its group: a worker that joins
+    while a broker does not know the changelog yet is assigned nothing, for good (see
+    ``wait_until_every_broker_knows``)."""
+    topic = app.tables["twins"].changelog_topic
+    name = topic.get_topic_name()
+    config = {"cleanup.policy": "compact", **(topic.config or {})}
+    spec = TopicSpec(name, PARTITIONS, config, stack.kafka_replication_factor)
+    await ensure_topics(stack.kafka_bootstrap_servers, [spec])
+    await wait_until_every_broker_knows(stack.kafka_bootstrap_servers, [name, stack.topics.inbox])
 
 
 def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wired here; each is flat)

@@ -12,8 +12,8 @@ Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 
 and prints a summary per home. The facts come flat and slim from ``hearth_analytics.history_facts`` (the
 archive's typed columns with only the payloads a figure needs parsed, then the journal's tail), cached
-once, then every figure is a pass over that cache. Days are UTC dates of event time (the device's clock for readings and
-anomalies, ``occurred_at`` for other facts).
+once, then every figure is a pass over that cache. Days are UTC dates of event time (the device's clock
+for readings and anomalies, ``occurred_at`` for other facts).
 
 Figures (device rows; home rows are sums, with means weighted by their counts):
 

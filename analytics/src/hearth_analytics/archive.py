@@ -12,9 +12,10 @@ default; ``s3a://bucket/path`` on an object store), partitioned by ``day``. Colu
 * the envelope as typed columns: ``event_id``, ``type``, ``schema_version``, ``device_id``, ``home_id``,
   ``version``, ``occurred_at``, ``recorded_at`` (timestamps, null if malformed), ``causation_id``,
   ``correlation_id``;
-* ``payload``: the fact's payload, whole, as JSON text (for readers such as DuckDB's ``json_extract``);
-* ``value``: the record's exact bytes. Jobs that need the fact as the platform wrote it (the batch report,
-  a rebuild) read these, so a fact read from the archive decodes exactly as one read from Kafka.
+* ``payload``: the fact's payload, whole, as JSON text (for readers such as DuckDB's ``json_extract``, and
+  the daily report: ``hearth_analytics.history_facts`` reads the typed envelope and parses only this);
+* ``value``: the record's exact bytes. Jobs that need the fact as the platform wrote it (the retrain, the
+  backtest, a rebuild) read these, so a fact read from the archive decodes exactly as one read from Kafka.
 
 Why Parquet with Spark's file-sink commit log, not Delta Lake or Iceberg (tried on 2026-11-24 with the
 project's PySpark 4.3.0): the newest Delta Lake on Maven Central, ``io.delta:delta-spark_2.13:4.4.0``, is

@@ -10,8 +10,10 @@ Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 * ``charts/*.png``: time in a state (heating, cooling, lights on...), temperature, lock use, commands and
   anomalies per day, the homes with the most, and ``overview.png`` with all six;
 
-and prints a summary per home. Days are UTC dates of event time (the device's clock for readings and
-anomalies, ``occurred_at`` for other facts).
+and prints a summary per home. The facts come flat and slim from ``hearth_analytics.history_facts`` (the
+archive's typed columns with only the payloads a figure needs parsed, then the journal's tail), cached
+once, then every figure is a pass over that cache. Days are UTC dates of event time (the device's clock
+for readings and anomalies, ``occurred_at`` for other facts).
 
 Figures (device rows; home rows are sums, with means weighted by their counts):
 
@@ -52,14 +54,14 @@ from hearth_analytics.daily_figures import (
     minutes_by_day,
     telemetry_by_day,
 )
-from hearth_analytics.history import read_history
+from hearth_analytics.history_facts import FACT_COLUMNS, TEXT_KEYS, read_history_facts
 from hearth_analytics.schema import (
     ANOMALY_DETECTED,
     COMMAND_OUTCOMES,
     COMMAND_REQUESTED,
     DEVICE_REGISTERED,
-    parse_journal,
-    readings,
+    METRICS,
+    STATE_REPORTED,
 )
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
@@ -96,14 +98,14 @@ def _commands(facts: DataFrame) -> DataFrame:
         F.to_date("occurred_at").alias("day"),
         "home_id",
         "device_id",
-        F.col("payload.command_id").alias("command_id"),
+        "command_id",
     )
     outcome_of = F.create_map(*(x for t, o in COMMAND_OUTCOMES.items() for x in (F.lit(t), F.lit(o))))
     first = Window.partitionBy("command_id").orderBy("version")
     outcomes = (
         facts.where(F.col("type").isin(*COMMAND_OUTCOMES))
         .select(
-            F.col("payload.command_id").alias("command_id"),
+            "command_id",
             "version",
             outcome_of[F.col("type")].alias("outcome"),
         )
@@ -124,14 +126,21 @@ def _success_rate() -> Column:
     return F.when(decided > 0, F.col("commands_converged") / decided)
 
 
+def _readings(facts: DataFrame) -> DataFrame:
+    """``device.state_reported`` facts: what the device said (only the keys that changed)."""
+    return facts.where(F.col("type") == STATE_REPORTED).select(
+        "home_id", "device_id", "version", "event_time", *METRICS, *TEXT_KEYS
+    )
+
+
 def daily_devices(facts: DataFrame) -> DataFrame:
-    """One row per (day, home, device) with any fact that day."""
-    r = readings(facts)
+    """One row per (day, home, device) with any fact that day (``facts``: ``history_facts.FACT_COLUMNS``)."""
+    r = _readings(facts)
     report = join_by_keys([telemetry_by_day(r), *minutes_by_day(r), _anomalies(facts), _commands(facts)])
     types = (
         facts.where(F.col("type") == DEVICE_REGISTERED)
         .groupBy("device_id")
-        .agg(F.max_by("payload.device_type", "version").alias("device_type"))
+        .agg(F.max_by("device_type", "version").alias("device_type"))
     )
     report = (
         report.join(types, "device_id", "left")
@@ -162,7 +171,7 @@ def build_report(
     """Read the journal, write both Parquet tables (with Spark) and the charts; the home table in pandas."""
     out = (output_dir or settings.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    facts = parse_journal(read_history(spark, settings)).cache()
+    facts = read_history_facts(spark, settings).select(*FACT_COLUMNS).cache()  # slim and flat: it fits
     devices_path, homes_path = out / "daily_devices.parquet", out / "daily_homes.parquet"
     try:
         total = facts.count()

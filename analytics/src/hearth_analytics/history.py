@@ -12,6 +12,8 @@ longer holds an offset the archive lacks (retention ran ahead of the archive), S
 the read (``failOnDataLoss``, its default) rather than report on a history with a hole in it.
 
 Without an archive table (nothing committed yet, or ``archive_url`` unset) the history is the journal.
+``history_sources`` gives both parts apart, for a reader that decodes the archive's typed columns
+(``hearth_analytics.history_facts``: the daily report) rather than each record's bytes.
 ``hearth archive verify`` is what says the archive holds each fact once; this module trusts it.
 """
 
@@ -21,6 +23,7 @@ import asyncio
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
@@ -64,21 +67,26 @@ def tail_offsets(archived_ends: dict[int, int], partitions: list[int], topic: st
     return json.dumps({topic: {str(p): archived_ends.get(p, EARLIEST) for p in partitions}})
 
 
-def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
-    """Archive plus the journal's tail beyond it, as journal rows (``JOURNAL_COLUMNS``)."""
+@dataclass(frozen=True)
+class HistorySources:
+    """Where the history is: the archive table (``ARCHIVE_COLUMNS``, as Spark reads it; None without one)
+    and the Kafka source rows of the journal beyond it (the whole journal without an archive)."""
+
+    archive: DataFrame | None
+    journal: DataFrame
+
+
+def history_sources(spark: SparkSession, settings: AnalyticsSettings) -> HistorySources:
+    """The archive, and the journal's tail from one past each partition's highest archived offset."""
     archive = read_archive(spark, settings)
     if archive is None:
         log.info("no archive at %s: reading the whole journal", settings.archive_location())
-        return read_journal(spark, settings).select(*JOURNAL_COLUMNS)
-    archived = archive.select(
-        F.col("kafka_partition").alias("partition"),
-        F.col("kafka_offset").alias("offset"),
-        F.col("kafka_timestamp").alias("timestamp"),
-        "value",
-    )
+        return HistorySources(None, read_journal(spark, settings))
     ends = {
         int(row["partition"]): int(row["end"])
-        for row in archived.groupBy("partition").agg((F.max("offset") + 1).alias("end")).collect()
+        for row in archive.groupBy(F.col("kafka_partition").alias("partition"))
+        .agg((F.max("kafka_offset") + 1).alias("end"))
+        .collect()
     }
     topic = settings.stack.topics.journal
     with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
@@ -90,7 +98,21 @@ def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
         .option("startingOffsets", tail_offsets(ends, partitions, topic))
         .option("endingOffsets", "latest")
         .load()
-        .select(*JOURNAL_COLUMNS)
     )
     log.info("history: the archive (%s), then the journal after %s", settings.archive_location(), ends)
-    return archived.unionByName(tail)
+    return HistorySources(archive, tail)
+
+
+def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
+    """Archive plus the journal's tail beyond it, as journal rows (``JOURNAL_COLUMNS``)."""
+    sources = history_sources(spark, settings)
+    journal = sources.journal.select(*JOURNAL_COLUMNS)
+    if sources.archive is None:
+        return journal
+    archived = sources.archive.select(
+        F.col("kafka_partition").alias("partition"),
+        F.col("kafka_offset").alias("offset"),
+        F.col("kafka_timestamp").alias("timestamp"),
+        "value",
+    )
+    return archived.unionByName(journal)

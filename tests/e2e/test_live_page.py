@@ -25,20 +25,10 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token
 from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
+from tests.live_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.live_feed import query_api_process
 
 pytestmark = pytest.mark.e2e
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from playwright.async_api import ConsoleMessage, async_playwright, expect
 
 from hearth_shared.kafka import make_producer
 from tests.conftest import Platform
-from tests.e2e.test_live_page import CHROMIUM, CHROMIUM_ARGS, command_api, thermostat  # noqa: F401  (fixtures)
+from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
+from tests.live_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support import eventually
 
 pytestmark = pytest.mark.e2e

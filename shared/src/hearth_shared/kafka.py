@@ -77,8 +77,9 @@ def _unknown_topics(response: Any, topics: Collection[str]) -> set[str]:
     return set(topics) - known
 
 
-async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> None:
-    """Create the topics that do not exist yet, with their partition counts, replicas and configs.
+async def ensure_topics(bootstrap_servers: str, specs: Collection[TopicSpec]) -> None:
+    """Create the topics that do not exist yet, with their partition counts, replicas and configs, and
+    return once every broker knows all of them (``wait_until_every_broker_knows`` says why).
 
     A topic that exists already is left as it is (its replication factor is not changed here).
     """
@@ -100,13 +101,9 @@ async def ensure_topics(bootstrap_servers: str, specs: Iterable[TopicSpec]) -> N
             with contextlib.suppress(TopicAlreadyExistsError):
                 response = await admin.create_topics(new)
                 _raise_topic_errors(response.topic_errors)
-            # Metadata reaches every client a moment after creation; wait until it is visible.
-            for _ in range(100):
-                if {t.name for t in new} <= set(await admin.list_topics()):
-                    break
-                await asyncio.sleep(0.05)
     finally:
         await admin.close()
+    await wait_until_every_broker_knows(bootstrap_servers, [s.name for s in specs])
 
 
 async def apply_topic_config(bootstrap_servers: str, spec: TopicSpec) -> None:

@@ -32,7 +32,6 @@ from hearth_shared.kafka import (
     ensure_topics,
     partition_of,
     send_batched,
-    wait_until_every_broker_knows,
 )
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import PARTITIONS, TopicSpec, replica_config
@@ -103,16 +102,15 @@ class KafkaOutbox:
 
 
 async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
-    """Create the twins' changelog topic as faust would (compacted, partitioned like the inbox), then wait
-    until every broker knows it and the inbox, before the worker joins its group: a worker that joins
-    while a broker does not know the changelog yet is assigned nothing, for good (see
+    """Create the twins' changelog topic as faust would (compacted, partitioned like the inbox) and wait
+    until every broker knows it and the inbox (``ensure_topics``), before the worker joins its group: a
+    worker that joins while a broker does not know the changelog yet is assigned nothing, for good (see
     ``wait_until_every_broker_knows``)."""
     topic = app.tables["twins"].changelog_topic
-    name = topic.get_topic_name()
     config = {"cleanup.policy": "compact", **(topic.config or {})}
-    spec = TopicSpec(name, PARTITIONS, config, stack.kafka_replication_factor)
-    await ensure_topics(stack.kafka_bootstrap_servers, [spec])
-    await wait_until_every_broker_knows(stack.kafka_bootstrap_servers, [name, stack.topics.inbox])
+    changelog = TopicSpec(topic.get_topic_name(), PARTITIONS, config, stack.kafka_replication_factor)
+    inbox = next(s for s in stack.topics.specs() if s.name == stack.topics.inbox)
+    await ensure_topics(stack.kafka_bootstrap_servers, [changelog, inbox])
 
 
 def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wired here; each is flat)

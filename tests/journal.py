@@ -91,3 +91,24 @@ async def read_topic(
     finally:
         await consumer.stop()
     return found
+
+
+async def pass_retention(bootstrap: str, topic: str) -> dict[int, int]:
+    """Delete every record of ``topic`` there is now, as a retention window passing over all of them
+    does (Kafka's DeleteRecords moves each partition's head to its end); returns the new heads."""
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        partitions = await topic_partitions(consumer, topic)
+        ends = await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_records({tp: RecordsToDelete(end) for tp, end in ends.items() if end > 0})
+    finally:
+        await admin.close()
+    return {tp.partition: end for tp, end in ends.items()}

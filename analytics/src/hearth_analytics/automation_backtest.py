@@ -52,7 +52,7 @@ from hearth_shared.domain.automation_replay import (
 )
 from hearth_shared.events import MalformedRecord
 from hearth_shared.home_facts import decode_home_fact
-from hearth_shared.home_journal import TopicFollower
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.home_view import DEFAULT_TIMEZONE, HomesView
 from hearth_shared.storable import decode_fact
 

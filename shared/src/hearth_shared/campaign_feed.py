@@ -20,7 +20,7 @@ from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegi
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import MalformedRecord
-from hearth_shared.home_journal import TopicFollower
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)

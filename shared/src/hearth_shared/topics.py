@@ -81,6 +81,12 @@ class Topics:
         """``token.revoked`` facts, keyed by token id, compacted: every revoked token, once, for ever."""
         return f"{self.prefix}.token-revocations"
 
+    @property
+    def snapshots(self) -> str:
+        """Snapshots of what the parts fold from their topics (``hearth_shared.snapshots``), compacted:
+        per fold its latest manifest and that snapshot's chunks; all of a fold's records in one partition."""
+        return f"{self.prefix}.snapshots"
+
     def journal_retention(self) -> dict[str, str]:
         ms = self.journal_retention_ms
         return {"retention.ms": str(ms) if ms is not None else FOREVER}
@@ -109,6 +115,11 @@ class Topics:
         keep = {"retention.ms": FOREVER}
         compact = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"}
         week = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+        snapshot_cleaning = {
+            "segment.ms": "60000",
+            "min.cleanable.dirty.ratio": "0.1",
+            "delete.retention.ms": "60000",
+        }
         rf, replicas = self.replication_factor, replica_config(self.replication_factor)
         return [
             TopicSpec(self.journal, PARTITIONS, self.journal_retention() | replicas, rf),
@@ -121,4 +132,7 @@ class Topics:
             TopicSpec(self.home_journal, PARTITIONS, keep | replicas, rf),
             TopicSpec(self.campaigns, 1, keep | replicas, rf),
             TopicSpec(self.campaign_requests, 1, keep | replicas, rf),
+            # Snapshots replace each other: small segments and a low dirty ratio let compaction drop the
+            # old ones soon, so loading one reads little more than the snapshot itself.
+            TopicSpec(self.snapshots, PARTITIONS, compact | snapshot_cleaning | replicas, rf),
         ]

@@ -1,0 +1,335 @@
+"""The one topic follower: every part that folds topics into memory (the command API's devices and
+commands, broker access, the automations engine, the campaign views, the query API's home view, token
+revocations) reads them with ``TopicFollower``.
+
+It reads from a snapshot's positions when it has one (``snapshots=SnapshotPolicy(...)``), else from the
+first offset, hands each record to ``on_record`` and follows the topics from there on. With a policy it
+saves a new snapshot of the fold, with the positions it reflects, after a poll once ``every_s`` passed
+or ``after_records`` were read since the last one, and when stopped; so a restart reads at most about a
+minute of the topics, whatever their age, and the state's size, not the history's, bounds its memory.
+
+Invariants:
+
+* positions are counted per record handed over, never from the consumer's fetch position: a snapshot
+  taken between two polls (or while ``on_record`` awaits) holds exactly the records its state folded;
+* a record the follower cannot use (``on_record`` raising) is logged and skipped with its reason: one
+  bad record never stops a feed;
+* ``caught_up`` is set once every partition was read to the end offsets seen at start-up (a compacted
+  topic whose last records were removed counts as read once the fetch position is past its end);
+  /healthz waits for it, so a restarted process never answers from half a fold;
+* ``after_poll`` (optional) is awaited after each poll's records were handed over, before the feed
+  counts them as read and before a snapshot: a consumer that batches its writes per poll flushes there.
+  It raising is not a bad record but a failed sink: the feed stops, and ``wait_caught_up`` and
+  ``failure`` report it;
+* a snapshot that cannot be read or restored is reported (``restart.started_from``) and the fold starts
+  from the first offset: a warning, never a crash loop. Positions a retention window has passed
+  (snapshot older than the topic's head) are counted in ``restart.gap`` and logged as an error: the
+  records between are gone from the topic (the archive still has them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from hearth_shared.events import utcnow
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.snapshots import Positions, SnapshotStore, SnapshotUnreadable
+
+log = logging.getLogger(__name__)
+
+OnRecord = Callable[[str, int, int, bytes | None], Awaitable[None]]
+AfterPoll = Callable[[], Awaitable[None]]
+
+
+class Snapshotting(Protocol):
+    """A fold that can be saved and restored as bytes.
+
+    ``restore`` replaces the whole state with the saved one, or raises and leaves it as it was (decode
+    everything first, then assign). The bytes are a format the fold owns and keeps readable across
+    releases (a versioned msgspec struct), since a snapshot may be all that is left of a fact the
+    retention window removed."""
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+@dataclass
+class SnapshotPolicy:
+    store: SnapshotStore
+    name: str  # one per fold; processes of one part that fold the same topics alike may share it
+    state: Snapshotting
+    every_s: float = 60.0
+    after_records: int = 500_000
+
+
+@dataclass
+class RestartReport:
+    """What the follower's last start read: shown by ``hearth status`` through the part's health."""
+
+    started_from: str = "first offset"  # or "snapshot", or why a snapshot was not used
+    snapshot_taken_at: datetime | None = None
+    snapshot_records: int = 0  # records the snapshot had folded
+    replayed: int = 0  # records read after the snapshot (or from the first offset) until caught up
+    gap: int = 0  # records between the snapshot's positions and the topics' heads, gone by retention
+    caught_up_s: float | None = None
+    last_snapshot_at: datetime | None = None  # the newest snapshot this process saved or restored
+    snapshots_saved: int = 0
+    snapshot_errors: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        now = utcnow()
+        age = (now - self.last_snapshot_at).total_seconds() if self.last_snapshot_at else None
+        return {
+            "started_from": self.started_from,
+            "snapshot_taken_at": _iso(self.snapshot_taken_at),
+            "replayed": self.replayed,
+            "gap": self.gap,
+            "caught_up_s": None if self.caught_up_s is None else round(self.caught_up_s, 3),
+            "snapshot_age_s": None if age is None else round(age, 1),
+            "snapshots_saved": self.snapshots_saved,
+            "snapshot_errors": self.snapshot_errors,
+        }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class _Progress:
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    pending: dict[TopicPartition, int] = field(default_factory=dict)  # partition -> end seen at start
+    folded: int = 0  # records in the state in all (the snapshot's count plus those read since)
+    since_snapshot: int = 0
+    snapshot_clock: float = 0.0
+
+
+class TopicFollower:
+    """Reads topics from a snapshot's positions (or their first offset), then follows them, handing each
+    record to ``on_record``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: list[str],
+        on_record: OnRecord,
+        name: str,
+        *,
+        after_poll: AfterPoll | None = None,
+        max_records: int = 5000,
+        poll_ms: int = 200,
+        snapshots: SnapshotPolicy | None = None,
+        consumer_settings: dict[str, Any] | None = None,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topics = topics
+        self.on_record = on_record
+        self.after_poll = after_poll
+        self.max_records = max_records
+        self.poll_ms = poll_ms
+        self.name = name
+        self.snapshots = snapshots
+        self.consumer_settings = consumer_settings or {}
+        self.caught_up = asyncio.Event()
+        self.skipped = 0
+        self.restart = RestartReport()
+        self._progress = _Progress()
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._started = 0.0
+
+    # ------------------------------------------------------------------------------------ start, stop
+
+    async def start(self) -> None:
+        self._started = time.monotonic()
+        consumer = self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **self.consumer_settings,
+        )
+        await consumer.start()
+        partitions = [tp for topic in self.topics for tp in await topic_partitions(consumer, topic)]
+        consumer.assign(partitions)
+        saved = await self._restore()
+        heads = await consumer.beginning_offsets(partitions)
+        progress = self._progress
+        for tp in partitions:
+            position = saved.get(tp.topic, {}).get(tp.partition, 0)
+            if position < heads[tp]:
+                if saved:  # a snapshot's position the retention window passed
+                    self.restart.gap += heads[tp] - position
+                position = heads[tp]
+            consumer.seek(tp, position)
+            progress.positions[tp] = position
+        if self.restart.gap:
+            log.error(
+                "%s: %d records between the snapshot and the topics' heads are gone (retention passed "
+                "the snapshot); the state lacks them",
+                self.name,
+                self.restart.gap,
+            )
+        ends = await consumer.end_offsets(partitions)
+        progress.pending = {tp: end for tp, end in ends.items() if end > progress.positions[tp]}
+        progress.snapshot_clock = time.monotonic()
+        self._task = asyncio.create_task(self._run(consumer), name=self.name)
+
+    async def _restore(self) -> Positions:
+        """The positions of the snapshot the state was restored from; {} when starting from the first
+        offset (no policy, no snapshot, or one that could not be used: said in ``restart``)."""
+        policy = self.snapshots
+        if policy is None:
+            return {}
+        try:
+            snapshot = await policy.store.load(policy.name)
+            if snapshot is None:
+                self.restart.started_from = "first offset (no snapshot yet)"
+                return {}
+            policy.state.restore(snapshot.state)
+        except Exception as error:  # unreadable, or a format the fold cannot restore: fold it all again
+            reason = error if isinstance(error, SnapshotUnreadable) else repr(error)
+            log.warning("%s: snapshot not used, folding from the first offset: %s", self.name, reason)
+            self.restart.started_from = f"first offset (snapshot unreadable: {reason})"
+            return {}
+        manifest = snapshot.manifest
+        self.restart.started_from = "snapshot"
+        self.restart.snapshot_taken_at = self.restart.last_snapshot_at = manifest.taken_at
+        self.restart.snapshot_records = self._progress.folded = manifest.records
+        log.info("%s: restored the snapshot of %s (%d bytes)", self.name, _iso(manifest.taken_at), manifest.size)
+        return manifest.positions
+
+    def failure(self) -> BaseException | None:
+        """Why the feed stopped (``after_poll`` raised), or None while it runs."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    async def wait_caught_up(self) -> None:
+        """Until ``caught_up``; raises what stopped the feed if it stopped first."""
+        if self._task is None:
+            raise RuntimeError(f"{self.name}: start() has not been awaited")
+        waiting = asyncio.ensure_future(self.caught_up.wait())
+        try:
+            await asyncio.wait({waiting, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if not self.caught_up.is_set():
+            failure = self.failure()
+            raise RuntimeError(f"{self.name} stopped before it caught up") from failure
+
+    async def stop(self) -> None:
+        """Stops following; a follower that ran cleanly and read something since its last snapshot saves
+        one more, so a planned restart reads nothing again."""
+        task = self._task
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            failure = self.failure()  # reported already to whoever watched the feed
+            if failure is not None:
+                log.warning("%s had stopped: %r", self.name, failure)
+            elif self.caught_up.is_set() and self._progress.since_snapshot:
+                await self.save_snapshot()
+        if self.snapshots is not None:
+            await self.snapshots.store.close()
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    # ------------------------------------------------------------------------------------ positions
+
+    def positions(self) -> Positions:
+        """Per topic and partition, the offset of the first record not handed to ``on_record`` yet."""
+        out: Positions = {}
+        for tp, offset in self._progress.positions.items():
+            out.setdefault(tp.topic, {})[tp.partition] = offset
+        return out
+
+    async def save_snapshot(self) -> None:
+        """Save the state with the positions it reflects now. A failure is logged and counted; the next
+        poll tries again (the feed goes on: the snapshot only shortens the next start)."""
+        policy = self.snapshots
+        if policy is None:
+            return
+        progress = self._progress
+        positions, folded = self.positions(), progress.folded
+        try:
+            state = policy.state.snapshot()
+            manifest = await policy.store.save(policy.name, state, positions, folded)
+        except Exception:
+            self.restart.snapshot_errors += 1
+            log.exception("%s: saving a snapshot failed; the next poll tries again", self.name)
+            progress.snapshot_clock = time.monotonic()
+            return
+        progress.since_snapshot = 0
+        progress.snapshot_clock = time.monotonic()
+        self.restart.last_snapshot_at = manifest.taken_at
+        self.restart.snapshots_saved += 1
+
+    def _snapshot_due(self) -> bool:
+        policy, progress = self.snapshots, self._progress
+        if policy is None or not progress.since_snapshot:
+            return False
+        elapsed = time.monotonic() - progress.snapshot_clock
+        return progress.since_snapshot >= policy.after_records or elapsed >= policy.every_s
+
+    # ------------------------------------------------------------------------------------ the loop
+
+    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+        progress = self._progress
+        self._check_caught_up()
+        while True:
+            batches = await consumer.getmany(timeout_ms=self.poll_ms, max_records=self.max_records)
+            for tp, records in batches.items():
+                for record in records:
+                    try:
+                        await self.on_record(record.topic, record.partition, record.offset, record.value)
+                    except Exception:
+                        self.skipped += 1
+                        log.exception(
+                            "%s skips %s[%d]@%d", self.name, record.topic, record.partition, record.offset
+                        )
+                    progress.positions[tp] = record.offset + 1
+                    progress.folded += 1
+                    progress.since_snapshot += 1
+                    if not self.caught_up.is_set():
+                        self.restart.replayed += 1
+            if self.after_poll is not None and batches:
+                await self.after_poll()
+            if progress.pending:
+                await self._past_compacted_ends(consumer, batches)
+                self._check_caught_up()
+            if self._snapshot_due():
+                await self.save_snapshot()
+
+    async def _past_compacted_ends(self, consumer: AIOKafkaConsumer, batches: dict[Any, Any]) -> None:
+        """A pending partition that gave nothing this poll may be a compacted one whose last records were
+        removed: its fetch position then already stands at (or past) the end seen at start."""
+        progress = self._progress
+        for tp in list(progress.pending):
+            if tp not in batches and await consumer.position(tp) >= progress.pending[tp]:
+                progress.positions[tp] = max(progress.positions[tp], await consumer.position(tp))
+
+    def _check_caught_up(self) -> None:
+        progress = self._progress
+        for tp in list(progress.pending):
+            if progress.positions[tp] >= progress.pending[tp]:
+                del progress.pending[tp]
+        if not progress.pending and not self.caught_up.is_set():
+            self.restart.caught_up_s = time.monotonic() - self._started
+            log.info(
+                "%s caught up in %.1f s (%s, %d records read)",
+                self.name,
+                self.restart.caught_up_s,
+                self.restart.started_from,
+                self.restart.replayed,
+            )
+            self.caught_up.set()

@@ -46,7 +46,9 @@ class Tally:
 
 
 async def topics_of_a_test(kafka: KafkaBroker) -> StackSettings:
-    settings = StackSettings(kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}")
+    settings = StackSettings(
+        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
+    )
     await ensure_topics(kafka.bootstrap, settings.topics.specs())
     return settings
 

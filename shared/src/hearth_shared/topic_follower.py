@@ -204,7 +204,9 @@ class TopicFollower:
         self.restart.started_from = "snapshot"
         self.restart.snapshot_taken_at = self.restart.last_snapshot_at = manifest.taken_at
         self.restart.snapshot_records = self._progress.folded = manifest.records
-        log.info("%s: restored the snapshot of %s (%d bytes)", self.name, _iso(manifest.taken_at), manifest.size)
+        log.info(
+            "%s: restored the snapshot of %s (%d bytes)", self.name, _iso(manifest.taken_at), manifest.size
+        )
         return manifest.positions
 
     def failure(self) -> BaseException | None:

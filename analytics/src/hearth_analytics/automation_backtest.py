@@ -52,9 +52,9 @@ from hearth_shared.domain.automation_replay import (
 )
 from hearth_shared.events import MalformedRecord
 from hearth_shared.home_facts import decode_home_fact
-from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.home_view import DEFAULT_TIMEZONE, HomesView
 from hearth_shared.storable import decode_fact
+from hearth_shared.topic_follower import TopicFollower
 
 # The envelope fields Spark reads to select and order the records (the rest is decoded in Python).
 _ENVELOPE = envelope_struct("home_id", "device_id", "version", "recorded_at")

@@ -33,10 +33,10 @@ from hearth_shared.events import CommandRequested as CommandRequestedFact
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, utcnow, wire_name
 from hearth_shared.home_facts import HomeFact, decode_home_fact
 from hearth_shared.home_journal import append_home_fact, append_home_facts
-from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.home_view import HomesView
 from hearth_shared.kafka import KafkaJournal, partition_of
 from hearth_shared.storable import decode_fact
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.topics import PARTITIONS
 
 log = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from hearth_shared.domain.schedule import Transition, upcoming, zone
 from hearth_shared.domain.schedule_hold import DeviceSchedule
 from hearth_shared.events import MalformedRecord, utcnow
 from hearth_shared.home_facts import decode_home_fact
-from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.home_view import HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses
 from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.topic_follower import TopicFollower
 
 log = logging.getLogger(__name__)
 

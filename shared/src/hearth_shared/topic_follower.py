@@ -21,6 +21,9 @@ Invariants:
   counts them as read and before a snapshot: a consumer that batches its writes per poll flushes there.
   It raising is not a bad record but a failed sink: the feed stops, and ``wait_caught_up`` and
   ``failure`` report it;
+* with ``HEARTH_FOLLOWER_REPORTS`` set to a directory (the local stack sets one per part), the follower
+  writes its ``RestartReport`` there as ``{name}.json`` once caught up and after each snapshot, which
+  ``hearth status`` shows (snapshot age, what the last start read);
 * a snapshot that cannot be read or restored is reported (``restart.started_from``) and the fold starts
   from the first offset: a warning, never a crash loop. Positions a retention window has passed
   (snapshot older than the topic's head) are counted in ``restart.gap`` and logged as an error: the
@@ -30,11 +33,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -98,6 +104,24 @@ class RestartReport:
             "snapshots_saved": self.snapshots_saved,
             "snapshot_errors": self.snapshot_errors,
         }
+
+
+REPORTS_ENV = "HEARTH_FOLLOWER_REPORTS"
+
+
+def write_report(name: str, report: RestartReport) -> None:
+    """``report`` as ``{name}.json`` in the ``HEARTH_FOLLOWER_REPORTS`` directory, if one is set; atomic."""
+    directory = os.environ.get(REPORTS_ENV)
+    if not directory:
+        return
+    try:
+        path = Path(directory) / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(json.dumps(report.as_json()))
+        partial.replace(path)
+    except OSError as error:  # a report is for people; the feed goes on without it
+        log.warning("%s: could not write its restart report: %s", name, error)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -275,6 +299,7 @@ class TopicFollower:
         progress.snapshot_clock = time.monotonic()
         self.restart.last_snapshot_at = manifest.taken_at
         self.restart.snapshots_saved += 1
+        write_report(self.name, self.restart)
 
     def _snapshot_due(self) -> bool:
         policy, progress = self.snapshots, self._progress
@@ -335,3 +360,4 @@ class TopicFollower:
                 self.restart.replayed,
             )
             self.caught_up.set()
+            write_report(self.name, self.restart)

@@ -32,6 +32,13 @@ class StackSettings(BaseSettings):
         "only with the archive verified (`hearth archive verify`): the archive then holds the history",
     )
 
+    snapshot_every_s: float = Field(
+        60.0,
+        gt=0,
+        description="How often a part that folds topics into memory saves a snapshot of its state while "
+        "it reads (hearth_shared.topic_follower): what a restart reads again is at most about this long",
+    )
+
     @property
     def topics(self) -> Topics:
         retention_ms = self.journal_retention_s * 1000 if self.journal_retention_s is not None else None

@@ -47,7 +47,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import topic_partitions
-from hearth_shared.snapshots import Positions, SnapshotStore, SnapshotUnreadable
+from hearth_shared.settings import StackSettings
+from hearth_shared.snapshots import KafkaSnapshotStore, Positions, SnapshotStore, SnapshotUnreadable
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,13 @@ class SnapshotPolicy:
     state: Snapshotting
     every_s: float = 60.0
     after_records: int = 500_000
+
+
+def snapshot_policy(stack: StackSettings, name: str, state: Snapshotting) -> SnapshotPolicy:
+    """The policy of a part of ``stack``: its snapshots on the stack's snapshots topic, every
+    ``stack.snapshot_every_s`` (``HEARTH_SNAPSHOT_EVERY_S``)."""
+    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
+    return SnapshotPolicy(store, name, state, every_s=stack.snapshot_every_s)
 
 
 @dataclass

@@ -37,7 +37,6 @@ pytestmark = pytest.mark.unit
 T0 = datetime(2026, 7, 1, 12, tzinfo=UTC)
 WINDOW = timedelta(hours=1)
 DEADLINE = timedelta(hours=3, minutes=30)  # the longest a command may wait (max_expires_in_s)
-SET_21 = {"name": "set_target_temperature", "params": {"target_c": 21.0}}
 
 
 @dataclass
@@ -258,7 +257,7 @@ def test_a_snapshot_it_cannot_read_is_refused_and_the_state_stays(data: bytes) -
 def test_a_key_names_one_command_per_window_and_a_new_one_after() -> None:
     clock = FakeClock(T0)
     view = view_at(clock)
-    device_id, print_ = "h1-thermostat", fingerprint(SET_21["name"], SET_21["params"])
+    device_id, print_ = "h1-thermostat", fingerprint("set_target_temperature", {"target_c": 21.0})
     first, known = view.keyed_command(device_id, "k", clock.now)
     assert known is None
     entry = view.remember_command(first, device_id, print_, clock.now + DEADLINE)

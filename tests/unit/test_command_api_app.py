@@ -350,3 +350,13 @@ async def test_a_retry_after_the_command_window_is_a_new_command(
         assert after.json()["command_id"] != command_id and after.json()["status"] == "pending"
         [_, request] = journal.requests
         assert isinstance(request, SubmitCommand) and str(request.command_id) == after.json()["command_id"]
+
+
+def test_the_command_window_is_a_setting_the_registry_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEARTH_COMMAND_API_COMMAND_WINDOW_S", "7200")
+    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
+    assert settings.command_window_s == 7200
+    registry: RegistryView = make_app(settings, journal=FakeCommandJournal(), feed=FakeFeed()).state.registry
+    assert registry.window_s == 7200
+    with pytest.raises(ValueError, match="at least max_expires_in_s / 64"):
+        CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=60)

@@ -15,6 +15,7 @@ from hearth_shared.campaign_events import CampaignRequest
 from hearth_shared.events import DeviceCommand, Event, Inbound, MalformedRecord, SubmitCommand
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.revocations import TokenRevoked
+from hearth_shared.topic_follower import RestartReport
 
 
 class FakeOutbox:
@@ -85,6 +86,7 @@ class FakeFeed:
     def __init__(self) -> None:
         self.caught_up = asyncio.Event()
         self.caught_up.set()
+        self.restart = RestartReport()
 
     async def start(self) -> None: ...
 

@@ -8,6 +8,7 @@ and the bearer-token rules.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -30,7 +31,7 @@ from hearth_shared.events import (
     utcnow,
 )
 from hearth_shared.settings import StackSettings
-from tests.fakes import FakeCommandJournal, FakeFeed
+from tests.fakes import FakeClock, FakeCommandJournal, FakeFeed
 
 pytestmark = pytest.mark.unit
 
@@ -303,3 +304,59 @@ async def test_healthz_is_503_until_the_registry_has_caught_up(
     feed.caught_up.clear()
     waiting = await anonymous.get("/healthz")
     assert waiting.status_code == 503 and "journal" in waiting.json()["status"]
+    restart = waiting.json()["restart"]  # what the feed's start read, as hearth status shows it
+    assert restart["started_from"] == "first offset" and restart["replayed"] == 0
+    assert {"gap", "caught_up_s", "snapshot_age_s", "snapshots_saved"} <= set(restart)
+
+
+async def test_a_retry_after_the_command_window_is_a_new_command(
+    journal: FakeCommandJournal, feed: FakeFeed, revocations: Revocations
+) -> None:
+    clock = FakeClock(utcnow())
+    registry = RegistryView(window_s=3600, clock=clock)
+    registry.remember_device("h1-thermostat", "h1", "thermostat")
+    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=3600)
+    app = make_app(settings, journal=journal, registry=registry, feed=feed, revocations=revocations)
+    headers = {"Idempotency-Key": "k-1", **bearer(create_token(SECRET, home_id="h1"))}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api:
+
+        async def post(params: dict[str, Any]) -> httpx.Response:
+            body = {"name": "set_target_temperature", "params": params}
+            return await api.post("/v1/devices/h1-thermostat/commands", json=body, headers=headers)
+
+        first = await post({"target_c": 21.5})
+        command_id = first.json()["command_id"]
+        registry.apply(  # the device actor: converged, now
+            CommandConverged(
+                event_id=new_id(),
+                device_id="h1-thermostat",
+                home_id="h1",
+                version=3,
+                occurred_at=clock.now,
+                recorded_at=clock.now,
+                correlation_id=uuid.UUID(command_id),
+                payload=CommandRef(command_id=uuid.UUID(command_id)),
+            )
+        )
+        clock.now += timedelta(seconds=3599)  # within the window: the same command, nothing written
+        within = await post({"target_c": 21.5})
+        assert (within.status_code, within.json()["command_id"]) == (202, command_id)
+        assert within.json()["status"] == "converged" and len(journal.requests) == 1
+        assert (await post({"target_c": 22.0})).status_code == 422
+
+        clock.now += timedelta(seconds=1)  # the window has passed: a new command, another body or not
+        after = await post({"target_c": 22.0})
+        assert after.status_code == 202, after.text
+        assert after.json()["command_id"] != command_id and after.json()["status"] == "pending"
+        [_, request] = journal.requests
+        assert isinstance(request, SubmitCommand) and str(request.command_id) == after.json()["command_id"]
+
+
+def test_the_command_window_is_a_setting_the_registry_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEARTH_COMMAND_API_COMMAND_WINDOW_S", "7200")
+    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
+    assert settings.command_window_s == 7200
+    registry: RegistryView = make_app(settings, journal=FakeCommandJournal(), feed=FakeFeed()).state.registry
+    assert registry.window_s == 7200
+    with pytest.raises(ValueError, match="at least max_expires_in_s / 64"):
+        CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
 
@@ -49,7 +50,7 @@ def _fact(kind: type[Event], command_id: uuid.UUID, version: int) -> Event:
 def _view(command_id: uuid.UUID) -> RegistryView:
     view = RegistryView()
     view.remember_device(DEVICE, "h1", "thermostat")
-    view.remember_command(command_id, DEVICE, b"print")
+    view.remember_command(command_id, DEVICE, b"print", utcnow() + timedelta(seconds=30))
     return view
 
 
@@ -80,7 +81,7 @@ async def test_a_waiter_wakes_once_at_its_status_not_at_every_step() -> None:
 async def test_a_terminal_status_ends_a_wait_and_a_timeout_answers_the_status_so_far() -> None:
     command_id, other = uuid.uuid4(), uuid.uuid4()
     view = _view(command_id)
-    view.remember_command(other, DEVICE, b"print")
+    view.remember_command(other, DEVICE, b"print", utcnow() + timedelta(seconds=30))
     rejected = asyncio.create_task(view.wait_for(command_id, "converged", 5))
     await eventually(lambda: bool(view.commands[command_id].waiters), "the wait registered", timeout_s=5)
     view.apply(_fact(CommandRejected, command_id, 2))

@@ -2,23 +2,29 @@
 
 Nothing connects at import time; the lifespan starts the journal producer, the registry feed and the
 revocation feed (tokens revoked anywhere are refused here within a second).
+
+The registry feed is a ``TopicFollower`` over the journal that restarts from a snapshot of the view
+(``REGISTRY_SNAPSHOT`` on the snapshots topic) and reads only the journal's tail: every command-API
+process folds the journal alike, so they share the one snapshot name. /healthz answers 503 until it has
+caught up, and shows what its last start read (``restart``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hearth_command_api.admin import router as admin_router
 from hearth_command_api.automations import router as automations_router
 from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
 from hearth_command_api.ports import CaughtUpFeed, CommandJournal
-from hearth_command_api.registry import JournalFeed, RegistryView
+from hearth_command_api.registry import RegistryView
 from hearth_command_api.routes import router
 from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
@@ -31,10 +37,20 @@ from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
 from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
+from hearth_shared.settings import StackSettings
+from hearth_shared.snapshots import KafkaSnapshotStore
+from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+
+REGISTRY_SNAPSHOT = "command-api-registry"
 
 
 class Health(BaseModel):
     status: str
+    restart: dict[str, Any] | None = Field(
+        None,
+        description="What the registry's journal feed read at its start: `started_from` (`snapshot` or "
+        "`first offset ...`), `replayed` records, `gap`, `caught_up_s`, `snapshot_age_s`...",
+    )
 
 
 class KafkaCommandJournal(KafkaJournal):
@@ -51,6 +67,19 @@ class KafkaCommandJournal(KafkaJournal):
         await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
 
 
+def registry_feed(stack: StackSettings, registry: RegistryView) -> TopicFollower:
+    """The journal, folded into ``registry`` from its latest snapshot (or the first offset)."""
+    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
+    return TopicFollower(
+        stack.kafka_bootstrap_servers,
+        [stack.topics.journal],
+        registry.on_journal_record,
+        REGISTRY_SNAPSHOT,
+        after_poll=registry.after_poll,
+        snapshots=SnapshotPolicy(store, REGISTRY_SNAPSHOT, registry),
+    )
+
+
 def make_app(
     settings: CommandApiSettings | None = None,
     *,
@@ -63,9 +92,11 @@ def make_app(
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
-    registry = registry or RegistryView()
+    registry = registry or RegistryView(
+        window_s=settings.command_window_s, longest_deadline_s=settings.max_expires_in_s
+    )
     journal = journal or KafkaCommandJournal(stack.kafka_bootstrap_servers, stack.topics, "command-api")
-    feed = feed or JournalFeed(stack.kafka_bootstrap_servers, stack.topics.journal, registry)
+    feed = feed or registry_feed(stack, registry)
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = revocation_feed or RevocationFeed(
         stack.kafka_bootstrap_servers, stack.topics, revocations
@@ -117,12 +148,13 @@ def make_app(
         responses={503: {"model": Health, "description": "Still catching up with the journal"}},
     )
     async def healthz(response: Response) -> Health:
+        restart = feed.restart.as_json()
         if not feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return Health(status="catching up with the journal")
+            return Health(status="catching up with the journal", restart=restart)
         if not revocation_feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-            return Health(status="catching up with the token revocations")
-        return Health(status="ok")
+            return Health(status="catching up with the token revocations", restart=restart)
+        return Health(status="ok", restart=restart)
 
     return app

@@ -1,5 +1,6 @@
 """What the command API needs of the outside world, as protocols: the composition root (``make_app``)
-wires Kafka in (``KafkaCommandJournal``, ``JournalFeed``), the unit tests wire fakes (tests/fakes.py).
+wires Kafka in (``KafkaCommandJournal``, a ``TopicFollower`` of the journal), the unit tests wire fakes
+(tests/fakes.py).
 
 The routes see only these methods, so a request that reaches them can be checked without a broker, and
 nothing in the routes reaches past them to a producer.
@@ -14,6 +15,7 @@ from hearth_shared.campaign_events import CampaignRequest
 from hearth_shared.events import Inbound
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.revocations import TokenRevoked
+from hearth_shared.topic_follower import RestartReport
 
 
 class CommandJournal(Protocol):
@@ -36,9 +38,11 @@ class CommandJournal(Protocol):
 
 
 class CaughtUpFeed(Protocol):
-    """A follower of a topic that the health check waits for (the registry's journal feed)."""
+    """A follower of a topic that the health check waits for (the registry's journal feed), and what
+    its last start read (shown by the health check)."""
 
     caught_up: asyncio.Event
+    restart: RestartReport
 
     async def start(self) -> None: ...
 

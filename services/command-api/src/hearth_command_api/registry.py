@@ -1,45 +1,89 @@
 """The command API's small view of the journal: which devices exist (for auth and existence checks)
 and where each command is in its lifecycle (for idempotent retries and ``?wait=``).
 
-It is kept current by consuming the journal in the background; queries never touch Kafka. A record it
-cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.storable`` says cannot be stored,
-or one whose application raises) is logged with its reason and skipped: the view follows the journal
-past it (the read-model projector dead-letters it).
+It is a fold of the journal, fed by a ``TopicFollower`` (wired in ``app.make_app``); queries never touch
+Kafka. A record it cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.storable`` says
+cannot be stored, or one whose application raises) is logged with its reason and skipped: the view
+follows the journal past it (the read-model projector dead-letters it).
+
+Invariants:
+
+* **It restarts from a snapshot.** ``snapshot()`` / ``restore()`` save and restore the devices and the
+  commands as a versioned msgpack struct (``RegistrySnapshotV1``) that this module owns and keeps
+  readable: with a retention window set, a snapshot may be all that is left of a device's registration.
+  Every command-API process folds the same journal alike, so they share one snapshot name. The ``?wait=``
+  waiters are not state: they are never saved, and a restore happens before the API serves.
+* **Memory is bounded by live state, not history.** A command leaves the view once ``window_s`` has
+  passed since it finished, by the ``recorded_at`` of its terminal fact (so a replay from the first
+  offset prunes exactly alike), checked against the clock after each poll of the journal through a heap
+  of (leaves at, command id): a peek when nothing is due, never a scan of every command. A command that
+  never finishes (its request dropped) leaves ``window_s`` after its deadline, as a safety net.
+* **An Idempotency-Key names one command per window.** The command id is derived from the device, the
+  key and the window's generation (``floor(now / window_s)``). A retry looks for the key's command in
+  this generation and the ones before it that a command may still live in (``lookback``); one that
+  finished ``window_s`` ago or longer no longer counts, and the retry is a new command with this
+  generation's id. That id differs from every earlier one of the key, so the device actor, which drops
+  a request whose command id it has seen (``Twin.finished``, the last few), runs it.
+* The routes remember a device or command they just put on the inbox (``remember_device``,
+  ``remember_command``) before its fact comes back; only after the request is on the broker, so the
+  journal will hold the fact: a snapshot may hold one a moment early, never one the journal will not.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
+import heapq
 import json
 import logging
+import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+import msgspec
 
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
+    TERMINAL_STATUSES,
     CommandRequested,
     DeviceRegistered,
     Event,
     MalformedRecord,
     fact_type,
     status_reached,
+    utcnow,
     wire_name,
 )
-from hearth_shared.kafka import topic_partitions
 from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_S = 24 * 3600.0
+
+# Idempotency keys name commands: the same key for the same device in the same generation always gives
+# the same command id, so even two API processes racing on one retry put one command into the journal
+# (the actor drops the second request for a command id it already has).
+IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
 
 
 def fingerprint(name: str, params: dict[str, Any]) -> bytes:
     """What makes two command bodies "the same" for an Idempotency-Key retry."""
     canonical = json.dumps([name, params], sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(canonical.encode(), digest_size=12).digest()
+
+
+def keyed_command_id(device_id: str, key: str, generation: int) -> uuid.UUID:
+    """The command an Idempotency-Key names for a device in one generation of the window."""
+    return uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{device_id}\n{key}\n{generation}")
+
+
+def unversioned_command_id(device_id: str, key: str) -> uuid.UUID:
+    """The id a key named before ids had generations: still found while such a command is in its
+    window, so a retry across the upgrade is not a second command (dead once a window has passed)."""
+    return uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{device_id}\n{key}")
 
 
 @dataclass(slots=True)
@@ -53,21 +97,109 @@ class DeviceEntry:
 class CommandEntry:
     device_id: str
     fingerprint: bytes
+    expires_at: datetime  # its deadline: the actor ends it by then (the safety net's clock)
     status: str = "pending"
+    finished_at: datetime | None = None  # ``recorded_at`` of its terminal fact
     # The ``?wait=`` answers under way: the status each waits for, and the future that wakes it. Only a
     # fact that reaches a waiter's status wakes it (once), not every step of the command's lifecycle.
     waiters: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
 
+    def leaves_at(self, window_s: float) -> float:
+        """When (epoch seconds) it leaves the view: ``window_s`` after it finished, or after its deadline
+        while it has not."""
+        return (self.finished_at or self.expires_at).timestamp() + window_s
+
+
+# ------------------------------------------------------------------------------------ snapshot format
+# Format 1. Records are msgpack arrays (``array_like``): a later format may only append fields with
+# defaults to them, or bump ``format`` and keep a reader for this one in ``_decode_snapshot``.
+
+SNAPSHOT_FORMAT = 1
+
+
+class _FormatOnly(msgspec.Struct):
+    format: int
+
+
+class DeviceRecord(msgspec.Struct, array_like=True, frozen=True):
+    device_id: str
+    home_id: str
+    device_type: str
+    simulated: bool
+
+
+class CommandRecord(msgspec.Struct, array_like=True, frozen=True):
+    command_id: uuid.UUID
+    device_id: str
+    fingerprint: bytes
+    status: str
+    expires_at: datetime
+    finished_at: datetime | None
+
+
+class RegistrySnapshotV1(msgspec.Struct, kw_only=True):
+    format: int
+    devices: list[DeviceRecord]
+    commands: list[CommandRecord]
+
+
+_encode_snapshot = msgspec.msgpack.Encoder(uuid_format="bytes")
+_decode_format = msgspec.msgpack.Decoder(_FormatOnly)
+_decode_v1 = msgspec.msgpack.Decoder(RegistrySnapshotV1)
+
+
+def _decode_snapshot(data: bytes) -> RegistrySnapshotV1:
+    """A saved snapshot of any format this release reads; raises for one it does not."""
+    version = _decode_format.decode(data).format
+    if version == 1:
+        return _decode_v1.decode(data)
+    raise ValueError(f"registry snapshot format {version} is not one this release reads (it reads 1)")
+
 
 class RegistryView:
-    """Devices and command statuses, applied fact by fact. Pure in-memory; fed by ``JournalFeed``."""
+    """Devices and command statuses, applied fact by fact. Pure in-memory; fed by a ``TopicFollower``
+    (``on_journal_record``, ``after_poll``) and saved by its snapshots (``snapshot``, ``restore``)."""
 
     # The facts that change the view; the rest (telemetry, mostly) is skipped without being decoded.
     FACT_TYPES = frozenset([wire_name(DeviceRegistered), *map(wire_name, COMMAND_STATUS_BY_EVENT)])
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        longest_deadline_s: float = DEFAULT_WINDOW_S,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if window_s <= 0:
+            raise ValueError("window_s must be positive")
+        self.window_s = window_s
+        self.clock = clock
+        # Generations back a retry looks for its command: a command lives at most its deadline, then
+        # counts for the window; one more for an actor that ends it a little late.
+        self.lookback = math.ceil(longest_deadline_s / window_s) + 2
         self.devices: dict[str, DeviceEntry] = {}
         self.commands: dict[uuid.UUID, CommandEntry] = {}
+        self._leaving: list[tuple[float, uuid.UUID]] = []  # heap: (leaves_at, command id)
+        self.skipped = 0  # records it could not decode
+
+    # ------------------------------------------------------------------------------------ the fold
+
+    async def on_journal_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        """One journal record into the view (the follower's ``on_record``): facts of other types are
+        skipped by their type alone, undecoded; one it cannot decode is logged and skipped."""
+        if fact_type(value) not in self.FACT_TYPES:
+            return
+        try:
+            event = decode_fact(value)
+        except MalformedRecord as error:
+            self.skipped += 1
+            log.warning("registry view skips %s[%d]@%d: %s", topic, partition, offset, error)
+            return
+        self.apply(event)
+
+    async def after_poll(self) -> None:
+        """After each poll of the journal: commands whose window passed leave."""
+        self.prune()
 
     def apply(self, event: Event) -> None:
         if isinstance(event, DeviceRegistered):
@@ -79,21 +211,71 @@ class RegistryView:
             return
         if isinstance(event, CommandRequested):
             p = event.payload
-            self.remember_command(p.command_id, event.device_id, fingerprint(p.name, p.params))
+            self.remember_command(p.command_id, event.device_id, fingerprint(p.name, p.params), p.expires_at)
             return
-        entry = self.commands.get(event.correlation_id) if event.correlation_id else None
-        if entry is not None and not status_reached(entry.status, status):
-            entry.status = status
-            if entry.waiters:
-                entry.waiters = [waiter for waiter in entry.waiters if not _woken(waiter, status)]
+        command_id = event.correlation_id
+        entry = self.commands.get(command_id) if command_id is not None else None
+        if command_id is None or entry is None or status_reached(entry.status, status):
+            return  # unknown (left the view, or before a retention window), or a step it is past
+        entry.status = status
+        if status in TERMINAL_STATUSES:
+            entry.finished_at = event.recorded_at
+            heapq.heappush(self._leaving, (entry.leaves_at(self.window_s), command_id))
+        if entry.waiters:
+            entry.waiters = [waiter for waiter in entry.waiters if not _woken(waiter, status)]
+
+    def prune(self) -> int:
+        """Drop the commands whose time in the view is up; returns how many left. A peek at the heap
+        when none is due."""
+        now = self.clock().timestamp()
+        leaving, dropped = self._leaving, 0
+        while leaving and leaving[0][0] <= now:
+            _, command_id = heapq.heappop(leaving)
+            entry = self.commands.get(command_id)
+            # (an entry pushed at its deadline that finished later has a later push of its own)
+            if entry is not None and entry.leaves_at(self.window_s) <= now:
+                del self.commands[command_id]
+                dropped += 1
+        return dropped
 
     def remember_device(
         self, device_id: str, home_id: str, device_type: str, simulated: bool = False
     ) -> None:
         self.devices.setdefault(device_id, DeviceEntry(home_id, device_type, simulated))
 
-    def remember_command(self, command_id: uuid.UUID, device_id: str, print_: bytes) -> CommandEntry:
-        return self.commands.setdefault(command_id, CommandEntry(device_id, print_))
+    def remember_command(
+        self, command_id: uuid.UUID, device_id: str, print_: bytes, expires_at: datetime
+    ) -> CommandEntry:
+        entry = self.commands.get(command_id)
+        if entry is None:
+            entry = self.commands[command_id] = CommandEntry(device_id, print_, expires_at)
+            heapq.heappush(self._leaving, (entry.leaves_at(self.window_s), command_id))
+        return entry
+
+    # ------------------------------------------------------------------------------------ queries
+
+    def generation(self, now: datetime) -> int:
+        return math.floor(now.timestamp() / self.window_s)
+
+    def in_window(self, entry: CommandEntry, now: datetime) -> bool:
+        """Does the command still answer its key and ``?wait=``: unfinished, or finished less than the
+        window ago? (Whether ``prune`` has dropped it yet does not matter: the answer is the clock's.)"""
+        return now.timestamp() < entry.leaves_at(self.window_s)
+
+    def keyed_command(self, device_id: str, key: str, now: datetime) -> tuple[uuid.UUID, CommandEntry | None]:
+        """The command ``key`` names for ``device_id`` at ``now``: (its id, its entry) when one of the
+        key's commands is in its window, else (this generation's id, None) for a new one."""
+        generation = self.generation(now)
+        current = keyed_command_id(device_id, key, generation)
+        entry = self.commands.get(current)
+        if entry is not None:  # this generation's: in its window (else a clock went back)
+            return current, entry
+        older = (keyed_command_id(device_id, key, generation - back) for back in range(1, self.lookback + 1))
+        for command_id in (*older, unversioned_command_id(device_id, key)):
+            entry = self.commands.get(command_id)
+            if entry is not None and self.in_window(entry, now):
+                return command_id, entry
+        return current, None
 
     async def wait_for(self, command_id: uuid.UUID, wanted: str, timeout_s: float) -> tuple[str, bool]:
         """Wait until the command reaches ``wanted`` (or ends); returns (status, timed_out)."""
@@ -113,6 +295,39 @@ class RegistryView:
                 entry.waiters.remove(waiter)
         return entry.status, not status_reached(entry.status, wanted)
 
+    # ------------------------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        """The devices and commands (not the waiters) in snapshot format 1."""
+        return _encode_snapshot.encode(
+            RegistrySnapshotV1(
+                format=SNAPSHOT_FORMAT,
+                devices=[
+                    DeviceRecord(device_id, d.home_id, d.device_type, d.simulated)
+                    for device_id, d in self.devices.items()
+                ],
+                commands=[
+                    CommandRecord(
+                        command_id, c.device_id, c.fingerprint, c.status, c.expires_at, c.finished_at
+                    )
+                    for command_id, c in self.commands.items()
+                ],
+            )
+        )
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state with a snapshot's; raises, leaving the state as it was, for bytes it
+        cannot read."""
+        saved = _decode_snapshot(data)
+        devices = {d.device_id: DeviceEntry(d.home_id, d.device_type, d.simulated) for d in saved.devices}
+        commands = {
+            c.command_id: CommandEntry(c.device_id, c.fingerprint, c.expires_at, c.status, c.finished_at)
+            for c in saved.commands
+        }
+        leaving = [(entry.leaves_at(self.window_s), command_id) for command_id, entry in commands.items()]
+        heapq.heapify(leaving)
+        self.devices, self.commands, self._leaving = devices, commands, leaving
+
 
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
@@ -126,67 +341,3 @@ def _woken(waiter: tuple[str, asyncio.Future[None]], status: str) -> bool:
         return False
     _wake(future)
     return True
-
-
-class JournalFeed:
-    """Reads the whole journal from its first offset, then follows it, applying facts to a view.
-
-    ``caught_up`` is set once every partition was read up to the end offsets seen at start-up.
-    Records that cannot be decoded are skipped here (the read-model projector dead-letters them).
-    """
-
-    def __init__(self, bootstrap_servers: str, topic: str, view: RegistryView) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topic
-        self.view = view
-        self.caught_up = asyncio.Event()
-        self.skipped = 0  # facts it could not use
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
-        )
-        await self.consumer.start()
-        tps = await topic_partitions(self.consumer, self.topic)
-        self.consumer.assign(tps)
-        await self.consumer.seek_to_beginning(*tps)
-        self._end = {tp: off for tp, off in (await self.consumer.end_offsets(tps)).items() if off > 0}
-        if not self._end:
-            self.caught_up.set()
-        self._task = asyncio.create_task(self._run(), name="journal-feed")
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.consumer.stop()
-
-    def _apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
-        """One fact into the view; one it cannot use is logged and skipped, never the end of the feed."""
-        try:
-            self.view.apply(decode_fact(value))
-        except MalformedRecord as error:
-            self.skipped += 1
-            log.warning("registry view skips %s[%d]@%d: %s", topic, partition, offset, error)
-        except Exception:
-            self.skipped += 1
-            log.exception("registry view skips %s[%d]@%d", topic, partition, offset)
-
-    async def _run(self) -> None:
-        while True:
-            batches = await self.consumer.getmany(timeout_ms=200, max_records=5000)
-            for tp, records in batches.items():
-                for record in records:
-                    if fact_type(record.value) in self.view.FACT_TYPES:
-                        self._apply(record.topic, record.partition, record.offset, record.value)
-                if (
-                    not self.caught_up.is_set()
-                    and tp in self._end
-                    and records[-1].offset + 1 >= self._end[tp]
-                ):
-                    del self._end[tp]
-                    if not self._end:
-                        log.info("registry view caught up with the journal")
-                        self.caught_up.set()

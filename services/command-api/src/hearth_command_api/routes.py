@@ -28,10 +28,14 @@ from hearth_shared.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 
-# Idempotency keys name commands: the same key for the same device always gives the same command id,
-# so even two API processes racing on one retry put one command into the journal (the actor drops the
-# second request for a command id it already has).
-IDEMPOTENCY_NAMESPACE = uuid.UUID("3f7d9a52-52f4-4a8e-8c1e-6f1f6f0b1e11")
+IDEMPOTENCY_KEY_DESCRIPTION = (
+    "Names the command for retries. Within the command window (`HEARTH_COMMAND_API_COMMAND_WINDOW_S`, "
+    "24 hours by default) after the command finished, and for as long as it has not, the same key for "
+    "the same device answers the same `command_id` and its status (with `?wait=`, waits on it) and "
+    "writes nothing; the same key with another body is a 422 (`idempotency_key_reused`). Once the "
+    "window has passed, the key names a new command: a retry then answers 202 with a new `command_id` "
+    "and `pending`, and that command runs (another body is no longer a 422)."
+)
 
 
 def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: RegistryView) -> str:
@@ -131,7 +135,9 @@ async def register_device(
     summary="Send a command to a device",
     description="The device type's commands, and for admin tokens `reboot` {} and `update_firmware` "
     "{version, url, sha256} on any device (a home token gets 403). A quarantined device rejects every "
-    "non-admin command (status `rejected`, reason `quarantined`).",
+    "non-admin command (status `rejected`, reason `quarantined`). With an `Idempotency-Key`, a retry "
+    "answers the same command until the command window has passed since it finished; after that the "
+    "key names a new command (see the header).",
     responses={
         status.HTTP_200_OK: {
             "model": CommandAccepted,
@@ -147,12 +153,20 @@ async def submit_command(
     journal: Journal,
     registry: Registry,
     settings: Settings,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[
+        str | None, Header(max_length=200, description=IDEMPOTENCY_KEY_DESCRIPTION)
+    ] = None,
     wait: Annotated[WaitFor | None, Query(description="Block until this status or a terminal one")] = None,
     timeout_s: Annotated[
         float, Query(gt=0, allow_inf_nan=False, description="How long ?wait= may block")
     ] = 10.0,
 ) -> Response:
+    """A command request on the inbox, or the command an ``Idempotency-Key`` already names.
+
+    The key's command id is derived from the device, the key and the window's generation
+    (``RegistryView.keyed_command``): a retry within the window after the command finished gets the
+    same command (a different body: 422); after the window, a new id, so a new command that runs (the
+    device actor drops a request whose command id it has seen, and would drop a reused one)."""
     device = registry.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
@@ -171,9 +185,9 @@ async def submit_command(
             f"expires_in_s may be at most {settings.max_expires_in_s:g}",
         )
     print_ = fingerprint(body.name, params)
+    now = registry.clock()
     if idempotency_key:
-        command_id = uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{device_id}\n{idempotency_key}")
-        known = registry.commands.get(command_id)
+        command_id, known = registry.keyed_command(device_id, idempotency_key, now)
         if known is not None and known.fingerprint != print_:
             raise unprocessable(
                 ("header", "Idempotency-Key"),
@@ -183,7 +197,7 @@ async def submit_command(
     else:
         command_id, known = uuid.uuid4(), None
     if known is None:
-        now = utcnow()
+        expires_at = now + timedelta(seconds=expires_in)
         await journal.submit(
             SubmitCommand(
                 request_id=new_id(),
@@ -193,10 +207,10 @@ async def submit_command(
                 command_id=command_id,
                 name=body.name,
                 params=params,
-                expires_at=now + timedelta(seconds=expires_in),
+                expires_at=expires_at,
             )
         )
-        entry = registry.remember_command(command_id, device_id, print_)
+        entry = registry.remember_command(command_id, device_id, print_, expires_at)
     else:
         entry = known
     result = CommandAccepted(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
 from hearth_shared.settings import StackSettings
+
+# A command's longest deadline (max_expires_in_s) spans at most this many command windows.
+MAX_DEADLINE_WINDOWS = 64
 
 
 class CommandApiSettings(BaseSettings):
@@ -17,6 +22,12 @@ class CommandApiSettings(BaseSettings):
     default_expires_in_s: float = Field(30.0, gt=0, description="A command's deadline when none is given")
     max_expires_in_s: float = 24 * 3600
     max_wait_s: float = 60.0
+    command_window_s: float = Field(
+        24 * 3600.0,
+        gt=0,
+        description="How long after a command finished its Idempotency-Key and ?wait= still answer it "
+        "(and it stays in memory); a retry after that is a new command",
+    )
     max_body_bytes: int = Field(
         DEFAULT_MAX_BODY_BYTES, ge=0, description="Request bodies over this many bytes get 413, unread"
     )
@@ -28,3 +39,14 @@ class CommandApiSettings(BaseSettings):
         default=["http://127.0.0.1:8001", "http://localhost:8001"],
         description="Origins whose pages may call this API from a browser (the query API's live page)",
     )
+
+    @model_validator(mode="after")
+    def window_spans_few_generations(self) -> Self:
+        """A retry looks for its command in every window generation a command may live through (its
+        deadline, then the window): at most ``MAX_DEADLINE_WINDOWS`` windows, so a few lookups."""
+        if self.max_expires_in_s > MAX_DEADLINE_WINDOWS * self.command_window_s:
+            raise ValueError(
+                f"command_window_s ({self.command_window_s:g}) must be at least max_expires_in_s / "
+                f"{MAX_DEADLINE_WINDOWS} ({self.max_expires_in_s / MAX_DEADLINE_WINDOWS:g} s)"
+            )
+        return self

@@ -38,8 +38,7 @@ from hearth_shared.http_errors import install_edge
 from hearth_shared.kafka import KafkaJournal
 from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
 from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import KafkaSnapshotStore
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 
 REGISTRY_SNAPSHOT = "command-api-registry"
 
@@ -69,14 +68,13 @@ class KafkaCommandJournal(KafkaJournal):
 
 def registry_feed(stack: StackSettings, registry: RegistryView) -> TopicFollower:
     """The journal, folded into ``registry`` from its latest snapshot (or the first offset)."""
-    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
     return TopicFollower(
         stack.kafka_bootstrap_servers,
         [stack.topics.journal],
         registry.on_journal_record,
         REGISTRY_SNAPSHOT,
         after_poll=registry.after_poll,
-        snapshots=SnapshotPolicy(store, REGISTRY_SNAPSHOT, registry),
+        snapshots=snapshot_policy(stack, REGISTRY_SNAPSHOT, registry),
     )
 
 

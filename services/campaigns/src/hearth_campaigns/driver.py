@@ -365,9 +365,10 @@ class CampaignDriver:
         )
 
     async def _resend(self) -> None:
-        """After a restart: submit each command a fact named that the journal does not show, of running
-        campaigns (an aborted one's updates were all submitted before the run that aborted it began) and
-        of rollbacks not ended (the fleet view keeps exactly these commands' statuses)."""
+        """After a restart: submit each command a fact named that the journal does not show: the updates
+        of running campaigns' sent jobs and the rollbacks not ended (the commands whose statuses the
+        fleet view keeps). Not an aborted campaign's updates: each was submitted before the abort (a run
+        resends before it decides anything, and a job is never sent in the append that aborts)."""
         for campaign in self.campaigns.values():
             for job in campaign.jobs.values():
                 at = job.changed_at or campaign.started_at

@@ -1,11 +1,17 @@
-"""The APIs' view of the firmware campaigns: the campaigns topic folded (the same ``evolve_campaign`` the
-driver uses), and a campaign as ``GET /v1/campaigns[/{id}]`` shows it. The command API (its campaign
+"""The APIs' view of the firmware campaigns: the campaigns topic folded (``CampaignBook``, the same fold
+the driver uses), and a campaign as ``GET /v1/campaigns[/{id}]`` shows it. The command API (its campaign
 routes) and the query API (the live page's campaign panel, hearth_read_models.campaign_views) both fold
 it with this one class, so both show a campaign alike.
 
-Read from the first offset at start, then followed (``TopicFollower``: ``caught_up`` once every partition
-was read to the end offsets seen at start-up); the driver is the topic's one writer, so the view is the
-driver's state a moment later. A record it cannot read is logged and skipped.
+Followed with ``TopicFollower`` and restarted from a snapshot (``SnapshotPolicy`` named
+``campaign-feed``): the book's state and the campaigns topic's position it reflects, on the compacted
+snapshots topic, saved every minute (or 500,000 records) while facts come and at a clean stop. Why a
+snapshot and not the first offset: a campaign is a fact per device and step, so the topic grows with every
+wave ever run while the state grows only with the campaigns; and a snapshot is what keeps a campaign
+visible once a retention window passed its facts. Every process of both APIs folds the topic alike, so
+they share the one name (whichever saved last is as good as the others'). ``caught_up`` is set once
+every partition was read to the end offsets seen at start-up; the driver is the topic's one writer, so
+the view is the driver's state a moment later. A record it cannot read is logged and skipped.
 """
 
 from __future__ import annotations
@@ -16,34 +22,54 @@ import logging
 from collections import Counter
 from typing import Any
 
-from hearth_shared.campaign_events import JOB_STATES, CampaignFact, FirmwareRegistered, decode_campaign_fact
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
+from hearth_shared.campaign_book import CampaignBook
+from hearth_shared.campaign_events import JOB_STATES, CampaignFact, decode_campaign_fact
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import MalformedRecord
-from hearth_shared.topic_follower import TopicFollower
+from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
+from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
 
-class CampaignFeed:
-    """The campaigns topic followed (``TopicFollower``) and folded once per poll."""
+SNAPSHOT_NAME = "campaign-feed"
 
-    def __init__(self, bootstrap_servers: str, topics: Topics) -> None:
-        self.campaigns: dict[str, Campaign] = {}
-        self.catalog: FirmwareCatalog = {}
+
+class CampaignFeed:
+    """The campaigns topic followed (``TopicFollower``, from its snapshot) and folded once per poll."""
+
+    def __init__(
+        self, bootstrap_servers: str, topics: Topics, *, snapshot_store: SnapshotStore | None = None
+    ) -> None:
+        self.book = CampaignBook()
         self.changed = asyncio.Condition()
         self._polled: list[CampaignFact] = []
-        self._follower = TopicFollower(
-            bootstrap_servers, [topics.campaigns], self._on_record, "campaign-feed", after_poll=self._fold
+        store = snapshot_store or KafkaSnapshotStore(bootstrap_servers, topics.snapshots)
+        self.follower = TopicFollower(
+            bootstrap_servers,
+            [topics.campaigns],
+            self._on_record,
+            SNAPSHOT_NAME,
+            after_poll=self._fold,
+            snapshots=SnapshotPolicy(store, SNAPSHOT_NAME, self.book),
         )
-        self.caught_up = self._follower.caught_up
+        self.caught_up = self.follower.caught_up
+
+    @property
+    def campaigns(self) -> dict[str, Campaign]:
+        return self.book.campaigns
+
+    @property
+    def catalog(self) -> FirmwareCatalog:
+        return self.book.catalog
 
     async def start(self) -> None:
-        await self._follower.start()
+        await self.follower.start()
 
     async def stop(self) -> None:
-        await self._follower.stop()
+        await self.follower.stop()
 
     async def _on_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
         try:
@@ -53,20 +79,7 @@ class CampaignFeed:
 
     async def _fold(self) -> None:
         polled, self._polled = self._polled, []
-        by_campaign: dict[str, list[CampaignFact]] = {}
-        for fact in polled:
-            if isinstance(fact, FirmwareRegistered):
-                register_firmware(self.catalog, fact)
-            else:
-                by_campaign.setdefault(fact.campaign_id, []).append(fact)
-        for campaign_id, facts in by_campaign.items():  # one fold per campaign and poll (fold_campaign)
-            try:
-                folded = fold_campaign(self.campaigns.get(campaign_id), facts)
-            except ValueError as bad:  # a fact before its campaign's start: the feed goes on
-                log.warning("skipping campaign %s: %s", campaign_id, bad)
-                continue
-            if folded is not None:
-                self.campaigns[campaign_id] = folded
+        self.book.fold(polled)  # one fold per campaign and poll (fold_campaign)
         async with self.changed:
             self.changed.notify_all()
 

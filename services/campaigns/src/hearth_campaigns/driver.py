@@ -7,20 +7,42 @@ restarts it). It reads, and never writes, the device journal; it reaches devices
 does, with ``submit_command`` requests on the inbox, which the device actor decides like any other
 command (so a quarantined device, an offline one, an expired deadline all behave as usual).
 
-The loop: take requests (``campaign-requests``: register a firmware, start, abort), follow the journal
-(``FleetView``), and every ``tick_s`` ``advance`` each campaign (hearth_shared.domain.campaign_decide).
-Facts are recorded first (acks=all), then folded, then the device commands they name are submitted:
+What it knows: the campaigns topic folded (``CampaignBook``: each campaign and the firmware catalog) and
+the journal folded (``FleetView``), both read by one ``TopicFollower`` and kept together in one snapshot
+(``SnapshotPolicy`` named ``campaign-driver``, on the compacted snapshots topic: saved every minute or
+500,000 records and at a clean stop). Why one snapshot of both, with both topics' positions: a restart
+then finds campaigns and fleet as of one moment, reads only what came after it on either topic, and
+``_resend`` compares a campaign's commands with the journal at that same moment; with a retention window
+passed, the snapshot is what still knows the fleet's devices (their type, home, firmware) and every
+campaign. The driver folds its own facts as it records them and reads them back through the follower;
+folding is idempotent (a fact at or below its campaign's version changes nothing), so a snapshot whose
+campaigns are ahead of the campaigns topic's saved position only reads those facts again. A clean stop
+first waits (up to 5 s) until its own facts were read back, so the snapshot it saves is exactly at the
+topics' ends and a restart reads nothing again.
 
-* a restart folds the campaigns topic and the journal again from their first offsets, then submits
-  every command a fact named that the journal does not show (killed between the fact and the command);
-  the command ids are derived from the campaign and the device, so a command submitted twice is one
-  command (the actor drops a request for a command id it has);
+The loop: take requests (``campaign-requests``: register a firmware, start, abort), and every ``tick_s``
+``advance`` each campaign (hearth_shared.domain.campaign_decide), while the follower folds both topics in
+its own task. Facts are recorded first (acks=all), then folded, then the device commands they name are
+submitted:
+
+* a request sees every fact recorded before it was made: when requests arrive, the driver takes the
+  journal's end offsets and waits until the follower has handed over every record below them (the
+  journal is neither compacted nor transactional, so each offset below its end is a record);
+* a restart restores the snapshot, reads both topics from its positions to their ends, then submits
+  every command a running campaign's fact named that the journal does not show (killed between the
+  fact and the command), and each rollback not ended that the journal does not show; the command ids
+  are derived from the campaign and the device, so a command submitted twice is one command (the actor
+  drops a request for a command id it has);
 * a request's offset is committed after its facts are recorded; a redelivered start or abort finds its
   campaign started or aborted already and changes nothing.
 
 So a campaign survives a restart of any process halfway through a wave: the driver's (above), the actor's
 (its facts are in the journal once), the gateway's or a device's (the job's timeout and the command's
 deadline bound the wait). Not fenced: two drivers at once would both write; run one.
+
+Memory is bounded by the fleet and the campaigns, not by the journal's age: the fleet view keeps a
+bounded history per device and only the admin commands a campaign still follows
+(``awaited_commands``, applied every tick; see fleet_view.py); nothing else accumulates.
 """
 
 from __future__ import annotations
@@ -32,10 +54,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import msgspec
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from hearth_campaigns.fleet_view import FleetView
 from hearth_campaigns.settings import CampaignSettings
+from hearth_shared.campaign_book import CampaignBook, SnapshotFormat
 from hearth_shared.campaign_events import (
     AbortCampaign,
     CampaignFact,
@@ -50,42 +73,82 @@ from hearth_shared.campaign_events import (
     encode_campaign_record,
     firmware_key,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
 from hearth_shared.domain.campaign_decide import (
     CampaignChange,
     CampaignRefused,
     abort,
     advance,
+    awaited_commands,
     stamp_campaign,
     start_campaign,
 )
 from hearth_shared.domain.campaign_gates import wave_health
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
 from hearth_shared.kafka import KafkaJournal, topic_partitions
+from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
 from hearth_shared.storable import decode_fact
+from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 
 log = logging.getLogger(__name__)
 
-BATCH = 5000
+SNAPSHOT_NAME = "campaign-driver"
+DRIVER_SNAPSHOT_FORMAT = 1
+
+
+class CampaignDriverSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The driver's snapshot: its two folds, each in its own versioned format, taken at one moment."""
+
+    format: int = DRIVER_SNAPSHOT_FORMAT
+    fleet: bytes  # FleetView.snapshot()
+    campaigns: bytes  # CampaignBook.snapshot()
+
+
+_encode = msgspec.msgpack.Encoder()
+_decode_format = msgspec.msgpack.Decoder(SnapshotFormat)
+_decode_snapshot = msgspec.msgpack.Decoder(CampaignDriverSnapshot)
 
 
 class CampaignDriver:
-    def __init__(self, settings: CampaignSettings, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        settings: CampaignSettings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        snapshot_store: SnapshotStore | None = None,
+    ) -> None:
         self.settings = settings
         self.topics = settings.stack.topics
         self.clock = clock
-        self.campaigns: dict[str, Campaign] = {}
-        self.catalog: FirmwareCatalog = {}
+        self.book = CampaignBook()
         self.fleet = FleetView()
         self.ready = asyncio.Event()
-        self.out = KafkaJournal(
-            settings.stack.kafka_bootstrap_servers, self.topics, client_id="hearth-campaigns"
+        bootstrap = settings.stack.kafka_bootstrap_servers
+        self.out = KafkaJournal(bootstrap, self.topics, client_id="hearth-campaigns")
+        self._polled: list[CampaignFact] = []  # this poll's campaign facts, folded at its end
+        self._handed_over = asyncio.Event()  # set after each poll the follower handed over
+        self._recorded: dict[int, int] = {}  # campaigns partition -> offset after its last fact recorded
+        store = snapshot_store or KafkaSnapshotStore(bootstrap, self.topics.snapshots)
+        self.follower = TopicFollower(
+            bootstrap,
+            [self.topics.campaigns, self.topics.journal],
+            self._on_record,
+            SNAPSHOT_NAME,
+            after_poll=self._after_poll,
+            snapshots=SnapshotPolicy(store, SNAPSHOT_NAME, self),
         )
+
+    @property
+    def campaigns(self) -> dict[str, Campaign]:
+        return self.book.campaigns
+
+    @property
+    def catalog(self) -> FirmwareCatalog:
+        return self.book.catalog
 
     async def run(self, stop: asyncio.Event) -> None:
         bootstrap = self.settings.stack.kafka_bootstrap_servers
         await self.out.start()
-        journal = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
         requests = AIOKafkaConsumer(
             self.topics.campaign_requests,
             bootstrap_servers=bootstrap,
@@ -93,90 +156,107 @@ class CampaignDriver:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
+        offsets = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # end offsets only
         try:
-            await journal.start()
-            await self._replay_campaigns(bootstrap)
-            await self._catch_up(journal)
+            await offsets.start()
+            journal = await topic_partitions(offsets, self.topics.journal)
+            await self.follower.start()
+            await self.follower.wait_caught_up()
+            self.fleet.keep_commands(awaited_commands(self.campaigns.values()))
             await self._resend()
             await requests.start()
             self.ready.set()
+            restart = self.follower.restart
             log.info(
-                "campaign driver: ready (%d campaigns, %d devices)",
+                "campaign driver: ready (%d campaigns, %d devices; from %s, %d records read)",
                 len(self.campaigns),
                 len(self.fleet.devices),
+                restart.started_from,
+                restart.replayed,
             )
             while not stop.is_set():
-                await self._follow(journal)
                 batches = await requests.getmany(timeout_ms=int(self.settings.tick_s * 1000), max_records=100)
                 if batches:  # a request sees every fact recorded before it was made (its target devices)
-                    await self._read_to_end(journal)
+                    ends = await offsets.end_offsets(journal)
+                    await self._handed_over_to(
+                        self.topics.journal, {tp.partition: e for tp, e in ends.items()}
+                    )
                 for records in batches.values():
                     for record in records:
                         await self._handle(record.value, record.offset)
                 if batches:
                     await requests.commit()
+                self._check_follower()
                 await self.tick()
+            # A clean stop: read its own facts back first, so the snapshot saved next has the campaigns
+            # topic's position past them (else it is only ahead of it, and a restart reads them again).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._handed_over_to(self.topics.campaigns, self._recorded), 5.0)
         finally:
             with contextlib.suppress(Exception):
                 await requests.stop()
-            await journal.stop()
+            with contextlib.suppress(Exception):
+                await offsets.stop()
+            await self.follower.stop()  # a clean stop saves a snapshot: the next start reads no history
             await self.out.stop()
 
     # ------------------------------------------------------------------------------------ reading
 
-    async def _replay_campaigns(self, bootstrap: str) -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        await consumer.start()
+    async def _on_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        if topic == self.topics.campaigns:
+            try:
+                self._polled.append(decode_campaign_fact(value))
+            except MalformedRecord as bad:
+                log.warning("skipping campaign fact at offset %d: %s", offset, bad)
+            return
+        value = value or b""
+        if not self.fleet.wants(fact_type(value), value):
+            return
         try:
-            tps = await topic_partitions(consumer, self.topics.campaigns)
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
-            while await _behind(consumer, ends):
-                for records in (await consumer.getmany(timeout_ms=500, max_records=BATCH)).values():
-                    self._fold([decode_campaign_fact(record.value) for record in records])
-        finally:
-            await consumer.stop()
+            self.fleet.apply(decode_fact(value))
+        except MalformedRecord:
+            return  # the projector dead-letters it; the view goes on without it
 
-    async def _catch_up(self, journal: AIOKafkaConsumer) -> None:
-        tps = await topic_partitions(journal, self.topics.journal)
-        journal.assign(tps)
-        await journal.seek_to_beginning(*tps)
-        await self._read_to_end(journal)
+    async def _after_poll(self) -> None:
+        polled, self._polled = self._polled, []
+        self.book.fold(polled)
+        self._handed_over.set()
 
-    async def _read_to_end(self, journal: AIOKafkaConsumer) -> None:
-        """Follow the journal up to its end offsets as they are now."""
-        ends = await journal.end_offsets(list(journal.assignment()))
-        while await _behind(journal, ends):
-            await self._follow(journal, timeout_ms=500)
+    def _reached(self, topic: str, ends: dict[int, int]) -> bool:
+        positions = self.follower.positions().get(topic, {})
+        return all(positions.get(partition, 0) >= end for partition, end in ends.items())
 
-    async def _follow(self, journal: AIOKafkaConsumer, timeout_ms: int = 0) -> None:
-        while True:
-            batches = await journal.getmany(timeout_ms=timeout_ms, max_records=BATCH)
-            for records in batches.values():
-                for record in records:
-                    value = record.value or b""
-                    if not self.fleet.wants(fact_type(value), value):
-                        continue
-                    try:
-                        self.fleet.apply(decode_fact(value))
-                    except MalformedRecord:
-                        continue  # the projector dead-letters it; the view goes on without it
-            if sum(len(r) for r in batches.values()) < BATCH:
-                return
-            timeout_ms = 0
+    async def _handed_over_to(self, topic: str, ends: dict[int, int]) -> None:
+        """Until the follower has handed over (and the folds have) every record of ``topic`` below ``ends``
+        (partition -> offset)."""
+        while not self._reached(topic, ends):
+            self._check_follower()
+            self._handed_over.clear()  # no poll can come between the check and this: no await between
+            with contextlib.suppress(TimeoutError):  # to check the follower still runs, now and then
+                await asyncio.wait_for(self._handed_over.wait(), 1.0)
 
-    def _fold(self, facts: list[CampaignFact]) -> None:
-        by_campaign: dict[str, list[CampaignFact]] = {}
-        for fact in facts:
-            if isinstance(fact, FirmwareRegistered):
-                register_firmware(self.catalog, fact)
-            else:
-                by_campaign.setdefault(fact.campaign_id, []).append(fact)
-        for campaign_id, its in by_campaign.items():
-            folded = fold_campaign(self.campaigns.get(campaign_id), its)
-            assert folded is not None
-            self.campaigns[campaign_id] = folded
+    def _check_follower(self) -> None:
+        """Stop the driver (the supervisor restarts it) if the follower stopped."""
+        failure = self.follower.failure()
+        if failure is not None:
+            raise RuntimeError("the campaign driver's follower stopped") from failure
+
+    # ------------------------------------------------------------------------------------ snapshot
+
+    def snapshot(self) -> bytes:
+        return _encode.encode(
+            CampaignDriverSnapshot(fleet=self.fleet.snapshot(), campaigns=self.book.snapshot())
+        )
+
+    def restore(self, data: bytes) -> None:
+        """Replace the fleet view and the campaigns with the saved ones, or raise and leave both as they
+        were (both decoded before either is replaced)."""
+        found = _decode_format.decode(data).format
+        if found != DRIVER_SNAPSHOT_FORMAT:
+            raise ValueError(f"campaign driver snapshot format {found} is not one this release reads")
+        saved = _decode_snapshot.decode(data)
+        fleet, book = FleetView.from_snapshot(saved.fleet), CampaignBook.from_snapshot(saved.campaigns)
+        self.fleet, self.book = fleet, book
 
     # ------------------------------------------------------------------------------------ deciding
 
@@ -226,6 +306,7 @@ class CampaignDriver:
     async def tick(self) -> None:
         """Advance every campaign that has something left to do."""
         now, sight = self.clock(), None
+        self.fleet.keep_commands(awaited_commands(self.campaigns.values()))
         for campaign in list(self.campaigns.values()):
             if campaign.status == "completed":
                 continue
@@ -244,8 +325,9 @@ class CampaignDriver:
             await producer.send(self.topics.campaigns, encode_campaign_record(f), key=f.campaign_id.encode())
             for f in facts
         ]
-        await asyncio.gather(*futures)
-        self._fold(facts)
+        for sent in await asyncio.gather(*futures):
+            self._recorded[sent.partition] = max(self._recorded.get(sent.partition, 0), sent.offset + 1)
+        self.book.fold(facts)
         for fact in facts:
             await self._command_for(fact)
 
@@ -283,11 +365,14 @@ class CampaignDriver:
         )
 
     async def _resend(self) -> None:
-        """After a restart: submit each command a fact named that the journal does not show."""
+        """After a restart: submit each command a fact named that the journal does not show: the updates
+        of running campaigns' sent jobs and the rollbacks not ended (the commands whose statuses the
+        fleet view keeps). Not an aborted campaign's updates: each was submitted before the abort (a run
+        resends before it decides anything, and a job is never sent in the append that aborts)."""
         for campaign in self.campaigns.values():
             for job in campaign.jobs.values():
                 at = job.changed_at or campaign.started_at
-                if job.state == "sent" and job.command_id is not None:
+                if campaign.status == "running" and job.state == "sent" and job.command_id is not None:
                     moved = JobMoved(
                         event_id=new_id(), campaign_id=campaign.campaign_id, version=0, occurred_at=at,
                         recorded_at=at, device_id=job.device_id, state="sent", command_id=job.command_id,
@@ -300,14 +385,6 @@ class CampaignDriver:
                         to_version=job.rollback_to,
                     )  # fmt: skip
                     await self._command_for(back, unseen_only=True)
-
-
-async def _behind(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
-    """Whether the consumer has not read up to ``ends`` yet."""
-    for tp, end in ends.items():
-        if await consumer.position(tp) < end:
-            return True
-    return False
 
 
 def make_app(settings: CampaignSettings, *, clock: Callable[[], datetime] = utcnow) -> CampaignDriver:

@@ -4,18 +4,19 @@ draws it.
 
 Where the query side reads campaigns from (a decision; ../shared/CONTRACT.md is silent): the campaigns
 topic, folded in memory by each query-API process with ``hearth_shared.campaign_feed`` (the very fold and
-view the command API's ``GET /v1/campaigns[/{id}]`` use), followed live from its first offset. Not a
-PostgreSQL table written by the projector, because:
+view the command API's ``GET /v1/campaigns[/{id}]`` use), restored from the feed's snapshot and
+followed live from the snapshot's position. Not a PostgreSQL table written by the projector, because:
 
-* the campaigns topic is small beside the journal (a campaign's facts are one per device and step, and
+* the campaigns are small beside the journal (a campaign's facts are one per device and step, and
   ``fold_campaign`` folds a 10,000-device wave in one pass), like the home journal that
   ``schedule_views`` already folds in memory the same way;
-* a fold that starts from offset 0 in every process needs no offsets, no rebuild, no verify and no swap
-  (a projected table would need all four to keep "replaying rebuilds every view" true);
+* the fold's snapshot (on the compacted snapshots topic, shared by every process of both APIs) bounds a
+  restart by the campaigns, not by the topic's age, with no rebuild, verify or swap of its own (a
+  projected table would need all three to keep "replaying rebuilds every view" true);
 * the query side then imports neither the projector nor the command API: only hearth_shared.
 
-When the campaigns topic outgrows a fold at start-up, the next step is a ``campaigns`` table projected
-with its offsets in the projector's transaction, served by this same route.
+When the campaigns outgrow memory, the next step is a ``campaigns`` table projected with its offsets in
+the projector's transaction, served by this same route.
 """
 
 from __future__ import annotations

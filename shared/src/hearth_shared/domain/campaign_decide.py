@@ -13,6 +13,8 @@
 * ``abort(campaign, catalog, reason, health, now)``: ``campaign.aborted`` and a rollback of each of the
   wave's devices the update may have reached (sent, in progress, succeeded, timed out) to the firmware it
   had, if that firmware is registered (else ``reason`` says ``no_rollback_firmware``).
+* ``awaited_commands(campaigns)``: the device commands whose statuses ``advance`` may still read (what
+  the driver's fleet view keeps of the admin commands, so it stays bounded by the campaigns under way).
 
 Device commands are never decided here: the driver derives them from ``campaign.job_moved`` (``sent``)
 and ``campaign.rollback_sent`` facts after recording them, so what it sends is always in the journal.
@@ -21,7 +23,7 @@ and ``campaign.rollback_sent`` facts after recording them, so what it sends is a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -206,6 +208,23 @@ def _follow_rollbacks(campaign: Campaign, fleet: FleetSight) -> list[CampaignCha
                 _move(job, job.state, reason=f"rollback_{seen.status}: {seen.reason}".rstrip(": "))
             )
     return changes
+
+
+def awaited_commands(campaigns: Iterable[Campaign]) -> set[uuid.UUID]:
+    """The device commands whose status ``advance`` may still read: the updates of a running campaign's
+    jobs sent or in progress (only the current wave's can be), and every rollback not ended yet. Once a
+    job moved on, its command's status is never read again, so the driver's fleet view forgets it."""
+    awaited: set[uuid.UUID] = set()
+    for campaign in campaigns:
+        if campaign.status == "completed" or campaign.wave < 0:
+            continue  # no job sent yet, or none left to follow (a completed campaign rolled nothing back)
+        for device_id in wave_devices(campaign, campaign.wave):  # earlier waves' jobs all ended
+            job = campaign.jobs[device_id]
+            if campaign.status == "running" and job.state in ("sent", "in_progress") and job.command_id:
+                awaited.add(job.command_id)
+            if job.rollback_command_id is not None and not job.rollback_ended:  # the aborted wave's
+                awaited.add(job.rollback_command_id)
+    return awaited
 
 
 def _move(

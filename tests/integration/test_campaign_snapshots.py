@@ -123,7 +123,7 @@ async def test_the_driver_and_the_feed_restart_from_their_snapshots_with_the_hea
     devices = Devices(stack)
     ids = [f"lock-{i}" for i in range(4)]
     await devices.register(*ids)
-    feed = CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+    feed = CampaignFeed(stack)
     await feed.start()
     try:
         async with running(CampaignDriver(settings)) as driver:
@@ -150,7 +150,7 @@ async def test_the_driver_and_the_feed_restart_from_their_snapshots_with_the_hea
     await pass_retention(stack.kafka_bootstrap_servers, stack.topics.journal)
     await pass_retention(stack.kafka_bootstrap_servers, stack.topics.campaigns)
 
-    feed = CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+    feed = CampaignFeed(stack)
     await feed.start()
     try:
         await feed.follower.wait_caught_up()

@@ -326,10 +326,10 @@ def test_the_driver_snapshot_holds_fleet_and_campaigns_and_restores_both_or_neit
 def test_the_feed_snapshots_its_campaign_book() -> None:
     facts = a_campaigns_story()
     stack = settings().stack
-    feed = CampaignFeed(stack.kafka_bootstrap_servers, stack.topics, snapshot_store=MemorySnapshotStore())
+    feed = CampaignFeed(stack, snapshot_store=MemorySnapshotStore())
     feed.book.fold(facts)
     policy = feed.follower.snapshots
     assert policy is not None and policy.name == "campaign-feed" and policy.state is feed.book
-    again = CampaignFeed(stack.kafka_bootstrap_servers, stack.topics, snapshot_store=MemorySnapshotStore())
+    again = CampaignFeed(stack, snapshot_store=MemorySnapshotStore())
     again.book.restore(feed.book.snapshot())
     assert again.campaigns == feed.campaigns and again.catalog == feed.catalog

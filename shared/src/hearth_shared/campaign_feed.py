@@ -27,9 +27,9 @@ from hearth_shared.campaign_events import JOB_STATES, CampaignFact, decode_campa
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
 from hearth_shared.domain.campaign_gates import wave_sizes
 from hearth_shared.events import MalformedRecord
-from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
-from hearth_shared.topics import Topics
+from hearth_shared.settings import StackSettings
+from hearth_shared.snapshots import SnapshotStore
+from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +40,17 @@ SNAPSHOT_NAME = "campaign-feed"
 class CampaignFeed:
     """The campaigns topic followed (``TopicFollower``, from its snapshot) and folded once per poll."""
 
-    def __init__(
-        self, bootstrap_servers: str, topics: Topics, *, snapshot_store: SnapshotStore | None = None
-    ) -> None:
+    def __init__(self, stack: StackSettings, *, snapshot_store: SnapshotStore | None = None) -> None:
         self.book = CampaignBook()
         self.changed = asyncio.Condition()
         self._polled: list[CampaignFact] = []
-        store = snapshot_store or KafkaSnapshotStore(bootstrap_servers, topics.snapshots)
         self.follower = TopicFollower(
-            bootstrap_servers,
-            [topics.campaigns],
+            stack.kafka_bootstrap_servers,
+            [stack.topics.campaigns],
             self._on_record,
             SNAPSHOT_NAME,
             after_poll=self._fold,
-            snapshots=SnapshotPolicy(store, SNAPSHOT_NAME, self.book),
+            snapshots=snapshot_policy(stack, SNAPSHOT_NAME, self.book, store=snapshot_store),
         )
         self.caught_up = self.follower.caught_up
 

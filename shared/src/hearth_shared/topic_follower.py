@@ -78,10 +78,12 @@ class SnapshotPolicy:
     after_records: int = 500_000
 
 
-def snapshot_policy(stack: StackSettings, name: str, state: Snapshotting) -> SnapshotPolicy:
-    """The policy of a part of ``stack``: its snapshots on the stack's snapshots topic, every
-    ``stack.snapshot_every_s`` (``HEARTH_SNAPSHOT_EVERY_S``)."""
-    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
+def snapshot_policy(
+    stack: StackSettings, name: str, state: Snapshotting, *, store: SnapshotStore | None = None
+) -> SnapshotPolicy:
+    """The policy of a part of ``stack``: its snapshots on the stack's snapshots topic (or ``store``, a
+    test's), every ``stack.snapshot_every_s`` (``HEARTH_SNAPSHOT_EVERY_S``)."""
+    store = store or KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
     return SnapshotPolicy(store, name, state, every_s=stack.snapshot_every_s)
 
 

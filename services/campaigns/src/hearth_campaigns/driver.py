@@ -86,9 +86,9 @@ from hearth_shared.domain.campaign_decide import (
 from hearth_shared.domain.campaign_gates import wave_health
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
 from hearth_shared.kafka import KafkaJournal, topic_partitions
-from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
+from hearth_shared.snapshots import SnapshotStore
 from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +128,13 @@ class CampaignDriver:
         self._polled: list[CampaignFact] = []  # this poll's campaign facts, folded at its end
         self._handed_over = asyncio.Event()  # set after each poll the follower handed over
         self._recorded: dict[int, int] = {}  # campaigns partition -> offset after its last fact recorded
-        store = snapshot_store or KafkaSnapshotStore(bootstrap, self.topics.snapshots)
         self.follower = TopicFollower(
             bootstrap,
             [self.topics.campaigns, self.topics.journal],
             self._on_record,
             SNAPSHOT_NAME,
             after_poll=self._after_poll,
-            snapshots=SnapshotPolicy(store, SNAPSHOT_NAME, self),
+            snapshots=snapshot_policy(settings.stack, SNAPSHOT_NAME, self, store=snapshot_store),
         )
 
     @property

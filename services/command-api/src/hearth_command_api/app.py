@@ -100,7 +100,7 @@ def make_app(
         stack.kafka_bootstrap_servers, stack.topics, revocations
     )
 
-    campaign_feed = campaign_feed or CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+    campaign_feed = campaign_feed or CampaignFeed(stack)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -36,7 +36,7 @@ from hearth_shared.http_errors import error_responses
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     stack = app.state.settings.stack
-    feed = app.state.campaign_feed = CampaignFeed(stack.kafka_bootstrap_servers, stack.topics)
+    feed = app.state.campaign_feed = CampaignFeed(stack)
     await feed.start()
     try:
         yield

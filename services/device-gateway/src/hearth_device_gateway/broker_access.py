@@ -9,14 +9,15 @@ connected client again, disconnecting those no longer allowed: that is how a rev
 credential drops a connected device.
 
 Restart from a snapshot, not from the journal's first offset. The fold (one hash and credential id per
-device with a credential, the simulated and the revoked device ids) is saved with the journal positions
-it reflects on the stack's compacted snapshots topic (``SnapshotPolicy``: every minute or 500,000 records
-read, and at a clean stop), and a start restores it and reads only the journal after it. Why that
-mechanism: the state is small and bounded by the fleet, not the journal's age (an operator measured 38 s
-to come back from the first offset at +6 million facts), the snapshots topic is Kafka, which this part
-needs anyway, and the journal's positions are saved with the state they produced, so the two agree. The
-snapshot is also what keeps a device whose ``device.credentials_issued`` a retention window removed
-connectable: without it, a restart after retention refused such a device (not authorised). Invariants:
+device with a credential, the simulated and the revoked device ids) is saved with the journal positions it
+reflects on the stack's compacted snapshots topic (``snapshot_policy``: every
+``HEARTH_SNAPSHOT_EVERY_S``, 60 s, or 500,000 records read, and at a clean stop), and a start restores it and
+reads only the journal after it. Why that mechanism: the state is small and bounded by the fleet, not the
+journal's age (an operator measured 38 s to come back from the first offset at +6 million facts), the
+snapshots topic is Kafka, which this part needs anyway, and the journal's positions are saved with the
+state they produced, so the two agree. The snapshot is also what keeps a device whose
+``device.credentials_issued`` a retention window removed connectable: without it, a restart after
+retention refused such a device (not authorised). Invariants:
 
 * the first files are written and the broker reloaded (forced, even if the files on disk are already
   these) once the follower has read the journal to the end offsets seen at start-up, and only then is
@@ -89,8 +90,7 @@ from hearth_shared.events import (
 from hearth_shared.kafka import held_fetches
 from hearth_shared.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
 from hearth_shared.mqtt_link import MqttLink
-from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
-from hearth_shared.topic_follower import RestartReport, SnapshotPolicy, TopicFollower
+from hearth_shared.topic_follower import RestartReport, TopicFollower, snapshot_policy
 
 log = logging.getLogger("hearth_device_gateway.broker_access")
 
@@ -115,7 +115,6 @@ class BrokerAccessFollower:
         *,
         access: MosquittoAccess | None = None,
         reload: Callable[[], None] | None = None,
-        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.settings = settings
         self.access = access or MosquittoAccess()
@@ -129,7 +128,6 @@ class BrokerAccessFollower:
         self._changed = False
         self._revoked: set[str] = set()
         stack, name = settings.stack, settings.follower_name()
-        store = snapshots or KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
         self.feed = TopicFollower(
             stack.kafka_bootstrap_servers,
             [stack.topics.journal],
@@ -139,7 +137,7 @@ class BrokerAccessFollower:
             on_caught_up=self._on_caught_up,
             max_records=POLL_RECORDS,
             poll_ms=settings.poll_ms,
-            snapshots=SnapshotPolicy(store, name, self.access),
+            snapshots=snapshot_policy(stack, name, self.access),
             # One reload per poll at most anyway: the broker holds a fetch up to a poll's length unless a
             # backlog is there, so the follower wakes once a poll, not at every journal write.
             consumer_settings=held_fetches(settings.poll_ms),

@@ -50,7 +50,11 @@ async def test_the_feed_reads_every_revocation_before_it_is_caught_up_and_follow
             await publish_revocation(transactional, settings.topics, token_revoked("tok-last"))
     finally:
         await transactional.stop()
-    assert await end_offset(kafka.bootstrap, topic) == 5  # 4 records and the commit marker, read by no one
+
+    async def marker_written() -> bool:  # the coordinator writes it just after the commit returns
+        return await end_offset(kafka.bootstrap, topic) == 5  # 4 records and the marker, read by no one
+
+    await eventually(marker_written, "the transaction's commit marker", timeout_s=10)
 
     revocations = Revocations()
     feed = RevocationFeed(kafka.bootstrap, settings.topics, revocations)

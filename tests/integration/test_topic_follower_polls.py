@@ -1,7 +1,9 @@
 """``TopicFollower`` on a real broker with ``after_poll`` (the automations engine flushes its sends
 there): it is awaited after each poll's records were handed over, a poll holds at most ``max_records``,
 ``caught_up`` is set only after the poll that read the last record was flushed, and a failing
-``after_poll`` stops the feed: ``wait_caught_up`` raises, ``failure`` says why, ``stop`` still stops."""
+``after_poll`` stops the feed: ``wait_caught_up`` raises, ``failure`` says why, ``stop`` still stops.
+``on_caught_up`` (broker access writes its first files there) runs once, after that last poll's
+``after_poll`` and before ``caught_up``, also when there was nothing to read."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from hearth.stack.kafka import KafkaBroker
 from hearth_shared.kafka import ensure_topics, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import TopicFollower
+from tests.support import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -59,6 +62,73 @@ async def test_after_poll_follows_each_poll_and_caught_up_waits_for_the_last_one
         sizes = [b - a for a, b in zip([0, *polls], polls, strict=False)]
         assert all(0 < size <= 7 for size in sizes) and len(polls) >= RECORDS // 7, sizes
         assert follower.failure() is None
+    finally:
+        await follower.stop()
+
+
+async def test_on_caught_up_runs_once_after_the_last_poll_and_before_caught_up(kafka: KafkaBroker) -> None:
+    topic = await filled_topic(kafka)
+    handed: list[bytes | None] = []
+    calls: list[tuple[str, int, bool]] = []  # (which, records handed over by then, caught_up set then)
+
+    async def on_record(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        handed.append(value)
+
+    async def after_poll() -> None:
+        calls.append(("after_poll", len(handed), follower.caught_up.is_set()))
+
+    async def on_caught_up() -> None:
+        calls.append(("on_caught_up", len(handed), follower.caught_up.is_set()))
+
+    follower = TopicFollower(
+        kafka.bootstrap, [topic], on_record, "caught-up", after_poll=after_poll, on_caught_up=on_caught_up
+    )
+    await follower.start()
+    try:
+        await follower.wait_caught_up()
+        assert calls[-2:] == [("after_poll", RECORDS, False), ("on_caught_up", RECORDS, False)], calls
+        producer = make_producer(kafka.bootstrap, "test-follower")
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"later", key=b"home-0")
+        finally:
+            await producer.stop()
+        await eventually(lambda: calls[-1] == ("after_poll", RECORDS + 1, True), "the later record's poll")
+        assert [which for which, _, _ in calls].count("on_caught_up") == 1
+    finally:
+        await follower.stop()
+
+
+async def test_on_caught_up_runs_before_the_first_poll_when_there_is_nothing_to_read(
+    kafka: KafkaBroker,
+) -> None:
+    settings = StackSettings(
+        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
+    )
+    await ensure_topics(kafka.bootstrap, settings.topics.specs())
+    calls: list[str] = []
+
+    async def on_record(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        calls.append("record")
+
+    async def after_poll() -> None:
+        calls.append("after_poll")
+
+    async def on_caught_up() -> None:
+        calls.append("on_caught_up")
+
+    follower = TopicFollower(
+        kafka.bootstrap,
+        [settings.topics.home_journal],
+        on_record,
+        "empty",
+        after_poll=after_poll,
+        on_caught_up=on_caught_up,
+    )
+    await follower.start()
+    try:
+        await follower.wait_caught_up()
+        assert calls == ["on_caught_up"]
     finally:
         await follower.stop()
 

@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
@@ -129,3 +130,74 @@ def test_the_reload_mark_names_the_files_it_is_in() -> None:
     assert after.mark != before.mark and before.mark not in after.acl
     access.apply(issued("a-lock", uuid.uuid4(), hash_secret("s")))
     assert access.files(SERVICES_ACL).mark != after.mark  # the password file is in the mark too
+
+
+def folded_access() -> tuple[MosquittoAccess, list[Event]]:
+    """A fold of every kind of fact: simulated and real devices, a rotation, a revocation, a device
+    revoked for good (its availability is Hearth's)."""
+    kept, rotated, gone = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    facts = [
+        registered("sim-1", simulated=True),
+        registered("sim-2", simulated=True),
+        registered("a-lock", simulated=False),
+        issued("a-lock", kept, hash_secret("a")),
+        issued("b-lock", rotated, hash_secret("b")),
+        issued("b-lock", uuid.uuid4(), hash_secret("b2")),  # rotated: the newer credential is in force
+        issued("c-lock", gone, hash_secret("c")),
+        revoked("c-lock", gone),
+    ]
+    access = MosquittoAccess()
+    for fact in facts:
+        access.apply(fact)
+    return access, facts
+
+
+def test_a_restored_snapshot_renders_the_files_of_the_fold_it_was_taken_of() -> None:
+    access, _ = folded_access()
+    restored = MosquittoAccess()
+    restored.restore(access.snapshot())
+    assert restored.files(SERVICES_ACL) == access.files(SERVICES_ACL)  # passwd, acl and reload mark
+    assert restored == access  # and the state the next facts fold into: the revoked device included
+    assert restored.revoked == {"c-lock"} and restored.simulated == {"sim-1", "sim-2"}
+    assert restored.snapshot() == access.snapshot()  # deterministic: the same state, the same bytes
+
+
+def test_a_restored_fold_goes_on_as_the_original_would() -> None:
+    access, facts = folded_access()
+    restored = MosquittoAccess()
+    restored.restore(access.snapshot())
+    in_force = facts[5]
+    assert isinstance(in_force, DeviceCredentialsIssued)
+    for fold in (access, restored):  # the credential in force, by its id: only a snapshot still knows it
+        assert fold.apply(revoked("b-lock", in_force.payload.credential_id))
+        assert fold.apply(registered("sim-3", simulated=True))
+    assert restored.files(SERVICES_ACL) == access.files(SERVICES_ACL)
+    assert "b-lock" not in restored.password_file() and restored.revoked == {"b-lock", "c-lock"}
+
+
+def test_an_empty_fold_round_trips() -> None:
+    restored = MosquittoAccess()
+    restored.restore(MosquittoAccess().snapshot())
+    assert restored == MosquittoAccess()
+    assert restored.files(SERVICES_ACL) == MosquittoAccess().files(SERVICES_ACL)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not msgpack at all",
+        msgspec.msgpack.encode({"format": "mosquitto-access/99", "hashes": {}}),  # a format it cannot read
+        # hashes and credential ids that disagree: a revocation could not apply
+        msgspec.msgpack.encode(
+            {"format": "mosquitto-access/1", "hashes": {"a": "x"}, "credential_ids": {}}
+            | {"simulated": [], "revoked": []}
+        ),
+    ],
+)
+def test_a_snapshot_it_cannot_read_raises_and_leaves_the_state_as_it_was(data: bytes) -> None:
+    access, _ = folded_access()
+    before = access.files(SERVICES_ACL)
+    with pytest.raises((msgspec.DecodeError, ValueError)):
+        access.restore(data)
+    assert access.files(SERVICES_ACL) == before

@@ -5,28 +5,33 @@ A revocation is a fact with its own small envelope (it belongs to no device, so 
 revoked token for ever, so a process that starts reads every revocation there is. The fact id is derived
 from the token id, so revoking twice (from the CLI and the API, or a retry) is the same fact.
 
-Every API process follows the topic (``RevocationFeed``, as the device actor follows the models topic)
+Every API process follows the topic (``RevocationFeed``: a ``TopicFollower``, as every fold of a topic)
 into a ``Revocations`` set that its token check reads on each request and that open websockets look at
 every second; a revocation is effective everywhere within about a second of the broker having it. Until a
-feed has read the topic to its end, the API's /healthz answers 503: a token revoked before a restart
-must not be good again for the moment after it. A record that cannot be read is logged and skipped (only
-the CLI and the admin API write here); the feed goes on.
+feed has read the topic to the end offsets seen at its start (a compacted topic whose last records were
+removed counts as read once the fetch position is past that end), the API's /healthz answers 503: a token
+revoked before a restart must not be good again for the moment after it. A record that cannot be read is
+logged and skipped (only the CLI and the admin API write here); the feed goes on.
+
+No snapshot, unlike the journal's folds: the topic is compacted and holds one record per revoked token, so
+reading it whole at every start is already bounded by the live state (the revoked tokens), not by
+history, and retention never applies to it (compaction keeps each token's record for ever). A snapshot
+would be a second copy of the same set.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import datetime
 
 import msgspec
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from hearth_shared.auth import Revocations
 from hearth_shared.events import utcnow
-from hearth_shared.kafka import make_producer, topic_partitions
+from hearth_shared.kafka import make_producer
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -68,59 +73,26 @@ async def revoke(bootstrap_servers: str, topics: Topics, fact: TokenRevoked) -> 
 
 
 class RevocationFeed:
-    """Reads the revocations topic from its start, then follows it, adding every token id to a set.
+    """Reads the revocations topic from its first offset, then follows it (``TopicFollower``), adding every
+    token id to a set.
 
     ``caught_up`` is set once the topic was read up to the end offsets seen at start-up.
     """
 
     def __init__(self, bootstrap_servers: str, topics: Topics, revocations: Revocations) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topics.token_revocations
         self.revocations = revocations
-        self.caught_up = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._follower = TopicFollower(
+            bootstrap_servers, [topics.token_revocations], self._on_record, "revocation-feed", poll_ms=POLL_MS
+        )
+        self.caught_up = self._follower.caught_up
 
     async def start(self) -> None:
-        consumer = self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
-        )
-        await consumer.start()
-        partitions = await topic_partitions(consumer, self.topic)
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        self._task = asyncio.create_task(self._run(consumer, ends), name="revocation-feed")
+        await self._follower.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._consumer is not None:
-            await self._consumer.stop()
+        await self._follower.stop()
 
-    async def _run(self, consumer: AIOKafkaConsumer, ends: dict[object, int]) -> None:
-        pending = {tp: end for tp, end in ends.items() if end > 0}
-        if not pending:
-            self.caught_up.set()
-        while True:
-            batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=5000)
-            for tp, records in batches.items():
-                for record in records:
-                    self._apply(record.value, record.offset)
-                if tp in pending and records and records[-1].offset + 1 >= pending[tp]:
-                    del pending[tp]
-                    if not pending:
-                        self.caught_up.set()
-            if pending and not batches:  # compaction may have removed the last offsets: ask where we are
-                for tp in list(pending):
-                    if await consumer.position(tp) >= pending[tp]:
-                        del pending[tp]
-                if not pending:
-                    self.caught_up.set()
-
-    def _apply(self, value: bytes | None, offset: int) -> None:
+    async def _on_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
         if value is None:
             return  # a tombstone (an operator's clean-up of a long-expired token): nothing to add
         try:

@@ -21,6 +21,11 @@ Invariants:
   counts them as read and before a snapshot: a consumer that batches its writes per poll flushes there.
   It raising is not a bad record but a failed sink: the feed stops, and ``wait_caught_up`` and
   ``failure`` report it;
+* ``on_caught_up`` (optional) is awaited once, when the start-up ends are read (after that poll's
+  ``after_poll``, or before the first poll if there was nothing to read) and before ``caught_up`` is set:
+  a consumer whose first output needs the whole fold (broker access writes the broker's files and
+  reloads it) does it there, so ``caught_up`` means that output is done. It raising stops the feed as
+  ``after_poll`` raising does;
 * with ``HEARTH_FOLLOWER_REPORTS`` set to a directory (the local stack sets one per part), the follower
   writes its ``RestartReport`` there as ``{name}.json`` once caught up and after each snapshot, which
   ``hearth status`` shows (snapshot age, what the last start read);
@@ -54,6 +59,7 @@ log = logging.getLogger(__name__)
 
 OnRecord = Callable[[str, int, int, bytes | None], Awaitable[None]]
 AfterPoll = Callable[[], Awaitable[None]]
+OnCaughtUp = Callable[[], Awaitable[None]]
 
 
 class Snapshotting(Protocol):
@@ -159,6 +165,7 @@ class TopicFollower:
         name: str,
         *,
         after_poll: AfterPoll | None = None,
+        on_caught_up: OnCaughtUp | None = None,
         max_records: int = 5000,
         poll_ms: int = 200,
         snapshots: SnapshotPolicy | None = None,
@@ -168,6 +175,7 @@ class TopicFollower:
         self.topics = topics
         self.on_record = on_record
         self.after_poll = after_poll
+        self.on_caught_up = on_caught_up
         self.max_records = max_records
         self.poll_ms = poll_ms
         self.name = name
@@ -263,6 +271,16 @@ class TopicFollower:
             failure = self.failure()
             raise RuntimeError(f"{self.name} stopped before it caught up") from failure
 
+    async def wait_stopped(self) -> None:
+        """Until the feed stops: raises what stopped it (``after_poll`` or ``on_caught_up`` raising), or
+        returns if ``stop()`` ended it."""
+        if self._task is None:
+            raise RuntimeError(f"{self.name}: start() has not been awaited")
+        await asyncio.wait({self._task})
+        failure = self.failure()
+        if failure is not None:
+            raise failure
+
     async def stop(self) -> None:
         """Stops following; a follower that ran cleanly and read something since its last snapshot saves
         one more, so a planned restart reads nothing again."""
@@ -322,7 +340,7 @@ class TopicFollower:
 
     async def _run(self, consumer: AIOKafkaConsumer) -> None:
         progress = self._progress
-        self._check_caught_up()
+        await self._check_caught_up()
         while True:
             batches = await consumer.getmany(timeout_ms=self.poll_ms, max_records=self.max_records)
             for tp, records in batches.items():
@@ -343,7 +361,7 @@ class TopicFollower:
                 await self.after_poll()
             if progress.pending:
                 await self._past_compacted_ends(consumer, batches)
-                self._check_caught_up()
+                await self._check_caught_up()
             if self._snapshot_due():
                 await self.save_snapshot()
 
@@ -355,12 +373,14 @@ class TopicFollower:
             if tp not in batches and await consumer.position(tp) >= progress.pending[tp]:
                 progress.positions[tp] = max(progress.positions[tp], await consumer.position(tp))
 
-    def _check_caught_up(self) -> None:
+    async def _check_caught_up(self) -> None:
         progress = self._progress
         for tp in list(progress.pending):
             if progress.positions[tp] >= progress.pending[tp]:
                 del progress.pending[tp]
         if not progress.pending and not self.caught_up.is_set():
+            if self.on_caught_up is not None:
+                await self.on_caught_up()
             self.restart.caught_up_s = time.monotonic() - self._started
             log.info(
                 "%s caught up in %.1f s (%s, %d records read)",

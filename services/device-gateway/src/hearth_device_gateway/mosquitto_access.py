@@ -26,12 +26,21 @@ The ACL gives:
   gateway account read on ``{RELOADS_ROOT}/{mark}``, where the mark is a digest of everything else in both
   files: the broker delivers the follower's message on that topic only once it has loaded these files
   (broker_access.py waits for it before saying anything that depends on them).
+
+The fold's whole state is saved and restored as a snapshot (``snapshot()`` / ``restore()``, which
+broker_access.py's ``TopicFollower`` takes and restores): an ``AccessSnapshotV1`` in msgpack, the four
+fields as they are. The format is Hearth's and stays readable across releases (a later one adds
+``AccessSnapshotV2`` to the tagged union and converts the old one on restore): once a retention window has
+passed a device's ``device.credentials_issued``, the snapshot is the only place its hash is left. The
+files rendered after a restore equal those rendered from the fold it was taken of.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+
+import msgspec
 
 from hearth_shared.credentials import hash_secret, is_password_hash
 from hearth_shared.events import DeviceCredentialsIssued, DeviceCredentialsRevoked, DeviceRegistered, Event
@@ -91,6 +100,28 @@ class MosquittoAccess:
             return True
         return False
 
+    def snapshot(self) -> bytes:
+        """The whole state as an ``AccessSnapshotV1`` (sorted: the same state gives the same bytes)."""
+        return _encode_snapshot.encode(
+            AccessSnapshotV1(
+                hashes=dict(sorted(self.hashes.items())),
+                credential_ids=dict(sorted(self.credential_ids.items())),
+                simulated=sorted(self.simulated),
+                revoked=sorted(self.revoked),
+            )
+        )
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state with a snapshot's; raises (``msgspec.DecodeError``, ``ValueError``)
+        and leaves the state as it was if ``data`` is not a snapshot this release can read."""
+        saved = _decode_snapshot.decode(data)
+        if saved.hashes.keys() != saved.credential_ids.keys():
+            raise ValueError("a snapshot whose hashes and credential ids name different devices")
+        self.hashes = dict(saved.hashes)
+        self.credential_ids = dict(saved.credential_ids)
+        self.simulated = set(saved.simulated)
+        self.revoked = set(saved.revoked)
+
     def password_file(self) -> str:
         """The device listeners' password file: one line per device credential in force, and nothing else
         (the service accounts are in ``services.passwd``, which only the platform listener reads)."""
@@ -115,6 +146,19 @@ class MosquittoAccess:
         return "\n".join(parts) + "\n"
 
 
+class AccessSnapshotV1(msgspec.Struct, frozen=True, tag_field="format", tag="mosquitto-access/1"):
+    """``MosquittoAccess`` saved (see the module docstring). Never change its fields: add a V2."""
+
+    hashes: dict[str, str]
+    credential_ids: dict[str, str]
+    simulated: list[str]
+    revoked: list[str]
+
+
+_encode_snapshot = msgspec.msgpack.Encoder()
+_decode_snapshot = msgspec.msgpack.Decoder(AccessSnapshotV1)
+
+
 @dataclass(frozen=True)
 class BrokerFiles:
     passwd: str
@@ -134,4 +178,4 @@ def service_files(gateway_password: str, simulator_password: str) -> tuple[str, 
     return passwd, acl
 
 
-__all__ = ["BrokerFiles", "MosquittoAccess", "service_files"]
+__all__ = ["AccessSnapshotV1", "BrokerFiles", "MosquittoAccess", "service_files"]

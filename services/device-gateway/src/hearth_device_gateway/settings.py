@@ -70,3 +70,9 @@ class BrokerAccessSettings(BaseSettings):
     mqtt_username: str = GATEWAY_ACCOUNT
     mqtt_password: str = ""
     stack: StackSettings = Field(default_factory=StackSettings)
+
+    def follower_name(self) -> str:
+        """The follower's snapshot and restart-report name: one per broker, which its platform listener
+        names (a stack with two brokers runs two followers, each saving the fold it applied to its own
+        broker; the snapshots topic is the stack's already)."""
+        return f"broker-access-{self.mqtt_host}-{self.mqtt_port}"

@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+import msgspec
 from aiokafka import AIOKafkaConsumer
 
 from hearth_shared.campaign_events import CampaignFact, decode_campaign_fact
 from hearth_shared.events import Event, decode_event, encode
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings
+from hearth_shared.snapshots import Manifest
 
 Record = TypeVar("Record")
 
@@ -112,3 +114,24 @@ async def pass_retention(bootstrap: str, topic: str) -> dict[int, int]:
     finally:
         await admin.close()
     return {tp.partition: end for tp, end in ends.items()}
+
+
+async def snapshot_manifests(settings: StackSettings) -> dict[str, Manifest]:
+    """The latest snapshot manifest of every fold on the stack's snapshots topic, by fold name."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    manifests: dict[str, Manifest] = {}
+    try:
+        partitions = await topic_partitions(consumer, settings.topics.snapshots)
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for record in records:
+                    if (record.key or b"").startswith(b"m/") and record.value is not None:
+                        manifest = msgspec.msgpack.decode(record.value, type=Manifest)
+                        manifests[manifest.name] = manifest
+    finally:
+        await consumer.stop()
+    return manifests

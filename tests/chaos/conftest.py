@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -21,10 +23,12 @@ CHAOS_POLICY = RestartPolicy(
 )
 
 
-@pytest.fixture(scope="module")
-def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+@contextmanager
+def supervised(home: Path, service_env: dict[str, str] | None = None) -> Iterator[LocalStack]:
+    """A ``LocalStack`` on free ports under ``home``, supervised by a background thread until the block
+    ends; ``service_env`` goes to every service besides the chaos suite's own."""
     stack = LocalStack(
-        home=tmp_path_factory.mktemp("chaos"),
+        home=home,
         ports=StackPorts(*(free_port() for _ in fields(StackPorts))),  # never the default ports
         topic_prefix="chaos",
         simulate=False,
@@ -32,7 +36,7 @@ def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
         report=lambda message: print(f"supervisor: {message}", flush=True),
         policy=CHAOS_POLICY,
         # A killed worker's partitions move once its session times out: keep that short (as the tests do).
-        service_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
+        service_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6", **(service_env or {})},
     )
     stack.start()
     stop = threading.Event()
@@ -44,3 +48,9 @@ def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
         stop.set()
         supervising.join(10)
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def supervised_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with supervised(tmp_path_factory.mktemp("chaos")) as stack:
+        yield stack

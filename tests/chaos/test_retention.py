@@ -1,0 +1,210 @@
+"""A retention window passes over everything, then every part is killed with -9 and restarted: nothing
+registered, issued, revoked or configured before the window is forgotten.
+
+Before the window: a thermostat with credentials (a real MQTT device that acknowledges and reports what it
+is asked), a second one that stays offline, a home time zone, a schedule, an automation (the first
+thermostat's target changes -> the second is set to heat), a firmware campaign over the second, and a
+revoked home token. Once every part's snapshot covers the journals' end offsets (snapshots every second
+here, ``HEARTH_SNAPSHOT_EVERY_S``), every record of the device journal and the home journal is deleted
+(Kafka's DeleteRecords: what a passed retention window does), and each part is killed with -9 in turn and
+waited for until the supervisor has it healthy again. Then: the thermostat connects with its password
+(broker access rebuilt its files from its snapshot), a command to it converges (the command API and the
+actor know it), the query API reads its twin and schedule, the automation fires again, the campaign shows
+its status, and the revoked token stays refused on both APIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from hearth.stack.local import LocalStack
+from hearth_device import DeviceConnection
+from hearth_shared.auth import create_token, token_id
+from hearth_shared.kafka import topic_partitions
+from hearth_shared.settings import StackSettings
+from tests.automation_support import automation_listed, runs
+from tests.campaign_start import start_recorded_campaign
+from tests.chaos.conftest import supervised
+from tests.chaos.test_kill_parts import healthy_again
+from tests.journal import pass_retention, snapshot_manifests
+from tests.mqtt_devices import connected
+from tests.support import eventually
+
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
+
+HOME = "kept"
+KILLED = [
+    "broker-access",
+    "device-actor",
+    "device-gateway",
+    "projector",
+    "command-api",
+    "query-api",
+    "automations",
+    "campaigns",
+]
+SHA = "0" * 64
+# Every fold that must outlive the window (hearth_shared.topic_follower snapshot names).
+FOLDS = {"command-api-registry", "campaign-driver", "campaign-feed"}
+
+
+@pytest.fixture(scope="module")
+def retention_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with supervised(tmp_path_factory.mktemp("retention"), {"HEARTH_SNAPSHOT_EVERY_S": "1"}) as stack:
+        yield stack
+
+
+async def play(device: DeviceConnection) -> None:
+    """Acknowledge each command and report what it asked (a thermostat's target)."""
+    while True:
+        dispatched = await device.next_command(timeout_s=3600)
+        await device.ack(dispatched)
+        await device.report({"hvac_action": "heating", **dispatched.params})
+
+
+async def end_offsets(settings: StackSettings, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        partitions = await topic_partitions(consumer, topic)
+        return {tp.partition: end for tp, end in (await consumer.end_offsets(partitions)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def snapshots_cover(settings: StackSettings, topics: list[str]) -> None:
+    """Until every fold of ``FOLDS`` has a snapshot, and every snapshot that follows one of ``topics``
+    reaches the end offsets those have now."""
+    ends = {topic: await end_offsets(settings, topic) for topic in topics}
+
+    async def covered() -> bool:
+        manifests = await snapshot_manifests(settings)
+        behind = [
+            name
+            for name, manifest in manifests.items()
+            for topic, partitions in manifest.positions.items()
+            if topic in ends and any(partitions.get(p, 0) < end for p, end in ends[topic].items())
+        ]
+        return not behind and manifests.keys() >= FOLDS
+
+    await eventually(covered, f"snapshots of {sorted(FOLDS)} reaching the ends of {topics}", timeout_s=60)
+
+
+async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothing(
+    retention_stack: LocalStack,
+) -> None:
+    stack = retention_stack
+    settings = stack.settings
+    admin = {"Authorization": f"Bearer {create_token(settings.token_secret, admin=True)}"}
+    revoked = create_token(settings.token_secret, home_id=HOME)
+    command_api, query_api = (
+        f"http://127.0.0.1:{p}" for p in (stack.ports.command_api, stack.ports.query_api)
+    )
+    async with (
+        httpx.AsyncClient(base_url=command_api, headers=admin, timeout=30) as api,
+        httpx.AsyncClient(base_url=query_api, headers=admin, timeout=30) as query,
+    ):
+        # ---- before the window
+        passwords = {}
+        for device_id in ("kept-thermostat", "kept-follower"):
+            body = {"device_id": device_id, "home_id": HOME, "type": "thermostat", "name": device_id}
+            response = await api.post("/v1/devices", json=body)
+            assert response.status_code == 201, response.text
+            passwords[device_id] = response.json()["credentials"]["password"]
+        device = await connected(stack.mosquitto, "kept-thermostat", passwords["kept-thermostat"], 60.0)
+        await device.report({"ambient_c": 19.0, "hvac_mode": "heat", "hvac_action": "idle", "target_c": 19.0})
+        player = asyncio.create_task(play(device))
+        assert (await api.put(f"/v1/homes/{HOME}", json={"timezone": "Europe/Berlin"})).status_code == 200
+        program = [{"days": ["mon"], "at": "06:30", "command": {"name": "set_target_temperature",
+                                                                 "params": {"target_c": 21.0}}}]  # fmt: skip
+        response = await api.put("/v1/devices/kept-follower/schedule", json={"program": program})
+        assert response.status_code == 200, response.text
+        automation = {
+            "home_id": HOME,
+            "name": "the follower heats when the thermostat's target changes",
+            "trigger": {"fact": "thermostat.target_set", "device_id": "kept-thermostat"},
+            "actions": [{"command": {"device_id": "kept-follower", "name": "set_hvac_mode",
+                                     "params": {"mode": "heat"}}}],
+        }  # fmt: skip
+        response = await api.post("/v1/automations", json=automation)
+        assert response.status_code == 201, response.text
+        automation_id = response.json()["automation_id"]
+        await eventually(
+            lambda: automation_listed(query, automation_id), "the automation listed", timeout_s=30
+        )
+        for version in ("1.0.0", "2.0.0"):
+            firmware = {"device_type": "thermostat", "version": version, "url": f"https://fw.example/{version}",
+                        "sha256": SHA}  # fmt: skip
+            assert (await api.post("/v1/firmware", json=firmware)).status_code == 202
+        campaign_id = await start_recorded_campaign(
+            api,
+            {
+                "device_type": "thermostat", "version": "2.0.0", "url": "https://fw.example/2.0.0",
+                "sha256": SHA, "target": {"device_ids": ["kept-follower"]}, "waves": [100], "soak_s": 1,
+                "abort": {"max_failed_pct": 100, "max_offline_pct": 100, "max_anomaly_ratio": 100},
+                "job_timeout_s": 5,
+            },
+        )  # fmt: skip
+        assert (await api.delete(f"/v1/tokens/{token_id(revoked)}")).status_code in (200, 204)
+        set_target = {"name": "set_target_temperature", "params": {"target_c": 20.5}}
+        answer = await api.post(
+            "/v1/devices/kept-thermostat/commands?wait=converged&timeout_s=20", json=set_target
+        )
+        assert answer.json()["status"] == "converged", answer.text
+        await eventually(lambda: _runs(query, automation_id, 1), "the automation's first run", timeout_s=30)
+
+        # ---- the window passes over all of it, then every part is killed and comes back
+        topics = settings.topics
+        await snapshots_cover(settings, [topics.journal, topics.home_journal])
+        await pass_retention(settings.kafka_bootstrap_servers, topics.journal)
+        await pass_retention(settings.kafka_bootstrap_servers, topics.home_journal)
+        player.cancel()
+        await device.close(offline=False)
+        assert stack.supervisor is not None
+        for name in KILLED:
+            restarts = next(p.restarts for p in stack.supervisor.snapshot() if p.name == name)
+            victim = stack.supervisor.child(name)
+            assert victim is not None and victim.pid is not None
+            os.kill(victim.pid, signal.SIGKILL)
+            await healthy_again(stack, name, restarts)
+
+        # ---- nothing before the window is forgotten
+        device = await connected(stack.mosquitto, "kept-thermostat", passwords["kept-thermostat"], 60.0)
+        player = asyncio.create_task(play(device))
+        try:
+            set_target["params"] = {"target_c": 22.0}
+            answer = await api.post(
+                "/v1/devices/kept-thermostat/commands?wait=converged&timeout_s=30", json=set_target
+            )
+            assert answer.status_code == 202 or answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "converged", answer.text
+            twin = (await query.get("/v1/devices/kept-thermostat")).json()
+            assert twin["home_id"] == HOME and twin["reported"]["target_c"] == 22.0
+            schedule = (await query.get("/v1/devices/kept-follower/schedule")).json()
+            assert schedule["program"] == program and schedule["next"], schedule
+            await eventually(
+                lambda: _runs(query, automation_id, 2), "the automation's run after", timeout_s=30
+            )
+            campaign = (await api.get(f"/v1/campaigns/{campaign_id}")).json()
+            assert campaign["status"] in ("running", "completed", "aborted"), campaign
+            by_revoked = {"Authorization": f"Bearer {revoked}"}
+            refused = await api.post(
+                "/v1/devices/kept-thermostat/commands", json=set_target, headers=by_revoked
+            )
+            assert refused.status_code == 401, refused.text
+            refused = await query.get("/v1/devices", params={"home_id": HOME}, headers=by_revoked)
+            assert refused.status_code == 401, refused.text
+        finally:
+            player.cancel()
+            await device.close(offline=False)
+
+
+async def _runs(query: httpx.AsyncClient, automation_id: str, count: int) -> bool:
+    return len((await runs(query, automation_id))["runs"]) >= count

@@ -193,3 +193,13 @@ async def test_for_s_and_time_triggers_are_taken_and_checked(api: httpx.AsyncCli
         assert response.status_code == status, (trigger, response.text)
         if reason is not None:
             assert response.json()["detail"][0]["type"] == reason, response.text
+
+
+async def test_the_query_apis_health_says_what_its_home_view_read_at_its_start(
+    query: httpx.AsyncClient,
+) -> None:
+    response = await query.get("/healthz")
+    assert response.status_code == 200, response.text
+    report = response.json()["followers"]["query-api-homes"]  # the home journal's view, from its snapshot
+    assert report["started_from"] in ("snapshot", "first offset (no snapshot yet)"), report
+    assert report["gap"] == 0 and report["caught_up_s"] is not None, report

@@ -3,7 +3,22 @@ device's ``DeviceSchedule``. Pure and in memory; the query API (GET schedule) an
 same facts with this one class, so what the API shows is what the scheduler decides from.
 
 Folding a fact twice changes nothing (a fired transition only moves ``last_fired`` forward, a hold
-names its command), so a replay, or two schedulers writing the same fact, is harmless.
+names its command), so a replay, or two schedulers writing the same fact, is harmless; and so is folding
+again, after a restart from a snapshot, facts the snapshot already holds (what its owner folded before it
+read them back from the home journal: the automations service applies its own facts as it decides).
+
+Bounded by live state, not history: per automation, its latest ``runs_kept`` runs (the query API: the
+latest ``RUNS_KEPT``, what ``GET /v1/automations/{id}/runs`` can show; the automations service keeps more
+while it replays and fewer once live, see its app); per home, its latest ``deliveries_kept`` delivery
+facts; and ``unsent``, the notify actions of recorded runs that have no delivery fact yet (each leaves at
+its ``notification.delivered`` or ``notification.gave_up``, which the notifier writes once its run fact is
+in the journal, so a run fact is always folded before its delivery fact). Everything else is per home,
+device or automation.
+
+Snapshots (``snapshot``/``restore``, or ``state``/``load_state`` inside a larger one): ``HomesViewState``,
+a msgspec struct read back across releases (a new field gets a default; ``format`` changes only with a
+reader for the old one), JSON so that a zone's offset on a datetime survives. The per-home index is
+derived from the automations' creation order, not saved.
 """
 
 from __future__ import annotations
@@ -35,8 +50,11 @@ from hearth_shared.home_facts import (
 )
 
 DEFAULT_TIMEZONE = "UTC"
-RUNS_KEPT = 500  # per automation, in memory (the journal keeps them all)
-DELIVERIES_KEPT = 500  # per home
+# Per automation, in the query API's memory and snapshot (the journal and the archive keep them all): at
+# 10,000 automations that ran often, 200,000 runs, about 100 MB of snapshot; the live page shows 3.
+RUNS_KEPT = 20
+DELIVERIES_KEPT = 100  # per home
+VIEW_FORMAT = 1
 
 
 class AutomationState(msgspec.Struct, kw_only=True):
@@ -49,8 +67,31 @@ class AutomationState(msgspec.Struct, kw_only=True):
         return self.enabled and self.suspended is None
 
 
+Delivery = NotificationDelivered | NotificationGaveUp
+
+
+class HomesViewState(msgspec.Struct, kw_only=True):
+    """What ``HomesView`` holds, as saved in a snapshot (lists keep their order)."""
+
+    timezones: dict[str, str] = {}
+    notifications: dict[str, NotificationsPayload] = {}
+    schedules: list[DeviceSchedule] = []
+    resumes: dict[str, datetime] = {}
+    automations: list[AutomationState] = []  # in creation order
+    runs: dict[uuid.UUID, list[RunPayload]] = {}  # per automation, oldest first
+    deliveries: dict[str, list[Delivery]] = {}  # per home, oldest first
+    unsent: dict[uuid.UUID, RunPayload] = {}
+
+
+class HomesViewSnapshot(msgspec.Struct, kw_only=True):
+    format: int
+    view: HomesViewState
+
+
 class HomesView:
-    def __init__(self) -> None:
+    def __init__(self, *, runs_kept: int = RUNS_KEPT, deliveries_kept: int = DELIVERIES_KEPT) -> None:
+        self.runs_kept = runs_kept
+        self.deliveries_kept = deliveries_kept
         self.timezones: dict[str, str] = {}
         self.notifications: dict[str, NotificationsPayload] = {}
         self.schedules: dict[str, DeviceSchedule] = {}
@@ -58,7 +99,62 @@ class HomesView:
         self.automations: dict[uuid.UUID, AutomationState] = {}
         self._by_home: dict[str, dict[uuid.UUID, AutomationState]] = {}  # the same states, by home
         self.runs: dict[uuid.UUID, OrderedDict[uuid.UUID, RunPayload]] = {}
-        self.deliveries: dict[str, OrderedDict[uuid.UUID, HomeFact]] = {}
+        self.deliveries: dict[str, OrderedDict[uuid.UUID, Delivery]] = {}
+        self.unsent: dict[uuid.UUID, RunPayload] = {}  # notification id -> its run, until its outcome
+
+    # ------------------------------------------------------------------------------------ snapshots
+
+    def state(self) -> HomesViewState:
+        return HomesViewState(
+            timezones=self.timezones,
+            notifications=self.notifications,
+            schedules=list(self.schedules.values()),
+            resumes=self.resumes,
+            automations=list(self.automations.values()),
+            runs={aid: list(kept.values()) for aid, kept in self.runs.items()},
+            deliveries={home: list(kept.values()) for home, kept in self.deliveries.items()},
+            unsent=self.unsent,
+        )
+
+    def load_state(self, state: HomesViewState) -> None:
+        """Replace everything with ``state`` (built whole first, then assigned), kept to this view's
+        bounds."""
+        automations = {s.definition.automation_id: s for s in state.automations}
+        by_home: dict[str, dict[uuid.UUID, AutomationState]] = {}
+        for aid, automation in automations.items():
+            by_home.setdefault(automation.definition.home_id, {})[aid] = automation
+        runs = {
+            aid: OrderedDict((r.run_id, r) for r in kept[-self.runs_kept :] if self.runs_kept)
+            for aid, kept in state.runs.items()
+        }
+        deliveries = {
+            home: OrderedDict((f.payload.notification_id, f) for f in kept[-self.deliveries_kept :])
+            for home, kept in state.deliveries.items()
+            if self.deliveries_kept
+        }
+        self.timezones, self.notifications = dict(state.timezones), dict(state.notifications)
+        self.schedules = {s.device_id: s for s in state.schedules}
+        self.resumes = dict(state.resumes)
+        self.automations, self._by_home = automations, by_home
+        self.runs, self.deliveries, self.unsent = runs, deliveries, dict(state.unsent)
+
+    def snapshot(self) -> bytes:
+        return msgspec.json.encode(HomesViewSnapshot(format=VIEW_FORMAT, view=self.state()))
+
+    def restore(self, data: bytes) -> None:
+        saved = msgspec.json.decode(data, type=HomesViewSnapshot)
+        if saved.format != VIEW_FORMAT:
+            raise ValueError(f"home view snapshot format {saved.format} is not {VIEW_FORMAT}")
+        self.load_state(saved.view)
+
+    def keep_runs(self, runs_kept: int) -> None:
+        """From now on keep ``runs_kept`` runs per automation; the older ones go now."""
+        self.runs_kept = runs_kept
+        for kept in self.runs.values():
+            while len(kept) > runs_kept:
+                kept.popitem(last=False)
+
+    # ------------------------------------------------------------------------------------ reads
 
     def automations_of(self, home_id: str) -> list[AutomationState]:
         """The home's automations, in the order they were created (an index: the engine looks them up
@@ -87,10 +183,12 @@ class HomesView:
             self._apply_automation(fact)
             return None
         if isinstance(fact, NotificationDelivered | NotificationGaveUp):
-            kept = self.deliveries.setdefault(fact.home_id, OrderedDict())
-            kept[fact.payload.notification_id] = fact
-            while len(kept) > DELIVERIES_KEPT:
-                kept.popitem(last=False)
+            self.unsent.pop(fact.payload.notification_id, None)
+            if self.deliveries_kept:
+                kept = self.deliveries.setdefault(fact.home_id, OrderedDict())
+                kept[fact.payload.notification_id] = fact
+                while len(kept) > self.deliveries_kept:
+                    kept.popitem(last=False)
             return None
         return self._apply_schedule(fact)
 
@@ -153,7 +251,11 @@ class HomesView:
         elif isinstance(fact, AutomationSuspended):
             state.suspended = fact.payload.reason
         elif isinstance(fact, AutomationRan):
+            run = fact.payload
+            for action in run.actions:
+                if action.kind == "notify":
+                    self.unsent[action.action_id] = run
             runs = self.runs.setdefault(automation_id, OrderedDict())
-            runs[fact.payload.run_id] = fact.payload
-            while len(runs) > RUNS_KEPT:
+            runs[run.run_id] = run
+            while len(runs) > self.runs_kept:
                 runs.popitem(last=False)

@@ -191,7 +191,11 @@ class TopicFollower:
 
     # ------------------------------------------------------------------------------------ start, stop
 
-    async def start(self) -> None:
+    async def start(self, positions: Positions | None = None) -> None:
+        """Restore the policy's snapshot (if any), seek, and start reading. ``positions``: start there
+        instead, without a snapshot of this follower's own: positions another follower's snapshot kept
+        (the automations service's home-journal feed, whose positions its journal feed's snapshot holds;
+        ``{}``: the first offset)."""
         self._started = time.monotonic()
         consumer = self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
@@ -202,7 +206,7 @@ class TopicFollower:
         await consumer.start()
         partitions = [tp for topic in self.topics for tp in await topic_partitions(consumer, topic)]
         consumer.assign(partitions)
-        saved = await self._restore()
+        saved = await self._restore() if positions is None else self._given(positions)
         heads = await consumer.beginning_offsets(partitions)
         progress = self._progress
         for tp in partitions:
@@ -250,6 +254,10 @@ class TopicFollower:
             "%s: restored the snapshot of %s (%d bytes)", self.name, _iso(manifest.taken_at), manifest.size
         )
         return manifest.positions
+
+    def _given(self, positions: Positions) -> Positions:
+        self.restart.started_from = "positions kept in another snapshot" if positions else "first offset"
+        return positions
 
     def failure(self) -> BaseException | None:
         """Why the feed stopped (``after_poll`` raised), or None while it runs."""

@@ -1,12 +1,33 @@
-"""``python -m hearth_automations``: run one automations process (no web server)."""
+"""``python -m hearth_automations``: run one automations process (no web server) until SIGTERM or SIGINT,
+which stop it cleanly: the journal feed saves a snapshot, so the next start reads only what came after."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 
-from hearth_automations.app import make_app
+from hearth_automations.app import AutomationsService, make_app
 from hearth_automations.settings import AutomationsSettings
+
+
+async def run_until_signalled(service: AutomationsService) -> None:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopping.set)
+    running = asyncio.create_task(service.run(), name="automations")
+    signalled = asyncio.create_task(stopping.wait())
+    await asyncio.wait({running, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    if running.done():
+        running.result()  # what stopped it: the process exits with it and its supervisor restarts it
+        return
+    running.cancel()  # run() stops the service on its way out
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
 
 
 def main() -> None:
@@ -14,7 +35,7 @@ def main() -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    asyncio.run(make_app(settings).run())
+    asyncio.run(run_until_signalled(make_app(settings)))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,62 @@
 """The automations service's composition root: ``make_app(settings, *, journal=None, clock=None)``.
 
-Nothing connects at import or in ``make_app``; ``AutomationsService.start()`` starts the producer, reads
-the home journal to its end, then the device journal (so holds made while it was down are known before
-anything fires), and only then ticks (the scheduler's transitions, the engine's for_s timers and time
-triggers: what the replay left pending fires at the first tick, once). ``run()`` serves until
-cancelled; a heartbeat file written every tick is what ``python -m hearth_automations.probe`` checks.
+Nothing connects at import or in ``make_app``; ``AutomationsService.start()`` starts the producer,
+restores the latest snapshot, reads the home journal to its end, then the device journal (so holds
+made while it was down are known before anything fires), and only then ticks (the scheduler's
+transitions, the engine's for_s timers and time triggers: what the replay left pending fires at the
+first tick, once). ``run()`` serves until cancelled (``python -m hearth_automations`` cancels it on
+SIGTERM or SIGINT, so a clean stop saves a snapshot); a heartbeat file written every tick is what
+``python -m hearth_automations.probe`` checks.
 
 The journal feed hands the engine each poll's records (``Engine.evaluate``), then flushes their effects
-(``Engine.flush``: the commands, acked, then the run facts). A flush that fails stops the feed and then
+(``Engine.settle``: the commands, acked, then the run facts). A flush that fails stops the feed and then
 ``run()`` with the error, so the process exits and its supervisor restarts it: the engine had decided
 runs the journals do not hold, and only the replay at start-up makes its state true again.
+
+**Restart from a snapshot.** One snapshot (``hearth_automations.service_state``, named
+``automations-{instance}-of-{instances}``: another share of the homes folds other homes) holds the whole
+state and the positions of both feeds, taken at one instant: the journal feed saves it (every minute or
+500,000 journal records, and at a clean stop), right after a poll's effects were settled, with the home
+journal feed's ``positions()`` read in the same synchronous step. Why one and not one per feed: the engine
+applies its own run facts to the view as it decides, so view and engine are one state; two snapshots
+taken apart would each need the other's moment. At start the journal feed restores it and seeks; its
+records wait (``_journal_record``) until the home-journal feed, started at the saved positions, has read
+to its end, as before the snapshots.
+
+Saved: the view (zones, webhooks, schedules, automations with their switches and suspensions, the
+latest runs per automation, the notifications without an outcome), the scheduler's pending resumes, the
+engine's reported states, quarantines, loop breakers, commands on their way, queues and pending
+``for_s`` timers. Derived again: the trigger index, when to look at each schedule next, a time trigger's
+last instant (from its latest run) and next wake.
+
+Why the restored state plus the tails decide as a full replay, each trigger acting exactly once:
+
+* the snapshot holds no decision that is not on the broker (``ServiceState.snapshot`` refuses while the
+  engine's batch holds or sends one, or a write failed), and its journal positions J are where the feed
+  was: every record before J was evaluated and its runs are written, none after J was;
+* every run fact written after the snapshot's instant lies after the saved home-journal positions (that
+  feed could not have read it yet), so the home journal's tail folds it back before any record after J
+  is evaluated: such a trigger is skipped as in a full replay, which also folds the whole home journal
+  first. A run fact folded twice (in the snapshot and again from the tail) changes nothing;
+* a trigger killed between its commands and its run fact was in a poll whose flush never settled, so no
+  snapshot was taken after its evaluation: its record lies after J, it is evaluated again, its run is in
+  no journal, and it is decided again with the same run and command ids: the device actor records the
+  command once, the run fact is written once;
+* a ``for_s`` timer due after the snapshot is in it (pending) and fires at the first tick, unless its run
+  is in the home journal's tail (skipped); a time trigger's instant has a derived run id, and the latest
+  run of each automation is kept; a queued trigger is in the saved queue with its recorded run;
+* the tail is decided on the engine's bookkeeping as it was at J, which is the live process's own (a
+  full replay rebuilds it from the journal instead).
+
+**Memory bounded by live state.** Runs per automation: ``REPLAY_RUNS_KEPT`` while the journals are read
+(the skipping above needs the runs recorded after the snapshot, which the home journal's tail brings
+back: a minute of them), then ``LIVE_RUNS_KEPT``, the latest (a time trigger's last instant; live, each
+record, timer, instant and queued trigger is decided once by construction). An automation with more
+than ``REPLAY_RUNS_KEPT`` runs in one tail has its oldest decided again, under the same ids (the actor
+records the command once, the run fact folds once, a notification goes again under its dedupe id). No
+delivery facts (the notifier sends only what the view's ``unsent`` holds). A command counts as on until
+its end or its deadline's grace; the loop breaker remembers recent command ids only; one timer per
+automation. The snapshot is as large as that state, not as the journals' history.
 """
 
 from __future__ import annotations
@@ -27,6 +74,7 @@ import httpx
 from hearth_automations.engine import Engine
 from hearth_automations.notifier import Notifier
 from hearth_automations.scheduler import Scheduler
+from hearth_automations.service_state import ServiceState
 from hearth_automations.settings import AutomationsSettings
 from hearth_automations.webhooks import WebhookSender
 from hearth_shared.events import CommandRequested as CommandRequestedFact
@@ -35,11 +83,15 @@ from hearth_shared.home_facts import HomeFact, decode_home_fact
 from hearth_shared.home_journal import append_home_fact, append_home_facts
 from hearth_shared.home_view import HomesView
 from hearth_shared.kafka import KafkaJournal, partition_of
+from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
 from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import TopicFollower
+from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 from hearth_shared.topics import PARTITIONS
 
 log = logging.getLogger(__name__)
+
+REPLAY_RUNS_KEPT = 500  # per automation, while the journals are read (the module docstring says why)
+LIVE_RUNS_KEPT = 1  # per automation, once live
 
 _REQUESTED = wire_name(CommandRequestedFact)
 
@@ -66,11 +118,17 @@ class KafkaCommandPath:
 
 
 class AutomationsService:
-    def __init__(self, settings: AutomationsSettings, journal: KafkaJournal, clock: Callable[[], datetime]):
+    def __init__(
+        self,
+        settings: AutomationsSettings,
+        journal: KafkaJournal,
+        clock: Callable[[], datetime],
+        snapshots: SnapshotStore,
+    ):
         self.settings = settings
         self.journal = journal
         stack = settings.stack
-        view = HomesView()
+        view = self.view = HomesView(runs_kept=REPLAY_RUNS_KEPT, deliveries_kept=0)
         self.scheduler = Scheduler(
             view,
             KafkaCommandPath(journal),
@@ -99,9 +157,12 @@ class AutomationsService:
         self.homes_feed = TopicFollower(
             stack.kafka_bootstrap_servers, [stack.topics.home_journal], self._home_record, "home-journal"
         )
+        self.state = ServiceState(view, self.scheduler, self.engine, self.homes_feed.positions)
+        self.snapshot_name = f"automations-{settings.instance}-of-{settings.instances}"
         self.journal_feed = TopicFollower(
             stack.kafka_bootstrap_servers, [stack.topics.journal], self._journal_record, "journal",
-            after_poll=self.engine.flush, max_records=settings.poll_records,
+            after_poll=self.engine.settle, max_records=settings.poll_records,
+            snapshots=SnapshotPolicy(snapshots, self.snapshot_name, self.state),
         )  # fmt: skip
         self.heartbeat = Path(settings.heartbeat_file) if settings.heartbeat_file else None
 
@@ -118,6 +179,8 @@ class AutomationsService:
         await self.scheduler.on_home_fact(fact)
 
     async def _journal_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        if not self.homes_feed.caught_up.is_set():  # the home journal first, to its end
+            await self.homes_feed.caught_up.wait()
         try:
             event = decode_fact(value)
         except MalformedRecord as error:  # the projector dead-letters it; here it is only skipped
@@ -129,14 +192,19 @@ class AutomationsService:
 
     async def start(self) -> None:
         await self.journal.start()
-        await self.homes_feed.start()
-        await self.homes_feed.caught_up.wait()
-        await self.journal_feed.start()
-        await self.journal_feed.wait_caught_up()
+        await self.read_journals()
+        self.view.keep_runs(LIVE_RUNS_KEPT)
         await self.scheduler.go_live()
         self.engine.live = True
         self.engine.undelivered()
         log.info("automations instance %d/%d live", self.settings.instance, self.settings.instances)
+
+    async def read_journals(self) -> None:
+        """Restore the snapshot, then read the home journal's tail to its end, then the journal's."""
+        await self.journal_feed.start()  # restores and seeks; its records wait for the home journal
+        await self.homes_feed.start(self.state.restored_homes_positions)
+        await self.homes_feed.wait_caught_up()
+        await self.journal_feed.wait_caught_up()
 
     async def stop(self) -> None:
         await self.notifier.stop()
@@ -153,9 +221,9 @@ class AutomationsService:
         gc.freeze()
         try:
             while True:
-                failure = self.journal_feed.failure()
+                failure = self.journal_feed.failure() or self.scheduler.broken
                 if failure is not None:
-                    raise RuntimeError("the journal feed stopped: restart to replay") from failure
+                    raise RuntimeError("a write failed: restart to replay from the snapshot") from failure
                 await self.scheduler.tick()
                 await self.engine.tick()  # for_s timers and time triggers
                 if self.heartbeat is not None:
@@ -171,8 +239,10 @@ def make_app(
     *,
     journal: KafkaJournal | None = None,
     clock: Callable[[], datetime] = utcnow,
+    snapshots: SnapshotStore | None = None,
 ) -> AutomationsService:
     settings = settings or AutomationsSettings()
     stack = settings.stack
     journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="automations")
-    return AutomationsService(settings, journal, clock)
+    snapshots = snapshots or KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
+    return AutomationsService(settings, journal, clock, snapshots)

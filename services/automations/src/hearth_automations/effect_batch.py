@@ -14,8 +14,13 @@ collects a run whole (no await between its commands and its fact), so every flus
 A failed send fails the flush, and nothing after it is written: no fact when a command failed, no
 follow-up when a fact failed, and no later flush either (``broken``): the engine's state is then ahead
 of the journals, and only a restart, which replays them, makes it true again (every id is derived, so a
-command sent twice is recorded once by the device actor). Flushes run one at a time, in the order they
-were asked for (the journal feed's and the timers' tick may ask at once).
+command sent twice is recorded once by the device actor). A flush cancelled while it sends (the process
+stopping) is broken alike: what it held may or may not be on the broker. Flushes run one at a time, in
+the order they were asked for (the journal feed's and the timers' tick may ask at once).
+
+``unsettled`` says whether the engine's state holds a decision that is not on the broker yet (collected,
+being sent, or lost with a broken flush): the service takes no snapshot then, since a snapshot must
+never hold a run whose commands and fact a crash could still lose.
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ class EffectBatch:
     def __len__(self) -> int:
         return len(self.commands) + len(self.facts)
 
+    def unsettled(self) -> str | None:
+        """Why not every decision collected so far is on the broker, or None when all are."""
+        if self.broken is not None:
+            return f"a flush failed ({self.broken!r}): only a restart replays what it lost"
+        if self._one_at_a_time.locked():
+            return "a flush is sending"
+        if self:
+            return f"{len(self.commands)} commands and {len(self.facts)} facts are not sent yet"
+        return None
+
     async def flush(self) -> None:
         """Send what was collected (commands, then facts, then follow-ups); raises ``FlushFailed``."""
         async with self._one_at_a_time:
@@ -76,8 +91,10 @@ class EffectBatch:
                     await self.path.submit_all(commands)
                 if facts:
                     await self.path.append_all(facts)
-            except Exception as error:
+            except BaseException as error:  # a cancellation too: whether it was sent is not known
                 self.broken = error
+                if not isinstance(error, Exception):
+                    raise
                 raise FlushFailed(
                     f"could not send {len(commands)} commands and {len(facts)} facts: {error!r}"
                 ) from error

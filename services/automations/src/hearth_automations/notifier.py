@@ -2,7 +2,8 @@
 (``notification.delivered`` / ``notification.gave_up``, fact id = the notification's dedupe key).
 
 One alert, one notification: a notification id already delivered or given up (in the home journal), or
-on its way, is not sent again. A home with no webhook configured gets a ``gave_up`` fact saying so.
+on its way, is not sent again: only one the home view still holds as ``unsent`` (its run fact folded,
+no outcome yet) is sent. A home with no webhook configured gets a ``gave_up`` fact saying so.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Notifier:
         self.inflight: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     def enqueue(self, home_id: str, notification_id: uuid.UUID, content: dict[str, Any]) -> None:
-        if notification_id in self.inflight or notification_id in self.view.deliveries.get(home_id, {}):
+        if notification_id in self.inflight or notification_id not in self.view.unsent:
             return
         task = asyncio.create_task(
             self._deliver(home_id, notification_id, content), name=f"notify-{notification_id}"

@@ -13,7 +13,10 @@ ids of its runs and actions) is ``hearth_shared.domain.automation``, shared with
 * **Loop breaker**: a trigger fact caused by one of this automation's own commands (its
   ``correlation_id`` is a command id the automation sent) suspends it with reason ``own_action``; more
   than ``max_runs_per_minute`` runs in the last minute suspends it with ``too_many_runs``. A suspended
-  automation runs no more until it is switched on again.
+  automation runs no more until it is switched on again. A command's facts all come before its deadline,
+  so the breaker remembers a command id for ``remember`` (the engine: the commands' lifetime and an hour)
+  after the run that sent it, and at most ``remembered`` ids: its memory, and the engine's snapshot, hold
+  what can still come back, not every command the automation ever sent.
 """
 
 from __future__ import annotations
@@ -38,15 +41,21 @@ def admit(mode: Mode, running: int) -> Admission:
 
 
 class LoopBreaker:
-    """Per automation: the command ids it sent (to know facts its own actions caused) and its recent
-    run times. ``check`` says why it must be suspended, or None."""
+    """Per automation: the command ids it sent lately (to know facts its own actions caused) and its
+    run times of the last minute. ``check`` says why it must be suspended, or None. All times are fact
+    times (the trigger's), so a replay decides as the live run did."""
 
-    def __init__(self, max_runs_per_minute: int, remembered: int = 1024) -> None:
+    def __init__(
+        self, max_runs_per_minute: int, remember: timedelta = timedelta(hours=1), remembered: int = 1024
+    ) -> None:
         self.max_runs = max_runs_per_minute
-        self.sent: deque[uuid.UUID] = deque(maxlen=remembered)
+        self.remember = remember
+        self.remembered = remembered
+        self.sent: dict[uuid.UUID, datetime] = {}  # command -> its run's trigger time, oldest first
         self.runs: deque[datetime] = deque()
 
     def check(self, caused_by: uuid.UUID | None, at: datetime) -> str | None:
+        self._forget_before(at - self.remember)
         if caused_by is not None and caused_by in self.sent:
             return "own_action"
         while self.runs and self.runs[0] <= at - timedelta(minutes=1):
@@ -57,4 +66,14 @@ class LoopBreaker:
 
     def ran(self, at: datetime, command_ids: list[uuid.UUID]) -> None:
         self.runs.append(at)
-        self.sent.extend(command_ids)
+        for command_id in command_ids:
+            self.sent[command_id] = at
+        while len(self.sent) > self.remembered:
+            del self.sent[next(iter(self.sent))]
+
+    def _forget_before(self, horizon: datetime) -> None:
+        while self.sent:
+            oldest = next(iter(self.sent))
+            if self.sent[oldest] > horizon:
+                return
+            del self.sent[oldest]

@@ -1,10 +1,10 @@
 """What a run's notify action sends (the webhook's JSON body), and which recorded notifications have no
-delivery fact yet (sent again after a restart, under the same notification id). Pure: reads the
-definition, the run and the home view; the ``Notifier`` sends."""
+delivery fact yet (sent again after a restart, under the same notification id: the home view's
+``unsent``, which holds them whatever the runs kept). Pure: reads the definition, the run and the home
+view; the ``Notifier`` sends."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,12 +39,10 @@ def undelivered(
     view: HomesView, owns: Callable[[str], bool]
 ) -> Iterator[tuple[Automation, RunPayload, ActionRecord]]:
     """The notify actions of recorded runs of owned homes that have no delivery fact."""
-    for automation_id, runs in view.runs.items():
-        state = view.automations.get(automation_id)
+    for notification_id, run in list(view.unsent.items()):
+        state = view.automations.get(run.automation_id)
         if state is None or not owns(state.definition.home_id):
             continue
-        delivered: set[uuid.UUID] = set(view.deliveries.get(state.definition.home_id) or ())
-        for run in runs.values():
-            for action in run.actions:
-                if action.kind == "notify" and action.action_id not in delivered:
-                    yield state.definition, run, action
+        for action in run.actions:
+            if action.action_id == notification_id:
+                yield state.definition, run, action

@@ -15,14 +15,24 @@ a hold already recorded, changes nothing.
 
 Resume: a ``schedule.resumed`` fact (the command API writes it) re-applies the transition in force under a
 command id of that resume. A resume that arrives while the process replays (before it caught up) is
-applied once it has (``pending_resumes``), unless a transition fired for it already.
+applied once it has (``pending_resumes``), unless a transition fired for it already. A resume leaves
+``pending_resumes`` only once its command and fact are written, so a snapshot taken while it is sent
+still holds it, and a restart sends it again under the same command id.
+
+A write that fails (the inbox or the home journal) marks the scheduler ``broken`` and raises: the feed
+that called it skips that record, so the service then takes no snapshot (``unsettled``) and stops, and
+its restart reads that record again from the last snapshot's positions. Sends in flight need no such
+care: what a snapshot taken meanwhile holds (the command remembered as the scheduler's own, the
+transition not yet fired) makes a restart send it again under the same command id, recorded once.
+``state``/``load_state``: the pending resumes, for that snapshot (the rest is the home view's; when to
+look at each schedule again is derived).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -62,6 +72,10 @@ class CommandPath(Protocol):
     async def append(self, fact: HomeFact) -> None: ...
 
 
+class SchedulerState(msgspec.Struct, kw_only=True):
+    pending_resumes: list[ScheduleResumed] = []
+
+
 class Scheduler:
     def __init__(
         self,
@@ -79,8 +93,21 @@ class Scheduler:
         self.expires_in = timedelta(seconds=expires_in_s)
         self.live = False  # set once both journals were read to their ends
         self.pending_resumes: dict[str, ScheduleResumed] = {}
+        self._resuming: set[str] = set()  # devices whose resume is being sent
         self._wake: dict[str, datetime | None] = {}  # device -> when to look again (None: now)
         self.sent = 0
+        self.broken: BaseException | None = None
+
+    def state(self) -> SchedulerState:
+        return SchedulerState(pending_resumes=list(self.pending_resumes.values()))
+
+    def load_state(self, state: SchedulerState) -> None:
+        self.pending_resumes = {fact.device_id or "": fact for fact in state.pending_resumes}
+        self._wake = {}  # every schedule is looked at on the first tick
+
+    def unsettled(self) -> str | None:
+        """Why the state may hold what is not on the broker (a write failed), or None."""
+        return None if self.broken is None else f"a scheduler write failed ({self.broken!r})"
 
     # ------------------------------------------------------------------------------------ the facts in
 
@@ -123,10 +150,17 @@ class Scheduler:
             causation_id=event.event_id,
             payload=HoldPayload(command_id=command_id, hold_until=held.hold_until),
         )
-        await self.path.append(fact)
+        await self._written(self.path.append(fact))
         self.view.apply(fact)
         self._wake[state.device_id] = None
         log.info("schedule of %s held by command %s until %s", state.device_id, command_id, held.hold_until)
+
+    async def _written(self, write: Awaitable[None]) -> None:
+        try:
+            await write
+        except Exception as error:
+            self.broken = error
+            raise
 
     # --------------------------------------------------------------------------------- the time passing
 
@@ -152,15 +186,20 @@ class Scheduler:
         return sent
 
     async def _resume_pending(self) -> None:
-        while self.pending_resumes:
-            device_id, fact = self.pending_resumes.popitem()
-            state = self.view.schedules.get(device_id)
-            if state is None:
-                continue
-            now = self.clock()
-            firing = resume(state, now, fact.fact_id)
-            if firing is not None:
-                await self._send(state, firing, now)
+        for device_id, fact in list(self.pending_resumes.items()):
+            if device_id in self._resuming:
+                continue  # another call is sending it
+            self._resuming.add(device_id)
+            try:
+                state = self.view.schedules.get(device_id)
+                now = self.clock()
+                firing = None if state is None else resume(state, now, fact.fact_id)
+                if state is not None and firing is not None:
+                    await self._send(state, firing, now)
+            finally:
+                self._resuming.discard(device_id)
+            if self.pending_resumes.get(device_id) is fact:
+                del self.pending_resumes[device_id]
 
     async def _send(self, state: DeviceSchedule, firing: Firing, now: datetime) -> None:
         t = firing.transition
@@ -168,18 +207,17 @@ class Scheduler:
         # transition_fired fact is still on its way, and must not be taken for a person's (a hold).
         remembered = (*state.fired, str(firing.command_id))[-REMEMBERED:]
         self.view.schedules[state.device_id] = msgspec.structs.replace(state, fired=remembered)
-        await self.path.submit(
-            SubmitCommand(
-                request_id=uuid.uuid5(REQUEST_NAMESPACE, str(firing.command_id)),
-                device_id=state.device_id,
-                sent_at=now,
-                home_id=state.home_id,
-                command_id=firing.command_id,
-                name=t.command.name,
-                params=dict(t.command.params),
-                expires_at=now + self.expires_in,
-            )
+        request = SubmitCommand(
+            request_id=uuid.uuid5(REQUEST_NAMESPACE, str(firing.command_id)),
+            device_id=state.device_id,
+            sent_at=now,
+            home_id=state.home_id,
+            command_id=firing.command_id,
+            name=t.command.name,
+            params=dict(t.command.params),
+            expires_at=now + self.expires_in,
         )
+        await self._written(self.path.submit(request))
         fact = ScheduleTransitionFired(
             fact_id=firing.command_id,
             home_id=state.home_id,
@@ -195,7 +233,7 @@ class Scheduler:
                 command=t.command,
             ),
         )
-        await self.path.append(fact)
+        await self._written(self.path.append(fact))
         self.view.apply(fact)
         self.sent += 1
         log.info(

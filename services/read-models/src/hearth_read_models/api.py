@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, status
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -272,6 +272,10 @@ async def device_rollups(
 
 class Health(BaseModel):
     status: str
+    followers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per folded topic feed (by name): what its last start read (RestartReport.as_json)",
+    )
 
 
 def make_app(
@@ -321,8 +325,13 @@ def make_app(
 
     @app.get(
         "/healthz",
-        summary="200 once the API can serve (database and cache answer)",
-        responses={503: {"model": Health, "description": "The database or the cache does not answer"}},
+        summary="200 once the API can serve (database and cache answer, the folded feeds caught up)",
+        responses={
+            503: {
+                "model": Health,
+                "description": "The database or the cache does not answer, or a feed is still catching up",
+            }
+        },
     )
     async def healthz(request: Request, response: Response) -> Health:
         try:
@@ -335,6 +344,11 @@ def make_app(
         if not revocation_feed.caught_up.is_set():
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
             return Health(status="catching up with the token revocations")
-        return Health(status="ok")
+        homes = request.app.state.homes_feed  # schedule_views' lifespan: the home journal folded
+        followers = {homes.name: homes.restart.as_json()}
+        if not homes.caught_up.is_set():
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            return Health(status="catching up with the home journal", followers=followers)
+        return Health(status="ok", followers=followers)
 
     return app

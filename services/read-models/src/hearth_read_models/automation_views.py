@@ -4,8 +4,11 @@ for a command not sent, with why: a quarantined device), and
 ``GET /v1/homes/{home_id}/deliveries`` (notifications delivered or given up).
 
 Automations, runs and deliveries come from the home journal folded in memory (``app.state.homes``, the
-``HomesView`` that ``schedule_views``' lifespan keeps; this router must be included with it). Another
-home's automation is a 404, like one that does not exist.
+``HomesView`` that ``schedule_views``' lifespan keeps; this router must be included with it), which
+keeps the latest ``RUNS_KEPT`` runs of each automation and ``DELIVERIES_KEPT`` delivery facts of each
+home (the journal and the archive keep them all). A notify action shows ``sending`` while its run has
+no outcome fact, the outcome's type once it has, and ``outcome_not_kept`` for one older than the
+deliveries kept. Another home's automation is a 404, like one that does not exist.
 """
 
 from __future__ import annotations
@@ -19,8 +22,7 @@ from sqlalchemy import select
 
 from hearth_read_models import tables as t
 from hearth_read_models.query_params import HomeIdFilter
-from hearth_shared.home_facts import HomeFact
-from hearth_shared.home_view import HomesView
+from hearth_shared.home_view import DELIVERIES_KEPT, RUNS_KEPT, Delivery, HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses, unprocessable
 from hearth_shared.ids import IDENTIFIER_PATTERN
@@ -57,13 +59,15 @@ async def list_automations(
 @router.get(
     "/automations/{automation_id}/runs",
     summary="An automation's runs, newest first, with each command's status",
+    description=f"The latest {RUNS_KEPT} runs at most: the query API keeps no more per automation "
+    "(every run is in the home journal and the archive; the backtest counts any stretch).",
     responses=error_responses(401, 404, 413),
 )
 async def list_runs(
     automation_id: Annotated[uuid.UUID, Path()],
     principal: CurrentPrincipal,
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    limit: Annotated[int, Query(ge=1, le=500, description=f"At most {RUNS_KEPT} are kept")] = RUNS_KEPT,
 ) -> dict[str, Any]:
     view = _view(request)
     state = view.automations.get(automation_id)
@@ -78,7 +82,7 @@ async def list_runs(
                 t.commands.c.command_id.in_(command_ids)
             )
             statuses = {row.command_id: row.status for row in await conn.execute(query)}
-    delivered: dict[uuid.UUID, HomeFact] = dict(view.deliveries.get(state.definition.home_id) or {})
+    delivered: dict[uuid.UUID, Delivery] = dict(view.deliveries.get(state.definition.home_id) or {})
     out = []
     for run in runs:
         item = msgspec.to_builtins(run)
@@ -86,9 +90,11 @@ async def list_runs(
             key = uuid.UUID(action["action_id"])
             if action["kind"] == "command":  # not sent (a quarantined device): "skipped", and why
                 action["status"] = "skipped" if action.get("skipped") else statuses.get(key, "pending")
+            elif key in view.unsent:
+                action["status"] = "sending"
             else:
                 fact = delivered.get(key)
-                action["status"] = "sending" if fact is None else fact.__struct_config__.tag
+                action["status"] = "outcome_not_kept" if fact is None else fact.__struct_config__.tag
         out.append(item)
     return {
         "automation_id": str(automation_id),
@@ -101,6 +107,7 @@ async def list_runs(
 @router.get(
     "/homes/{home_id}/deliveries",
     summary="A home's notifications: delivered or given up, with attempts and the receiver's last status",
+    description=f"The latest {DELIVERIES_KEPT} at most (the home journal keeps them all).",
     responses=error_responses(401, 404, 413),
 )
 async def list_deliveries(

@@ -3,9 +3,14 @@ for the live page): a device's program, its hold, the last transition fired and
 the coming ones (``next``: local time, UTC offset, command), computed in the home's zone with the very
 functions the scheduler decides with (``hearth_shared.domain.schedule``).
 
-The home journal is small (settings and decisions, not telemetry), so each query-API process folds all of
-it in memory (``HomesView``) from its first offset, then follows it; the router's lifespan runs the feed.
-A device that has no schedule, or one of another home, is a 404 alike.
+The home journal is small beside the device journal (settings and decisions, not telemetry), so each
+query-API process folds it in memory (``HomesView``, bounded by live state: the latest runs per
+automation and deliveries per home) and follows it; the router's lifespan runs the feed. It restarts
+from a snapshot of that view (``query-api-homes`` on the snapshots topic, shared by every query-API
+process: they fold the same topic alike) and reads only the home journal after it, so neither its start
+nor its memory grows with the journal's age, and a retention window that passed the journal's head
+loses nothing the snapshot holds. ``/healthz`` answers 503 until the feed caught up, and shows what its
+last start read (``followers``). A device that has no schedule, or one of another home, is a 404 alike.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from hearth_shared.home_view import HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses
 from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.topic_follower import TopicFollower
+from hearth_shared.snapshots import KafkaSnapshotStore
+from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 
 log = logging.getLogger(__name__)
+
+HOMES_SNAPSHOT = "query-api-homes"  # the snapshot's name, and the feed's (logs, restart report)
 
 
 @asynccontextmanager
@@ -43,9 +51,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         except MalformedRecord as error:
             log.warning("schedule view skips %s[%d]@%d: %s", topic, partition, offset, error)
 
-    feed = TopicFollower(
-        stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, "home-journal-view"
-    )
+    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
+    feed = app.state.homes_feed = TopicFollower(
+        stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, HOMES_SNAPSHOT,
+        snapshots=SnapshotPolicy(store, HOMES_SNAPSHOT, view),
+    )  # fmt: skip
     await feed.start()
     try:
         yield

@@ -52,7 +52,8 @@ KILLED = [
 ]
 SHA = "0" * 64
 # Every fold that must outlive the window (hearth_shared.topic_follower snapshot names).
-FOLDS = {"command-api-registry", "campaign-driver", "campaign-feed"}
+FOLDS = {"command-api-registry", "query-api-homes", "automations-0-of-1", "campaign-driver", "campaign-feed"}
+BROKER_ACCESS = "broker-access-"  # + the broker's platform listener
 
 
 @pytest.fixture(scope="module")

@@ -83,9 +83,9 @@ from hearth_shared.home_facts import HomeFact, decode_home_fact
 from hearth_shared.home_journal import append_home_fact, append_home_facts
 from hearth_shared.home_view import HomesView
 from hearth_shared.kafka import KafkaJournal, partition_of
-from hearth_shared.snapshots import KafkaSnapshotStore, SnapshotStore
+from hearth_shared.snapshots import SnapshotStore
 from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 from hearth_shared.topics import PARTITIONS
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class AutomationsService:
         settings: AutomationsSettings,
         journal: KafkaJournal,
         clock: Callable[[], datetime],
-        snapshots: SnapshotStore,
+        snapshots: SnapshotStore | None,
     ):
         self.settings = settings
         self.journal = journal
@@ -162,7 +162,7 @@ class AutomationsService:
         self.journal_feed = TopicFollower(
             stack.kafka_bootstrap_servers, [stack.topics.journal], self._journal_record, "journal",
             after_poll=self.engine.settle, max_records=settings.poll_records,
-            snapshots=SnapshotPolicy(snapshots, self.snapshot_name, self.state),
+            snapshots=snapshot_policy(stack, self.snapshot_name, self.state, store=snapshots),
         )  # fmt: skip
         self.heartbeat = Path(settings.heartbeat_file) if settings.heartbeat_file else None
 
@@ -244,5 +244,4 @@ def make_app(
     settings = settings or AutomationsSettings()
     stack = settings.stack
     journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="automations")
-    snapshots = snapshots or KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
     return AutomationsService(settings, journal, clock, snapshots)

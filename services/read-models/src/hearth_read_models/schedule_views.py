@@ -32,8 +32,7 @@ from hearth_shared.home_view import HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses
 from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.snapshots import KafkaSnapshotStore
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +50,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         except MalformedRecord as error:
             log.warning("schedule view skips %s[%d]@%d: %s", topic, partition, offset, error)
 
-    store = KafkaSnapshotStore(stack.kafka_bootstrap_servers, stack.topics.snapshots)
     feed = app.state.homes_feed = TopicFollower(
         stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, HOMES_SNAPSHOT,
-        snapshots=SnapshotPolicy(store, HOMES_SNAPSHOT, view),
+        snapshots=snapshot_policy(stack, HOMES_SNAPSHOT, view),
     )  # fmt: skip
     await feed.start()
     try:

@@ -104,13 +104,14 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
     stack = retention_stack
     settings = stack.settings
     admin = {"Authorization": f"Bearer {create_token(settings.token_secret, admin=True)}"}
+    household = {"Authorization": f"Bearer {create_token(settings.token_secret, home_id=HOME)}"}
     revoked = create_token(settings.token_secret, home_id=HOME)
     command_api, query_api = (
         f"http://127.0.0.1:{p}" for p in (stack.ports.command_api, stack.ports.query_api)
     )
     async with (
         httpx.AsyncClient(base_url=command_api, headers=admin, timeout=30) as api,
-        httpx.AsyncClient(base_url=query_api, headers=admin, timeout=30) as query,
+        httpx.AsyncClient(base_url=query_api, headers=household, timeout=30) as query,
     ):
         # ---- before the window
         passwords = {}

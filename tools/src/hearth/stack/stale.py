@@ -76,7 +76,25 @@ def stop_orphans(home: Path, report: Callable[[str], None], grace_s: float = 20.
         with contextlib.suppress(psutil.Error):
             process.wait(max(0.0, deadline - time.monotonic()))
         _signal_group(process.pid, signal.SIGKILL)  # whatever of its group outlived the grace period
+    # A signal is delivered, not obeyed at once: a group member may still hold a port or Kafka's log-dir
+    # lock for a moment after kill() returned. Stopped means gone, so ``hearth up`` can start right after.
+    gone_by = time.monotonic() + KILL_WAIT_S
+    while any(_living_members(process.pid) for process in orphans.values()) and time.monotonic() < gone_by:
+        time.sleep(0.02)
     return list(orphans)
+
+
+KILL_WAIT_S = 10.0  # how long a SIGKILLed group may take to be gone (seconds under heavy load)
+
+
+def _living_members(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` that are not dead yet (zombies are dead)."""
+    members = []
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error):
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+    return members
 
 
 def clear_stale_postmaster_pid(data_dir: Path) -> bool:

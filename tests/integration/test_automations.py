@@ -162,6 +162,10 @@ async def test_a_time_trigger_fires_once_at_its_time_in_the_homes_zone(
     )
     assert response.status_code == 201, response.text
     automation_id = response.json()["automation_id"]
+    # the query API folds the home journal on its own: the 201 does not mean it lists the automation yet
+    await eventually(
+        lambda: automation_listed(query, automation_id), "the automation in the query API", timeout_s=15
+    )
 
     async def ran() -> bool:
         return len((await runs(query, automation_id))["runs"]) >= 1

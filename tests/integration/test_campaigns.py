@@ -22,6 +22,7 @@ from hearth_shared.campaign_events import JobMoved
 from hearth_shared.events import CommandRequested
 from tests.conftest import Platform
 from tests.journal import read_campaign_facts, read_journal
+from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -148,9 +149,14 @@ async def test_a_campaign_over_100_devices_completes_wave_by_wave(
     ]
     assert campaign["jobs"] == {"succeeded": 100}
     assert set(campaign["devices"]) == set(ids)
+    # The driver saw the devices' reports in the journal; the views hold them a moment later.
     async with platform.client(platform.query_api, home) as query:
-        listed = (await query.get("/v1/devices", params={"limit": 1000})).json()["items"]
-    assert {t["reported"]["firmware_version"] for t in listed} == {"2.0.0"}
+
+        async def all_on_2() -> bool:
+            listed = (await query.get("/v1/devices", params={"limit": 1000})).json()["items"]
+            return {t["reported"]["firmware_version"] for t in listed} == {"2.0.0"}
+
+        await eventually(all_on_2, "every twin in the view on firmware 2.0.0", timeout_s=30)
 
 
 async def test_a_bad_checksum_in_the_first_wave_aborts_before_the_second(
@@ -182,9 +188,12 @@ async def test_a_drifting_first_wave_aborts_and_is_rolled_back_before_the_second
     assert second["jobs"] == {"queued": 18}
     back = [d for d, job in campaign["devices"].items() if job["state"] == "rolled_back"]
     async with platform.client(platform.query_api, home) as query:
-        for device_id in back:
-            twin = (await query.get(f"/v1/devices/{device_id}")).json()
-            assert twin["reported"]["firmware_version"] == "1.0.0"
+
+        async def back_on_1() -> bool:
+            twins = [(await query.get(f"/v1/devices/{device_id}")).json() for device_id in back]
+            return all(t["reported"]["firmware_version"] == "1.0.0" for t in twins)
+
+        await eventually(back_on_1, "the rolled-back twins in the view on firmware 1.0.0", timeout_s=30)
 
 
 async def test_a_driver_killed_halfway_through_a_wave_leaves_the_campaign_consistent(

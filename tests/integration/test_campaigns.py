@@ -76,15 +76,8 @@ async def simulated_fleet(platform: Platform, home: str, device_type: str, n: in
             listed = (await query.get("/v1/devices", params={"limit": 1000})).json()["items"]
             return sum(1 for t in listed if t["reported"].get("firmware_version") == "1.0.0") == n
 
-        await until(reporting, f"{n} simulated devices reporting firmware 1.0.0", timeout_s=120)
+        await eventually(reporting, f"{n} simulated devices reporting firmware 1.0.0", timeout_s=120, every_s=0.5)
         return ids
-
-
-async def until(check: Any, what: str, *, timeout_s: float) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.5)
 
 
 async def start(admin: httpx.AsyncClient, home: str, device_type: str, version: str, **extra: Any) -> str:
@@ -130,7 +123,7 @@ async def ended(admin: httpx.AsyncClient, campaign_id: str, timeout_s: float = 2
         )
         return seen["status"] in ("completed", "aborted") and not rolling
 
-    await until(done, f"campaign {campaign_id} to end", timeout_s=timeout_s)
+    await eventually(done, f"campaign {campaign_id} to end", timeout_s=timeout_s, every_s=0.5)
     return seen
 
 
@@ -207,7 +200,7 @@ async def test_a_driver_killed_halfway_through_a_wave_leaves_the_campaign_consis
         first = (await admin_api.get(f"/v1/campaigns/{campaign_id}")).json()["waves"][0]
         return bool(first["state"] == "running" and first["jobs"].get("succeeded", 0) < first["size"])
 
-    await until(halfway, "the first wave under way", timeout_s=60)
+    await eventually(halfway, "the first wave under way", timeout_s=60, every_s=0.5)
     victim = platform.parts["campaigns"]
     assert victim.pid is not None
     os.killpg(victim.pid, signal.SIGKILL)  # no goodbye

@@ -76,7 +76,9 @@ async def simulated_fleet(platform: Platform, home: str, device_type: str, n: in
             listed = (await query.get("/v1/devices", params={"limit": 1000})).json()["items"]
             return sum(1 for t in listed if t["reported"].get("firmware_version") == "1.0.0") == n
 
-        await eventually(reporting, f"{n} simulated devices reporting firmware 1.0.0", timeout_s=120, every_s=0.5)
+        await eventually(
+            reporting, f"{n} simulated devices reporting firmware 1.0.0", timeout_s=120, every_s=0.5
+        )
         return ids
 
 

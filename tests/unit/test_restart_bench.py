@@ -61,3 +61,12 @@ def test_without_a_1m_run_the_first_size_is_the_baseline() -> None:
     (problem,) = verdicts[("campaigns", 500_000)].problems
     assert problem.startswith("1.50x its time at 200k")
     assert shortfalls == [f"campaigns at 500k facts: {problem}"]
+
+
+def test_a_size_below_1m_is_not_judged_by_its_growth_only_the_largest_by_10_s() -> None:
+    sizes = [200_000, 1_000_000]
+    restarts = [restart("query-api", 200_000, 21.0), restart("query-api", 1_000_000, 10.8, rss_mb=500.0)]
+    verdicts, shortfalls = judge(restarts, sizes)
+    assert verdicts[("query-api", 200_000)].ok  # slower than at 1m, but the goal compares sizes above it
+    assert verdicts[("query-api", 1_000_000)].short == "> 10 s"
+    assert shortfalls == ["query-api at 1m facts: 10.8 s to healthy (goal 10 s)"]

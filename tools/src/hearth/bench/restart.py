@@ -121,14 +121,14 @@ class Verdict:
 
 def judge(restarts: list[Restart], sizes: list[int]) -> tuple[dict[tuple[str, int], Verdict], list[str]]:
     """Each (part, size) judged against the goal, and the shortfalls in words: at the largest size within
-    ``GOAL_S``; at every size within ``GOAL_GROWTH`` times the baseline's time (1 million facts, or the
-    first size if 1 million was not run) and RSS within ``RSS_GROWTH`` of the baseline's."""
+    ``GOAL_S``; at every size above the baseline (1 million facts, or the first size if 1 million was not
+    run) within ``GOAL_GROWTH`` times the baseline's time and RSS within ``RSS_GROWTH`` of its RSS."""
     baseline = BASELINE if BASELINE in sizes else sizes[0]
     by = {(r.part, r.facts): r for r in restarts}
     verdicts: dict[tuple[str, int], Verdict] = {}
     shortfalls: list[str] = []
     for r in restarts:
-        base = by.get((r.part, baseline)) if r.facts != baseline else None
+        base = by.get((r.part, baseline)) if r.facts > baseline else None  # a smaller size: no growth
         missed = _missed(r, base, largest=r.facts == sizes[-1], at=size_label(baseline))
         verdicts[(r.part, r.facts)] = Verdict(
             ", ".join(m[0] for m in missed) or "ok", tuple(m[1] for m in missed)
@@ -464,7 +464,12 @@ def restart_table(result: dict[str, Any]) -> Table:
         table.add_column(column, overflow="fold")
     for row in result["rows"]:
         colour = "green" if row["goal"] == "ok" else "red"
-        table.add_row(*(f"[{colour}]{row[c]}[/]" if c == "goal" else str(row[c]) for c in columns))
+        cells = [
+            f"{v:,}" if isinstance(v := row[c], int) and not isinstance(v, bool) else str(v) for c in columns
+        ]
+        table.add_row(
+            *(f"[{colour}]{cell}[/]" if c == "goal" else cell for c, cell in zip(columns, cells, strict=True))
+        )
     return table
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hearth.bench.restart import Restart, judge, parse_sizes, size_label
+from hearth.bench.restart import Restart, judge, parse_sizes, size_label, started_from
+from hearth.stack.status import FollowerReport
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +71,13 @@ def test_a_size_below_1m_is_not_judged_by_its_growth_only_the_largest_by_10_s() 
     assert verdicts[("query-api", 200_000)].ok  # slower than at 1m, but the goal compares sizes above it
     assert verdicts[("query-api", 1_000_000)].short == "> 10 s"
     assert shortfalls == ["query-api at 1m facts: 10.8 s to healthy (goal 10 s)"]
+
+
+def test_where_a_parts_followers_started_is_counted_without_the_reasons() -> None:
+    reports = [
+        FollowerReport("command-api", "registry", "snapshot", replayed=12),
+        FollowerReport("command-api", "revocations", "first offset", replayed=3),
+        FollowerReport("command-api", "campaign-feed", "first offset (no snapshot yet)", replayed=0),
+    ]
+    assert started_from(reports) == "2x first offset, snapshot"
+    assert started_from([]) == "-"

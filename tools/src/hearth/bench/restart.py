@@ -39,6 +39,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -55,7 +56,7 @@ from hearth.bench.rebuild import JournalFacts, fill_journal
 from hearth.bench.stack import console, counting_progress
 from hearth.stack.local import LocalStack, Services, StackPorts
 from hearth.stack.process import free_port
-from hearth.stack.status import read_follower_reports
+from hearth.stack.status import FollowerReport, read_follower_reports
 from hearth.stack.supervisor import RestartPolicy
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import Event, RegisterDevice, encode, new_id, utcnow
@@ -102,7 +103,7 @@ class Restart:
     down_s: float | None  # from the kill to healthy (the backoff included)
     rss_mb: float | None
     replayed: int | None  # by its topic followers, summed; None: it has none reporting
-    started_from: str
+    started_from: str  # where its followers' start began, counted ("snapshot, 2x first offset")
     load_1m: float
 
 
@@ -240,9 +241,15 @@ def kill_and_time(stack: LocalStack, name: str, facts: int) -> Restart:
         down_s=None if down_s is None else round(down_s, 2),
         rss_mb=rss,
         replayed=sum(r.replayed or 0 for r in readable) if readable else None,
-        started_from=", ".join(sorted({r.started_from for r in reports})) or "-",
+        started_from=started_from(reports),
         load_1m=round(os.getloadavg()[0], 1),
     )
+
+
+def started_from(reports: list[FollowerReport]) -> str:
+    """Where a part's followers started, counted without the reasons: "snapshot, 2x first offset"."""
+    counts = Counter(r.started_from.split(" (", 1)[0] for r in reports)
+    return ", ".join(f"{n}x {where}" if n > 1 else where for where, n in sorted(counts.items())) or "-"
 
 
 async def through_the_actor(settings: StackSettings, label: str) -> None:

@@ -36,6 +36,7 @@ BENCHES: dict[str, str] = {
     "campaign": "hearth.bench.campaign:main",
     "automations": "hearth.bench.automation_load:main",
     "reads": "hearth.bench.reads:main",
+    "restart": "hearth.bench.restart:main",
 }
 
 

@@ -3,7 +3,8 @@
 ``up`` runs the stack in the foreground under the supervisor (``hearth.stack.supervisor``): a part that
 dies is restarted, one in a crash loop is stopped alone; only Ctrl-C or ``hearth down`` stops it all.
 Before starting it clears what an unclean stop left (``hearth.stack.stale``). ``status`` reads the
-status file ``up`` keeps (``hearth.stack.status``): a table, or ``--json`` for scripts.
+status file ``up`` keeps (``hearth.stack.status``), with what each part's topic followers read at its
+last start (their restart reports): two tables, or ``--json`` for scripts.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,7 +27,7 @@ from rich.table import Table
 
 from hearth.stack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError
 from hearth.stack.stale import UP_PID, running_supervisor, same_process, stop_orphans
-from hearth.stack.status import StackStatus, read_status, status_path
+from hearth.stack.status import FollowerReport, StackStatus, read_follower_reports, read_status, status_path
 from hearth.stack.supervisor import RestartPolicy
 from hearth_shared.auth import create_token
 
@@ -165,14 +167,14 @@ def status(
     home: Home = DEFAULT_HOME,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout, for scripts")] = False,
 ) -> None:
-    """Each part of the local stack: state, health, pid, restarts, last exit. Exit code 0: running and
-    every part healthy; 1: running, some part not healthy; 3: no stack running."""
+    """Each part of the local stack: state, health, pid, restarts, last exit, and what its followers read
+    at its last start (snapshot age, records replayed). Exit code 0: running and every part healthy; 1:
+    running, some part not healthy; 3: no stack running."""
     home = home.resolve()
     current = read_status(home)
     running = current is not None and _supervisor_alive(home, current)
     if as_json:
-        document = {"running": running, **(current.to_json() if current else {"parts": []})}
-        sys.stdout.write(json.dumps(document, indent=1) + "\n")
+        sys.stdout.write(json.dumps(status_document(current, running), indent=1) + "\n")
     elif current is None:
         console.print(f"No stack has run from {home} (no {status_path(home).name}).")
     else:
@@ -182,6 +184,19 @@ def status(
     assert current is not None
     if any(p.health != "healthy" for p in current.parts):
         raise typer.Exit(1)
+
+
+def status_document(current: StackStatus | None, running: bool) -> dict[str, Any]:
+    """``hearth status --json``: the status file, each part with its followers' restart reports."""
+    if current is None:
+        return {"running": running, "parts": []}
+    document = current.to_json()
+    for part, status in zip(document["parts"], current.parts, strict=True):
+        part["followers"] = [
+            {k: v for k, v in asdict(report).items() if k != "part"}
+            for report in read_follower_reports(status)
+        ]
+    return {"running": running, **document}
 
 
 def _supervisor_alive(home: Path, current: StackStatus) -> bool:
@@ -204,4 +219,42 @@ def _print_status(current: StackStatus, running: bool) -> None:
         ready = f"{p.healthy_after_s:.1f} s" if p.healthy_after_s is not None else "-"
         pid = str(p.pid) if p.pid else "-"
         table.add_row(p.name, p.state, health, pid, str(p.restarts), p.last_exit or "-", ready, p.note)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped: no wrapping at 80
+    out = Console(width=None if sys.stdout.isatty() else 160)  # piped: no wrapping at 80
+    out.print(table)
+    reports = [report for p in current.parts for report in read_follower_reports(p)]
+    if reports:
+        out.print(followers_table(reports))
+
+
+def followers_table(reports: list[FollowerReport]) -> Table:
+    """One row per topic follower: what its part's last start read, and how old its snapshot is now."""
+    table = Table(title="What each part read at its last start (its topic followers' restart reports)")
+    for column in ("part", "follower", "started from", "snapshot age", "replayed", "gap", "caught up in"):
+        table.add_column(
+            column, overflow="fold", justify="right" if column in ("replayed", "gap") else "left"
+        )
+    shown = ""
+    for r in reports:
+        started = r.started_from if r.started_from == "snapshot" else f"[yellow]{r.started_from}[/]"
+        gap = "-" if r.gap is None else (f"[red]{r.gap:,}[/]" if r.gap else "0")
+        table.add_row(
+            r.part if r.part != shown else "",
+            r.follower,
+            started,
+            "-" if r.replayed is None else _age(r.snapshot_age_s),  # "-": the report is unreadable
+            "-" if r.replayed is None else f"{r.replayed:,}",
+            gap,
+            "-" if r.caught_up_s is None else f"{r.caught_up_s:.1f} s",
+        )
+        shown = r.part
+    return table
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "none yet"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -5,7 +5,9 @@ key hash as the inbox (``TwinTable``), so the table stays co-partitioned with th
 journal, and the deadline timer can write it too. faust assigns the table's partitions among the
 workers and recovers them; once it has, the ``InboxFeed`` reads the inbox partitions with the same
 numbers, in batches, with its own consumer (see inbox.py for why not through a faust agent). Records
-stay bytes until the actors decode them, once, at the edge.
+stay bytes until the actors decode them, once, at the edge. What the worker serves (joining,
+rebalancing, or the partitions it reads) goes to its serving file at each change and every second,
+which its health check reads (serving.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mode import Service
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
+from hearth_device_actor.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
 from hearth_shared.kafka import (
@@ -159,6 +162,12 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         extra_topic_configs=replica_config(stack.kafka_replication_factor),
     )
     app.tables.add(twins)
+    serving = ServingFile(
+        serving_file(settings.data_dir),
+        group=app.conf.id,
+        changelog=twins.changelog_topic.get_topic_name(),
+        partitions=PARTITIONS,
+    )
     actors = DeviceActors(twins, KafkaOutbox(kafka_journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()
     feed = InboxFeed(
@@ -217,6 +226,15 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
                     log.warning("ignoring an unreadable model record at offset %d: %s", record.offset, error)
 
     @app.service
+    class ServingHeartbeat(Service):  # the serving file, fresh every second (serving.py)
+        async def on_start(self) -> None:
+            serving.write()
+
+        @Service.timer(WRITE_EVERY_S)
+        async def _write(self) -> None:
+            serving.write()
+
+    @app.service
     class Inbox(Service):  # the hot path: the inbox in batches, for the partitions the table holds
         async def on_start(self) -> None:
             await feed.start()
@@ -232,11 +250,13 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         await feed.assign(partitions)
         async with lock:
             actors.rescan()  # the deadlines of the twins this worker holds now
+        serving.serve(partitions)  # recovered, caught up with the journal, read: it serves them
 
     twins.on_recovered = on_recovered
 
     @app.on_partitions_revoked.connect  # mode's handler shape: sender, the revoked set, signal=
     async def on_revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        serving.rebalancing()  # it stops serving now, not once the batch in hand is done
         await feed.revoke()
         async with lock:
             actors.deadlines.clear()

@@ -1,20 +1,25 @@
-"""``python -m hearth_device_actor.probe``: healthy when the workers' faust consumer group
-(``<app_id>-<topic prefix>``) is Stable with at least one member, i.e. some worker holds the twins'
-partitions and so reads the inbox. compose.yaml runs it as the device actor's health check."""
+"""``python -m hearth_device_actor.probe``: healthy when this worker serves, i.e. reads inbox partitions
+whose twins it holds, or holds none while the other workers of its group own them all (an idle spare);
+not while it joins, while its group rebalances, or while it holds nothing and some partition has no
+owner. It reads the serving file the worker keeps in its data directory (serving.py says how, and why
+the broker is asked only about a worker that holds nothing). compose.yaml runs it as the device actor's
+health check; ``hearth up``'s supervisor calls the same ``serving_problem``."""
 
 from __future__ import annotations
 
 import sys
 
+from hearth_device_actor.serving import serving_file, serving_problem
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.probe import run_probe, stable_group
 
 
-async def actor_group_problem() -> str | None:
+def worker_problem() -> str | None:
     settings = DeviceActorSettings()
-    group = f"{settings.app_id}-{settings.stack.topic_prefix}"
-    return await stable_group(settings.stack.kafka_bootstrap_servers, group)
+    return serving_problem(serving_file(settings.data_dir), settings.stack.kafka_bootstrap_servers)
 
 
 if __name__ == "__main__":
-    sys.exit(run_probe(actor_group_problem))
+    problem = worker_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+    sys.exit(1 if problem else 0)

@@ -41,6 +41,7 @@ from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_read_models.rebuild import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
 from hearth_read_models.service import make_consumer
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.credentials import hash_secret
 from hearth_shared.events import (
     AnomalyDetected,
     AnomalyDetectedPayload,
@@ -52,8 +53,10 @@ from hearth_shared.events import (
     CommandRequested,
     CommandRequestedPayload,
     ConnectivityPayload,
+    CredentialsIssuedPayload,
     DesiredSetPayload,
     DeviceCameOnline,
+    DeviceCredentialsIssued,
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
@@ -73,12 +76,17 @@ START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 class JournalFacts:
-    """Facts of ``devices`` devices (half thermostats, half locks), round robin, deterministic per seed."""
+    """Facts of ``devices`` devices (half thermostats, half locks), round robin, deterministic per seed.
+    With ``credentials``, each registration is followed by the device's ``device.credentials_issued`` (a
+    salted hash of a secret nobody keeps, as the command API issues them)."""
 
-    def __init__(self, devices: int, seed: int = 7, prefix: str = "bench") -> None:
+    def __init__(
+        self, devices: int, seed: int = 7, prefix: str = "bench", *, credentials: bool = False
+    ) -> None:
         self.rng = random.Random(seed)
         self.devices = devices
         self.prefix = prefix
+        self.credentials = credentials
         self.clock = START
 
     def __iter__(self) -> Iterator[Event]:
@@ -112,6 +120,14 @@ class JournalFacts:
             )
 
         yield fact(DeviceRegistered, DeviceRegisteredPayload(device_type=kind, name=device_id))
+        if self.credentials:
+            secret = f"{rng.getrandbits(128):032x}"
+            issued = CredentialsIssuedPayload(
+                credential_id=uuid.UUID(int=rng.getrandbits(128), version=4),
+                password_hash=hash_secret(secret, salt=rng.randbytes(12)),
+                issued_at=self.clock,
+            )
+            yield fact(DeviceCredentialsIssued, issued)
         while True:
             draw = rng.random()
             if draw < 0.01:  # a command, accepted, dispatched, acknowledged, reported, converged

@@ -2,12 +2,19 @@
 benchmarks alike: each service's command line, its environment (every HEARTH_* setting derived from the
 stack's settings, ports and data directory), how to tell it is healthy, and how long it may take.
 
+Each service gets its own directory for its topic followers' restart reports
+(``HEARTH_FOLLOWER_REPORTS``, ``follower_reports_dir``: ``data/followers/<part>``), emptied whenever a
+new run of it is made, so what ``hearth status`` shows is what the current run read at its start, never
+a killed predecessor's figures. The device actor is healthy when it serves (its serving file, see
+``hearth_device_actor.serving``), not merely once its worker has started.
+
 Apart from the local stack (``local.py``), which supervises them beside the servers, because the tests'
 fixtures and ``hearth.bench.stack`` start the same services on their own temporary servers.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,13 +24,30 @@ import httpx
 
 from hearth.stack.process import ManagedProcess
 from hearth.stack.supervisor import PartSpec
+from hearth_device_actor.serving import serving_file, serving_problem
 from hearth_shared.mqtt import DEVICE_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
+from hearth_shared.topic_follower import REPORTS_ENV
 
 
 def archive_dir(data: Path) -> Path:
     """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
     return data / "analytics" / "archive"
+
+
+def follower_reports_dir(data: Path, part: str) -> Path:
+    """Where a part's topic followers write their restart reports (``HEARTH_FOLLOWER_REPORTS``)."""
+    return data / "followers" / part
+
+
+def actor_serving(data_dir: Path, bootstrap_servers: str) -> Callable[[], bool]:
+    """Healthy while the device-actor worker with this data directory serves (``serving_problem``)."""
+    path = serving_file(data_dir)
+
+    def check() -> bool:
+        return serving_problem(path, bootstrap_servers) is None
+
+    return check
 
 
 def http_ok(url: str) -> Callable[[], bool]:
@@ -107,8 +131,9 @@ class Services:
         """The process for one service (not started) and how long it may take to become healthy."""
         api, query = f"http://127.0.0.1:{self.command_api_port}", f"http://127.0.0.1:{self.query_api_port}"
         log = self.logs / f"{name}.log"
+        actor = actor_serving(self.data / "device-actor", self.settings.kafka_bootstrap_servers)
         argv, healthy, url, timeout_s = {
-            "device-actor": (["hearth_device_actor"], log_says(log, "[^worker]: ready"), "", 90.0),
+            "device-actor": (["hearth_device_actor"], actor, "", 90.0),
             "broker-access": (
                 ["hearth_device_gateway.broker_access"],
                 log_says(log, "broker access caught up"),
@@ -125,12 +150,14 @@ class Services:
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
             "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
         }[name]
+        reports = follower_reports_dir(self.data, name)
+        shutil.rmtree(reports, ignore_errors=True)  # this run's reports only (see the module docstring)
         process = ManagedProcess(
             name=name,
             argv=[sys.executable, "-m", *argv],
             log_path=log,
             healthy=healthy,
-            env=self.env(),
+            env={**self.env(), REPORTS_ENV: str(reports)},
             url=url,
         )
         return process, timeout_s
@@ -138,4 +165,11 @@ class Services:
     def spec(self, name: str, *, depends_on: list[str]) -> PartSpec:
         """The service as a supervised part: each (re)start is a fresh process with a fresh health check."""
         process, timeout_s = self.part(name)
-        return PartSpec(name, lambda: self.part(name)[0], timeout_s, depends_on=depends_on, url=process.url)
+        return PartSpec(
+            name,
+            lambda: self.part(name)[0],
+            timeout_s,
+            depends_on=depends_on,
+            url=process.url,
+            reports=str(follower_reports_dir(self.data, name)),
+        )

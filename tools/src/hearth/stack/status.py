@@ -9,6 +9,13 @@ atomically (a temporary file renamed over it), so a reader never sees half of on
 
 ``supervisor_pid`` says whose file it is; a reader checks that process is alive before trusting the
 states (a dead supervisor's file describes the past).
+
+Beside it, each part's topic followers write their restart reports (``hearth_shared.topic_follower``:
+``{follower}.json`` in the part's ``reports`` directory, once caught up and after each snapshot);
+``read_follower_reports`` turns them into what ``hearth status`` shows per part: where the last start
+began (snapshot or first offset, and why), how many records it replayed, the gap a retention window
+left, how long it took to catch up, and the age of the newest snapshot *now* (the age a report states is
+as of its writing, so the time since the file was written is added).
 """
 
 from __future__ import annotations
@@ -35,6 +42,22 @@ class PartStatus:
     url: str = ""
     log: str = ""
     note: str = ""
+    reports: str = ""  # the directory of its followers' restart reports ("": it has none)
+
+
+@dataclass(frozen=True)
+class FollowerReport:
+    """One follower's restart report as ``hearth status`` shows it."""
+
+    part: str
+    follower: str
+    started_from: str
+    replayed: int | None = None
+    gap: int | None = None
+    caught_up_s: float | None = None
+    snapshot_age_s: float | None = None  # of the newest snapshot it saved or restored, now
+    snapshots_saved: int | None = None
+    snapshot_errors: int | None = None
 
 
 @dataclass
@@ -69,4 +92,51 @@ def read_status(home: Path) -> StackStatus | None:
         return None
 
 
-__all__ = ["PartStatus", "StackStatus", "read_status", "status_path", "write_status"]
+def read_follower_reports(part: PartStatus, now: float | None = None) -> list[FollowerReport]:
+    """The restart reports in ``part.reports``, by follower name; one that cannot be read is listed as
+    such (a report is for people: it never hides the others)."""
+    if not part.reports:
+        return []
+    now = time.time() if now is None else now
+    reports = []
+    for path in sorted(Path(part.reports).glob("*.json")):
+        name = path.stem
+        try:
+            raw = json.loads(path.read_text())
+            written_at = path.stat().st_mtime
+            age = raw.get("snapshot_age_s")
+            reports.append(
+                FollowerReport(
+                    part=part.name,
+                    follower=name,
+                    started_from=str(raw["started_from"]),
+                    replayed=_int(raw.get("replayed")),
+                    gap=_int(raw.get("gap")),
+                    caught_up_s=_float(raw.get("caught_up_s")),
+                    snapshot_age_s=None if age is None else round(float(age) + max(0.0, now - written_at), 1),
+                    snapshots_saved=_int(raw.get("snapshots_saved")),
+                    snapshot_errors=_int(raw.get("snapshot_errors")),
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            reports.append(FollowerReport(part.name, name, f"(unreadable report: {error})"))
+    return reports
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+__all__ = [
+    "FollowerReport",
+    "PartStatus",
+    "StackStatus",
+    "read_follower_reports",
+    "read_status",
+    "status_path",
+    "write_status",
+]

@@ -89,6 +89,7 @@ class PartSpec:
     # Parts of one group (next to each other in the list) start and stop together: the nodes of a Kafka
     # cluster, none of which is healthy before a quorum of them runs.
     group: str = ""
+    reports: str = ""  # the directory its topic followers write their restart reports to ("": none)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Supervisor:
         self.on_change = on_change
         self._lock = threading.Lock()
         self._starting_up = False
-        self._parts = {s.name: _Part(s, PartStatus(name=s.name, url=s.url)) for s in specs}
+        self._parts = {s.name: _Part(s, PartStatus(name=s.name, url=s.url, reports=s.reports)) for s in specs}
         unknown = {d for s in specs for d in s.depends_on} - set(self._parts)
         if unknown:
             raise ValueError(f"parts depend on unknown parts: {sorted(unknown)}")

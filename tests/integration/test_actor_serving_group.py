@@ -3,7 +3,7 @@ supervisor and compose's probe use (``hearth_device_actor.serving.serving_proble
 ``Services.part``) says healthy only once a worker reads the inbox partitions whose twins it holds, not
 while it joins or while its group rebalances; a worker that holds nothing is healthy only while the
 group's members own every partition of the twins' changelog (the group's description, decoded from the
-broker). The rules on made-up files and group views: tests/unit/test_actor_serving.py (this file: the group on the broker).
+broker). The rules on made-up files and group views: tests/unit/test_actor_serving.py.
 """
 
 from __future__ import annotations

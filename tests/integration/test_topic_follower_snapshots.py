@@ -6,17 +6,21 @@ has everything, while positions the window passed are counted as a gap."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
+import zlib
 
 import msgspec
 import pytest
 
 from hearth.stack.kafka import KafkaBroker
-from hearth_shared.kafka import ensure_topics
+from hearth_shared.events import utcnow
+from hearth_shared.kafka import ensure_topics, make_producer, partition_of
 from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore
+from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore, Manifest, _chunk_key, _manifest_key
 from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.topics import PARTITIONS
 from tests.journal import pass_retention, produce
 from tests.support import eventually
 
@@ -162,3 +166,35 @@ async def test_with_the_head_gone_the_snapshot_keeps_everything_and_a_passed_one
         assert json.loads(json.dumps(follower.restart.as_json()))["gap"] == 20
     finally:
         await follower.stop()
+
+
+async def test_two_writers_of_one_name_interleaved_leave_the_last_manifest_whole(kafka: KafkaBroker) -> None:
+    """Two processes of one part save under one name (CI saw it: the command API's and the query API's
+    campaign feeds): one's chunks, then the other's whole save, then the first's manifest. The last
+    manifest names chunks that stand before the other's save, and loading finds them."""
+    settings = await topics_of_a_test(kafka)
+    topic = settings.topics.snapshots
+    first = KafkaSnapshotStore(settings.kafka_bootstrap_servers, topic)
+    second = KafkaSnapshotStore(settings.kafka_bootstrap_servers, topic)
+    state = b"the first writer's state"
+    partition = partition_of(b"shared", PARTITIONS)
+    producer = make_producer(settings.kafka_bootstrap_servers, "tests")
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            topic, zlib.compress(state, 1), key=_chunk_key("shared", "first", 0), partition=partition
+        )
+        await second.save("shared", b"the second writer's state", {}, 2)  # lands between
+        manifest = Manifest(
+            name="shared", snapshot_id="first", taken_at=utcnow(), positions={}, chunks=1, size=len(state),
+            sha256=hashlib.sha256(state).hexdigest(), records=1,
+        )  # fmt: skip
+        await producer.send_and_wait(
+            topic, msgspec.msgpack.encode(manifest), key=_manifest_key("shared"), partition=partition
+        )
+        loaded = await first.load("shared")
+        assert loaded is not None and loaded.state == state and loaded.manifest.snapshot_id == "first"
+    finally:
+        await producer.stop()
+        await first.close()
+        await second.close()

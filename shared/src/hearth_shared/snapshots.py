@@ -18,6 +18,12 @@ partition only:
 * then the manifest, keyed ``m/{name}``: snapshot id, chunk count, size, SHA-256, positions, time;
 * then tombstones for the previous snapshot's chunks (compaction then removes them).
 
+Several processes may save under one name (the processes of one part fold the same topics alike): each
+writes its chunks, then its manifest, so the last manifest in the partition names chunks that stand
+before it, whatever the others wrote in between; a process tombstones only a snapshot its own newer
+manifest already superseded. Chunks of a save that crashed before its manifest stay until a later
+cleanup (they are never read: no manifest names them).
+
 A snapshot counts only once its manifest is on the broker, so a crash between chunks and manifest
 leaves the previous one in force. ``load`` reads the partition to its end and returns the last
 manifest's snapshot; a missing chunk or a wrong digest is ``SnapshotUnreadable`` (the follower then
@@ -119,9 +125,13 @@ class KafkaSnapshotStore:
                 for record in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
                     key = record.key or b""
                     if key == manifest_key and record.value is not None:
+                        superseded = manifest
                         manifest = _decode_manifest.decode(record.value)
-                        # chunks of older snapshots are no longer wanted; a newer one's come after this
-                        chunks = {manifest.snapshot_id: chunks.get(manifest.snapshot_id, {})}
+                        # The superseded snapshot's chunks are no longer wanted. Others' are kept: several
+                        # processes may share a name (every command-API process saves the registry),
+                        # so another writer's chunks may stand before this manifest and its own after.
+                        if superseded is not None and superseded.snapshot_id != manifest.snapshot_id:
+                            chunks.pop(superseded.snapshot_id, None)
                     elif key.startswith(chunk_prefix) and record.value is not None:
                         snapshot_id, _, index = key[len(chunk_prefix) :].decode().rpartition("/")
                         chunks.setdefault(snapshot_id, {})[int(index)] = record.value

@@ -25,16 +25,11 @@ import msgspec
 
 from hearth_shared.campaign_events import CampaignFact, Firmware, FirmwareRegistered
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
+from hearth_shared.snapshot_format import SnapshotCodec
 
 log = logging.getLogger(__name__)
 
 CAMPAIGN_BOOK_FORMAT = 1
-
-
-class SnapshotFormat(msgspec.Struct, frozen=True):
-    """The one field every snapshot format of this module keeps: read first, to pick the decoder."""
-
-    format: int
 
 
 class CampaignBookSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,9 +38,7 @@ class CampaignBookSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     firmware: list[Firmware]  # the catalog's values; its key is (device_type, version)
 
 
-_encode = msgspec.msgpack.Encoder()
-_decode_format = msgspec.msgpack.Decoder(SnapshotFormat)
-_decode_book = msgspec.msgpack.Decoder(CampaignBookSnapshot)
+_CODEC = SnapshotCodec("campaign book", CampaignBookSnapshot, CAMPAIGN_BOOK_FORMAT)
 
 
 class CampaignBook:
@@ -74,7 +67,7 @@ class CampaignBook:
     # ------------------------------------------------------------------------------------ snapshot
 
     def snapshot(self) -> bytes:
-        return _encode.encode(
+        return _CODEC.encode(
             CampaignBookSnapshot(
                 campaigns=list(self.campaigns.values()), firmware=list(self.catalog.values())
             )
@@ -83,10 +76,7 @@ class CampaignBook:
     @classmethod
     def from_snapshot(cls, data: bytes) -> CampaignBook:
         """A book with the saved state; raises (``ValueError``, ``msgspec.DecodeError``) if unreadable."""
-        found = _decode_format.decode(data).format
-        if found != CAMPAIGN_BOOK_FORMAT:
-            raise ValueError(f"campaign book snapshot format {found} is not one this release reads")
-        saved = _decode_book.decode(data)
+        saved = _CODEC.decode(data)
         book = cls()
         book.campaigns = {c.campaign_id: c for c in saved.campaigns}
         book.catalog = {(f.device_type, f.version): f for f in saved.firmware}
@@ -98,4 +88,4 @@ class CampaignBook:
         self.campaigns, self.catalog = book.campaigns, book.catalog
 
 
-__all__ = ["CAMPAIGN_BOOK_FORMAT", "CampaignBook", "CampaignBookSnapshot", "SnapshotFormat"]
+__all__ = ["CAMPAIGN_BOOK_FORMAT", "CampaignBook", "CampaignBookSnapshot"]

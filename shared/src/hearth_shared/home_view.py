@@ -48,6 +48,7 @@ from hearth_shared.home_facts import (
     ScheduleSet,
     ScheduleTransitionFired,
 )
+from hearth_shared.snapshot_format import SnapshotCodec
 
 DEFAULT_TIMEZONE = "UTC"
 # Per automation, in the query API's memory and snapshot (the journal and the archive keep them all): at
@@ -86,6 +87,9 @@ class HomesViewState(msgspec.Struct, kw_only=True):
 class HomesViewSnapshot(msgspec.Struct, kw_only=True):
     format: int
     view: HomesViewState
+
+
+_CODEC = SnapshotCodec("home view", HomesViewSnapshot, VIEW_FORMAT, json=True)
 
 
 class HomesView:
@@ -139,13 +143,10 @@ class HomesView:
         self.runs, self.deliveries, self.unsent = runs, deliveries, dict(state.unsent)
 
     def snapshot(self) -> bytes:
-        return msgspec.json.encode(HomesViewSnapshot(format=VIEW_FORMAT, view=self.state()))
+        return _CODEC.encode(HomesViewSnapshot(format=VIEW_FORMAT, view=self.state()))
 
     def restore(self, data: bytes) -> None:
-        saved = msgspec.json.decode(data, type=HomesViewSnapshot)
-        if saved.format != VIEW_FORMAT:
-            raise ValueError(f"home view snapshot format {saved.format} is not {VIEW_FORMAT}")
-        self.load_state(saved.view)
+        self.load_state(_CODEC.decode(data).view)
 
     def keep_runs(self, runs_kept: int) -> None:
         """From now on keep ``runs_kept`` runs per automation; the older ones go now."""

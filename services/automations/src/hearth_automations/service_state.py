@@ -25,6 +25,7 @@ import msgspec
 from hearth_automations.engine import Engine, EngineState
 from hearth_automations.scheduler import Scheduler, SchedulerState
 from hearth_shared.home_view import HomesView, HomesViewState
+from hearth_shared.snapshot_format import SnapshotCodec
 from hearth_shared.snapshots import Positions
 
 SNAPSHOT_FORMAT = 1
@@ -42,8 +43,7 @@ class EffectsNotWritten(RuntimeError):
     """No snapshot now: the state holds a decision that is not on the broker yet."""
 
 
-_decode = msgspec.json.Decoder(AutomationsSnapshot).decode
-_encode = msgspec.json.Encoder().encode
+_CODEC = SnapshotCodec("automations", AutomationsSnapshot, SNAPSHOT_FORMAT, json=True)
 
 
 class ServiceState:
@@ -62,7 +62,7 @@ class ServiceState:
         why = self.engine.unsettled() or self.scheduler.unsettled()
         if why is not None:
             raise EffectsNotWritten(f"no snapshot now: {why}")
-        return _encode(
+        return _CODEC.encode(
             AutomationsSnapshot(
                 format=SNAPSHOT_FORMAT,
                 homes_positions=self.homes_positions(),
@@ -73,9 +73,7 @@ class ServiceState:
         )
 
     def restore(self, data: bytes) -> None:
-        saved = _decode(data)  # raises before anything is replaced
-        if saved.format != SNAPSHOT_FORMAT:
-            raise ValueError(f"automations snapshot format {saved.format} is not {SNAPSHOT_FORMAT}")
+        saved = _CODEC.decode(data)  # raises before anything is replaced
         self.view.load_state(saved.view)
         self.scheduler.load_state(saved.scheduler)
         self.engine.load_state(saved.engine)

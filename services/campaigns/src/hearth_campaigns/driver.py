@@ -58,7 +58,7 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_campaigns.fleet_view import FleetView
 from hearth_campaigns.settings import CampaignSettings
-from hearth_shared.campaign_book import CampaignBook, SnapshotFormat
+from hearth_shared.campaign_book import CampaignBook
 from hearth_shared.campaign_events import (
     AbortCampaign,
     CampaignFact,
@@ -86,6 +86,7 @@ from hearth_shared.domain.campaign_decide import (
 from hearth_shared.domain.campaign_gates import wave_health
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
 from hearth_shared.kafka import KafkaJournal, topic_partitions
+from hearth_shared.snapshot_format import SnapshotCodec
 from hearth_shared.snapshots import SnapshotStore
 from hearth_shared.storable import decode_fact
 from hearth_shared.topic_follower import TopicFollower, snapshot_policy
@@ -104,9 +105,7 @@ class CampaignDriverSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     campaigns: bytes  # CampaignBook.snapshot()
 
 
-_encode = msgspec.msgpack.Encoder()
-_decode_format = msgspec.msgpack.Decoder(SnapshotFormat)
-_decode_snapshot = msgspec.msgpack.Decoder(CampaignDriverSnapshot)
+_CODEC = SnapshotCodec("campaign driver", CampaignDriverSnapshot, DRIVER_SNAPSHOT_FORMAT)
 
 
 class CampaignDriver:
@@ -243,17 +242,14 @@ class CampaignDriver:
     # ------------------------------------------------------------------------------------ snapshot
 
     def snapshot(self) -> bytes:
-        return _encode.encode(
+        return _CODEC.encode(
             CampaignDriverSnapshot(fleet=self.fleet.snapshot(), campaigns=self.book.snapshot())
         )
 
     def restore(self, data: bytes) -> None:
         """Replace the fleet view and the campaigns with the saved ones, or raise and leave both as they
         were (both decoded before either is replaced)."""
-        found = _decode_format.decode(data).format
-        if found != DRIVER_SNAPSHOT_FORMAT:
-            raise ValueError(f"campaign driver snapshot format {found} is not one this release reads")
-        saved = _decode_snapshot.decode(data)
+        saved = _CODEC.decode(data)
         fleet, book = FleetView.from_snapshot(saved.fleet), CampaignBook.from_snapshot(saved.campaigns)
         self.fleet, self.book = fleet, book
 

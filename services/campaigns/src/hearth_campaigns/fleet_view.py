@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from hearth_shared.campaign_book import SnapshotFormat
 from hearth_shared.domain.admin import FIRMWARE_KEY, is_admin_command
 from hearth_shared.domain.campaign_gates import CommandOutcome, CommandSight, DeviceSight, FleetSight
 from hearth_shared.events import (
@@ -50,6 +49,7 @@ from hearth_shared.events import (
     StateReported,
     wire_name,
 )
+from hearth_shared.snapshot_format import SnapshotCodec
 
 KEPT = 64  # anomalies and command outcomes kept per device
 # A home's command not ended this long after its request never will be (deadlines are at most a day).
@@ -111,9 +111,7 @@ class FleetViewSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     home_commands: list[SavedHomeCommand]  # in the order they were requested
 
 
-_encode = msgspec.msgpack.Encoder()
-_decode_format = msgspec.msgpack.Decoder(SnapshotFormat)
-_decode_view = msgspec.msgpack.Decoder(FleetViewSnapshot)
+_CODEC = SnapshotCodec("fleet view", FleetViewSnapshot, FLEET_VIEW_FORMAT)
 
 
 class FleetView:
@@ -197,7 +195,7 @@ class FleetView:
     # ------------------------------------------------------------------------------------ snapshot
 
     def snapshot(self) -> bytes:
-        return _encode.encode(
+        return _CODEC.encode(
             FleetViewSnapshot(
                 devices=[
                     SavedDevice(
@@ -222,10 +220,7 @@ class FleetView:
     @classmethod
     def from_snapshot(cls, data: bytes) -> FleetView:
         """A view with the saved state; raises (``ValueError``, ``msgspec.DecodeError``) if unreadable."""
-        found = _decode_format.decode(data).format
-        if found != FLEET_VIEW_FORMAT:
-            raise ValueError(f"fleet view snapshot format {found} is not one this release reads")
-        saved = _decode_view.decode(data)
+        saved = _CODEC.decode(data)
         view = cls()
         for d in saved.devices:
             device = view.devices[d.device_id] = _Device(

@@ -57,6 +57,7 @@ from hearth_shared.events import (
     utcnow,
     wire_name,
 )
+from hearth_shared.snapshot_format import SnapshotCodec
 from hearth_shared.storable import decode_fact
 
 log = logging.getLogger(__name__)
@@ -112,13 +113,9 @@ class CommandEntry:
 
 # ------------------------------------------------------------------------------------ snapshot format
 # Format 1. Records are msgpack arrays (``array_like``): a later format may only append fields with
-# defaults to them, or bump ``format`` and keep a reader for this one in ``_decode_snapshot``.
+# defaults to them, or bump ``format`` and keep a reader for this one (``hearth_shared.snapshot_format``).
 
 SNAPSHOT_FORMAT = 1
-
-
-class _FormatOnly(msgspec.Struct):
-    format: int
 
 
 class DeviceRecord(msgspec.Struct, array_like=True, frozen=True):
@@ -143,17 +140,7 @@ class RegistrySnapshotV1(msgspec.Struct, kw_only=True):
     commands: list[CommandRecord]
 
 
-_encode_snapshot = msgspec.msgpack.Encoder(uuid_format="bytes")
-_decode_format = msgspec.msgpack.Decoder(_FormatOnly)
-_decode_v1 = msgspec.msgpack.Decoder(RegistrySnapshotV1)
-
-
-def _decode_snapshot(data: bytes) -> RegistrySnapshotV1:
-    """A saved snapshot of any format this release reads; raises for one it does not."""
-    version = _decode_format.decode(data).format
-    if version == 1:
-        return _decode_v1.decode(data)
-    raise ValueError(f"registry snapshot format {version} is not one this release reads (it reads 1)")
+_CODEC = SnapshotCodec("registry", RegistrySnapshotV1, SNAPSHOT_FORMAT)
 
 
 class RegistryView:
@@ -299,7 +286,7 @@ class RegistryView:
 
     def snapshot(self) -> bytes:
         """The devices and commands (not the waiters) in snapshot format 1."""
-        return _encode_snapshot.encode(
+        return _CODEC.encode(
             RegistrySnapshotV1(
                 format=SNAPSHOT_FORMAT,
                 devices=[
@@ -318,7 +305,7 @@ class RegistryView:
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's; raises, leaving the state as it was, for bytes it
         cannot read."""
-        saved = _decode_snapshot(data)
+        saved = _CODEC.decode(data)
         devices = {d.device_id: DeviceEntry(d.home_id, d.device_type, d.simulated) for d in saved.devices}
         commands = {
             c.command_id: CommandEntry(c.device_id, c.fingerprint, c.expires_at, c.status, c.finished_at)

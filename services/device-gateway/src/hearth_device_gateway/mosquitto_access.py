@@ -58,6 +58,7 @@ from hearth_shared.mqtt import (
     hub_child_topic,
     topic,
 )
+from hearth_shared.snapshot_format import SnapshotCodec
 
 DEVICE_WRITES = (STATE, ACKS, AVAILABILITY)
 DEVICE_READS = (COMMANDS, ERRORS)
@@ -102,7 +103,7 @@ class MosquittoAccess:
 
     def snapshot(self) -> bytes:
         """The whole state as an ``AccessSnapshotV1`` (sorted: the same state gives the same bytes)."""
-        return _encode_snapshot.encode(
+        return _CODEC.encode(
             AccessSnapshotV1(
                 hashes=dict(sorted(self.hashes.items())),
                 credential_ids=dict(sorted(self.credential_ids.items())),
@@ -114,7 +115,7 @@ class MosquittoAccess:
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's; raises (``msgspec.DecodeError``, ``ValueError``)
         and leaves the state as it was if ``data`` is not a snapshot this release can read."""
-        saved = _decode_snapshot.decode(data)
+        saved = _CODEC.decode(data)
         if saved.hashes.keys() != saved.credential_ids.keys():
             raise ValueError("a snapshot whose hashes and credential ids name different devices")
         self.hashes = dict(saved.hashes)
@@ -146,17 +147,20 @@ class MosquittoAccess:
         return "\n".join(parts) + "\n"
 
 
-class AccessSnapshotV1(msgspec.Struct, frozen=True, tag_field="format", tag="mosquitto-access/1"):
+ACCESS_SNAPSHOT_FORMAT = 1
+
+
+class AccessSnapshotV1(msgspec.Struct, frozen=True, kw_only=True):
     """``MosquittoAccess`` saved (see the module docstring). Never change its fields: add a V2."""
 
+    format: int = ACCESS_SNAPSHOT_FORMAT
     hashes: dict[str, str]
     credential_ids: dict[str, str]
     simulated: list[str]
     revoked: list[str]
 
 
-_encode_snapshot = msgspec.msgpack.Encoder()
-_decode_snapshot = msgspec.msgpack.Decoder(AccessSnapshotV1)
+_CODEC = SnapshotCodec("broker access", AccessSnapshotV1, ACCESS_SNAPSHOT_FORMAT)
 
 
 @dataclass(frozen=True)

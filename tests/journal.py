@@ -95,9 +95,10 @@ async def read_topic(
     return found
 
 
-async def pass_retention(bootstrap: str, topic: str) -> dict[int, int]:
-    """Delete every record of ``topic`` there is now, as a retention window passing over all of them
-    does (Kafka's DeleteRecords moves each partition's head to its end); returns the new heads."""
+async def pass_retention(bootstrap: str, topic: str, before: dict[int, int] | None = None) -> dict[int, int]:
+    """Delete every record of ``topic`` there is now (or, given ``before``, each partition's records
+    before that offset), as a retention window passing over them does (Kafka's DeleteRecords moves each
+    partition's head there); returns the new heads."""
     from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
@@ -107,6 +108,8 @@ async def pass_retention(bootstrap: str, topic: str) -> dict[int, int]:
         ends = await consumer.end_offsets(partitions)
     finally:
         await consumer.stop()
+    if before is not None:
+        ends = {tp: before[tp.partition] for tp in ends if tp.partition in before}
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:

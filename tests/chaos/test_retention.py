@@ -80,9 +80,10 @@ async def end_offsets(settings: StackSettings, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-async def snapshots_cover(settings: StackSettings, topics: list[str]) -> None:
+async def snapshots_cover(settings: StackSettings, topics: list[str]) -> dict[str, dict[int, int]]:
     """Until every fold of ``FOLDS`` has a snapshot, and every snapshot that follows one of ``topics``
-    reaches the end offsets those have now."""
+    reaches the end offsets those have now; returns those ends (the window passes over them, not over a
+    fact written since, which a snapshot may not hold yet)."""
     ends = {topic: await end_offsets(settings, topic) for topic in topics}
 
     async def covered() -> bool:
@@ -96,6 +97,7 @@ async def snapshots_cover(settings: StackSettings, topics: list[str]) -> None:
         return not behind and manifests.keys() >= FOLDS
 
     await eventually(covered, f"snapshots of {sorted(FOLDS)} reaching the ends of {topics}", timeout_s=60)
+    return ends
 
 
 async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothing(
@@ -164,9 +166,9 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
 
         # ---- the window passes over all of it, then every part is killed and comes back
         topics = settings.topics
-        await snapshots_cover(settings, [topics.journal, topics.home_journal])
-        await pass_retention(settings.kafka_bootstrap_servers, topics.journal)
-        await pass_retention(settings.kafka_bootstrap_servers, topics.home_journal)
+        covered = await snapshots_cover(settings, [topics.journal, topics.home_journal])
+        for topic in (topics.journal, topics.home_journal):
+            await pass_retention(settings.kafka_bootstrap_servers, topic, covered[topic])
         player.cancel()
         await device.close(offline=False)
         assert stack.supervisor is not None

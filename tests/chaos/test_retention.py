@@ -189,8 +189,12 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
             )
             assert answer.status_code == 202 or answer.status_code == 200, answer.text
             assert answer.json()["status"] == "converged", answer.text
-            twin = (await query.get("/v1/devices/kept-thermostat")).json()
-            assert twin["home_id"] == HOME and twin["reported"]["target_c"] == 22.0
+
+            async def twin_converged() -> bool:  # the view holds it a moment after the command API said so
+                twin = (await query.get("/v1/devices/kept-thermostat")).json()
+                return bool(twin["home_id"] == HOME and twin["reported"]["target_c"] == 22.0)
+
+            await eventually(twin_converged, "the twin's new target in the query API", timeout_s=30)
             schedule = (await query.get("/v1/devices/kept-follower/schedule")).json()
             assert schedule["program"] == program and schedule["next"], schedule
             await eventually(

@@ -21,6 +21,7 @@ from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
 from hearth.stack.process import ManagedProcess
 from hearth.stack.servers import start_healthy
+from hearth.stack.service_processes import follower_reports_dir
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Trigger, action_id, run_id
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
 from hearth_shared.events import (
@@ -52,9 +53,7 @@ HOME = "snapshot-home"
 
 
 def automations_part(settings: StackSettings, base: Path) -> ManagedProcess:
-    services = Services(
-        settings, logs=base / "logs", data=base / "data", extra_env={"HEARTH_FOLLOWER_REPORTS": str(base)}
-    )
+    services = Services(settings, logs=base / "logs", data=base / "data")
     (base / "data").mkdir(parents=True, exist_ok=True)
     part, timeout_s = services.part("automations")
     return start_healthy(part, timeout_s * 2)
@@ -148,8 +147,9 @@ async def test_restarted_from_its_snapshot_after_retention_it_reads_only_the_tai
 
     second = automations_part(settings, tmp_path / "second")
     try:
-        journal_report = json.loads((tmp_path / "second" / "journal.json").read_text())
-        homes_report = json.loads((tmp_path / "second" / "home-journal.json").read_text())
+        reports = follower_reports_dir(tmp_path / "second" / "data", "automations")
+        journal_report = json.loads((reports / "journal.json").read_text())
+        homes_report = json.loads((reports / "home-journal.json").read_text())
         assert journal_report["started_from"] == "snapshot", journal_report
         assert homes_report["started_from"] == "positions kept in another snapshot", homes_report
         assert [journal_report[k] for k in ("replayed", "gap")] == [0, 0], journal_report

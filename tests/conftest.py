@@ -102,6 +102,17 @@ async def stack(kafka: KafkaBroker, postgres: PostgresServer, redis_server: Redi
     return settings
 
 
+@pytest.fixture
+async def broker_only(kafka: KafkaBroker) -> StackSettings:
+    """Settings for one test that needs the broker alone: its own topics (created), and no PostgreSQL
+    or Redis started for it."""
+    settings = StackSettings(
+        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
+    )
+    await ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs())
+    return settings
+
+
 @dataclass
 class Platform:
     """The running services of the test session, and how to talk to them."""

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
 from hearth.stack.local import Services
 from hearth.stack.process import ManagedProcess
 from hearth.stack.servers import start_healthy
@@ -41,7 +40,6 @@ from hearth_shared.home_facts import (
     decode_home_fact,
     encode_home_fact,
 )
-from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
 from hearth_shared.snapshots import KafkaSnapshotStore
 from tests.journal import pass_retention, produce, produce_facts, read_topic
@@ -95,12 +93,9 @@ async def has(settings: StackSettings, found: Any) -> bool:
 
 
 async def test_restarted_from_its_snapshot_after_retention_it_reads_only_the_tail_and_acts_once(
-    kafka: KafkaBroker, tmp_path: Path
+    broker_only: StackSettings, tmp_path: Path
 ) -> None:
-    settings = StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
-    )
-    await ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs())
+    settings = broker_only
     first = automations_part(settings, tmp_path / "first")
     try:
         now = utcnow()

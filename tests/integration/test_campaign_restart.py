@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
 from hearth_campaigns.driver import CampaignDriver
 from hearth_campaigns.settings import CampaignSettings
 from hearth_shared.campaign_events import AbortThresholds, Firmware, StartCampaign, encode_campaign_record
@@ -24,7 +23,6 @@ from hearth_shared.campaign_feed import CampaignFeed, campaign_view
 from hearth_shared.domain.campaign import Campaign
 from hearth_shared.domain.campaign_decide import job_command_id
 from hearth_shared.events import SubmitCommand, decode_inbound, utcnow
-from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
 from tests.device_journal import DeviceJournal
 from tests.journal import pass_retention, produce, produce_facts, read_topic
@@ -115,10 +113,9 @@ async def request_campaign(stack: StackSettings, version: str, **target: Any) ->
 
 
 async def test_the_driver_and_the_feed_restart_from_their_snapshots_with_the_heads_gone(
-    kafka: KafkaBroker,
+    broker_only: StackSettings,
 ) -> None:
-    stack = StackSettings(kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}")
-    await ensure_topics(stack.kafka_bootstrap_servers, stack.topics.specs())
+    stack = broker_only
     settings = CampaignSettings(stack=stack, tick_s=0.1)
     devices = Devices(stack)
     ids = [f"lock-{i}" for i in range(4)]

@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from hearth.stack.kafka import KafkaBroker
 from hearth_shared.auth import Revocations
-from hearth_shared.kafka import ensure_topics, topic_partitions
+from hearth_shared.kafka import topic_partitions
 from hearth_shared.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
 from hearth_shared.settings import StackSettings
 from tests.journal import produce
@@ -34,12 +34,9 @@ async def end_offset(bootstrap: str, topic: str) -> int:
 
 
 async def test_the_feed_reads_every_revocation_before_it_is_caught_up_and_follows_the_topic(
-    kafka: KafkaBroker,
+    kafka: KafkaBroker, broker_only: StackSettings
 ) -> None:
-    settings = StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
-    )
-    await ensure_topics(kafka.bootstrap, settings.topics.specs())
+    settings = broker_only
     topic = settings.topics.token_revocations
     await revoke(kafka.bootstrap, settings.topics, token_revoked("tok-first", reason="lost", by="cli"))
     await produce(kafka.bootstrap, topic, [(b"tok-gone", None), (b"tok-bad", b"not a revocation")])

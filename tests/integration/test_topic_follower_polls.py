@@ -100,12 +100,9 @@ async def test_on_caught_up_runs_once_after_the_last_poll_and_before_caught_up(k
 
 
 async def test_on_caught_up_runs_before_the_first_poll_when_there_is_nothing_to_read(
-    kafka: KafkaBroker,
+    kafka: KafkaBroker, broker_only: StackSettings
 ) -> None:
-    settings = StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
-    )
-    await ensure_topics(kafka.bootstrap, settings.topics.specs())
+    settings = broker_only
     calls: list[str] = []
 
     async def on_record(topic: str, partition: int, offset: int, value: bytes | None) -> None:

@@ -14,9 +14,8 @@ import zlib
 import msgspec
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
 from hearth_shared.events import utcnow
-from hearth_shared.kafka import ensure_topics, make_producer, partition_of
+from hearth_shared.kafka import make_producer, partition_of
 from hearth_shared.settings import StackSettings
 from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore, Manifest, _chunk_key, _manifest_key
 from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
@@ -49,14 +48,6 @@ class Tally:
         return sum(len(v) for v in self.seen.values())
 
 
-async def topics_of_a_test(kafka: KafkaBroker) -> StackSettings:
-    settings = StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:10]}"
-    )
-    await ensure_topics(kafka.bootstrap, settings.topics.specs())
-    return settings
-
-
 async def write(settings: StackSettings, start: int, count: int, *, payload: str = "") -> None:
     records = ((f"k{n % 7}".encode(), f"k{n % 7}={n}{payload}".encode()) for n in range(start, start + count))
     await produce(settings.kafka_bootstrap_servers, settings.topics.home_journal, records)
@@ -76,8 +67,8 @@ async def follow(settings: StackSettings, tally: Tally, name: str = "tally") -> 
     return follower
 
 
-async def test_a_restart_reads_only_what_came_after_the_snapshot(kafka: KafkaBroker) -> None:
-    settings = await topics_of_a_test(kafka)
+async def test_a_restart_reads_only_what_came_after_the_snapshot(broker_only: StackSettings) -> None:
+    settings = broker_only
     await write(settings, 0, 300)
     await produce(settings.kafka_bootstrap_servers, settings.topics.home_journal, [(b"k1", b"garbage")])
     first = Tally()
@@ -100,8 +91,8 @@ async def test_a_restart_reads_only_what_came_after_the_snapshot(kafka: KafkaBro
         await follower.stop()
 
 
-async def test_a_state_of_many_chunks_comes_back_whole(kafka: KafkaBroker) -> None:
-    settings = await topics_of_a_test(kafka)
+async def test_a_state_of_many_chunks_comes_back_whole(broker_only: StackSettings) -> None:
+    settings = broker_only
     # 1,280 random hex characters a value, so the compressed state still needs several chunks
     await write(settings, 0, 2000, payload="".join(uuid.uuid4().hex for _ in range(40)))
     big = Tally()
@@ -119,8 +110,10 @@ async def test_a_state_of_many_chunks_comes_back_whole(kafka: KafkaBroker) -> No
         await follower.stop()
 
 
-async def test_an_unreadable_snapshot_is_reported_and_the_fold_starts_over(kafka: KafkaBroker) -> None:
-    settings = await topics_of_a_test(kafka)
+async def test_an_unreadable_snapshot_is_reported_and_the_fold_starts_over(
+    broker_only: StackSettings,
+) -> None:
+    settings = broker_only
     await write(settings, 0, 50)
     follower = await follow(settings, Tally())
     await follower.stop()
@@ -138,9 +131,9 @@ async def test_an_unreadable_snapshot_is_reported_and_the_fold_starts_over(kafka
 
 
 async def test_with_the_head_gone_the_snapshot_keeps_everything_and_a_passed_one_is_a_gap(
-    kafka: KafkaBroker,
+    broker_only: StackSettings,
 ) -> None:
-    settings = await topics_of_a_test(kafka)
+    settings = broker_only
     topic = settings.topics.home_journal
     await write(settings, 0, 120)
     kept = Tally()
@@ -168,11 +161,13 @@ async def test_with_the_head_gone_the_snapshot_keeps_everything_and_a_passed_one
         await follower.stop()
 
 
-async def test_two_writers_of_one_name_interleaved_leave_the_last_manifest_whole(kafka: KafkaBroker) -> None:
+async def test_two_writers_of_one_name_interleaved_leave_the_last_manifest_whole(
+    broker_only: StackSettings,
+) -> None:
     """Two processes of one part save under one name (CI saw it: the command API's and the query API's
     campaign feeds): one's chunks, then the other's whole save, then the first's manifest. The last
     manifest names chunks that stand before the other's save, and loading finds them."""
-    settings = await topics_of_a_test(kafka)
+    settings = broker_only
     topic = settings.topics.snapshots
     first = KafkaSnapshotStore(settings.kafka_bootstrap_servers, topic)
     second = KafkaSnapshotStore(settings.kafka_bootstrap_servers, topic)

@@ -94,6 +94,7 @@ from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "campaign-driver"
+DRIVER_INSTANCE = "campaign-driver"  # its consumer's group.instance.id
 DRIVER_SNAPSHOT_FORMAT = 1
 
 
@@ -151,6 +152,9 @@ class CampaignDriver:
             self.topics.campaign_requests,
             bootstrap_servers=bootstrap,
             group_id=self.settings.consumer_group(),
+            # static membership (KIP-345): a restarted driver (there is one) rejoins at once instead of
+            # waiting out the killed one's session (measured: 5 s of a 7 s restart)
+            group_instance_id=DRIVER_INSTANCE,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )

@@ -142,6 +142,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         web_enabled=False,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
+        consumer_group_instance_id=settings.instance,  # static membership when set (see the settings)
         # faust's consumer here only holds the twins table's partitions: with no agent it never fetches,
         # and aiokafka counts a consumer that has not fetched for max_poll_interval as stuck and leaves
         # the group (silently; faust then never rejoins). With faust's default (1000 s) every worker

@@ -17,5 +17,11 @@ class DeviceActorSettings(BaseSettings):
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0
+    instance: str | None = Field(
+        None,
+        description="Stable and unique per worker (a StatefulSet pod's name): the consumer's static group "
+        "membership (Kafka's group.instance.id), so a restarted worker rejoins at once with its partitions "
+        "instead of waiting out its old session; None: dynamic membership",
+    )
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)

@@ -28,7 +28,7 @@ from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
+from hearth_shared.events import DeviceCommand, Event, decode_model, encode
 from hearth_shared.kafka import (
     DeadLetters,
     KafkaJournal,
@@ -37,6 +37,7 @@ from hearth_shared.kafka import (
     send_batched,
 )
 from hearth_shared.settings import StackSettings
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.topics import PARTITIONS, TopicSpec, replica_config
 
 log = logging.getLogger(__name__)
@@ -216,26 +217,18 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             await kafka_journal.stop()
 
     @app.service
-    class ModelFeed(Service):  # every worker reads every model version (no consumer group)
+    class ModelFeed(Service):  # every worker reads every model version (no group); the topic is compacted
         async def on_start(self) -> None:
-            self.consumer = AIOKafkaConsumer(
-                topics.models,
-                bootstrap_servers=stack.kafka_bootstrap_servers,
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
+            self.follower = TopicFollower(
+                stack.kafka_bootstrap_servers, [topics.models], self._use, "device-actor-models"
             )
-            await self.consumer.start()
+            await self.follower.start()
 
         async def on_stop(self) -> None:
-            await self.consumer.stop()
+            await self.follower.stop()
 
-        @Service.task
-        async def _follow(self) -> None:
-            async for record in self.consumer:
-                try:
-                    actors.use_model(decode_model(record.value))
-                except MalformedRecord as error:
-                    log.warning("ignoring an unreadable model record at offset %d: %s", record.offset, error)
+        async def _use(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+            actors.use_model(decode_model(value))  # unreadable: the follower logs it and skips it
 
     @app.service
     class ServingHeartbeat(Service):  # the serving file, fresh every second (serving.py)

@@ -454,8 +454,8 @@ def restart_notes(
         "Each part then killed in turn with SIGKILL.",
         "'healthy after' is the supervisor's own `healthy_after_s` (from the relaunch, after its 1 s",
         "backoff, to the health check passing); 'kill to healthy' includes the backoff.",
-        "The device actor's check is 'serving': a killed worker's successor gets its partitions once the",
-        "dead member's session has timed out (`HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S`, 8 s).",
+        "The device actor's check is 'serving' (it reads its partitions); the actor, the gateway and the",
+        "campaign driver rejoin their consumer groups as the same static member (their instance names).",
         f"RSS: the process and its children (the query API's workers) {RSS_SETTLE_S:g} s after healthy, "
         "from /proc (psutil).",
         "'replayed': the records its topic followers read at that start (their restart reports, as",

@@ -206,12 +206,12 @@ def verify(
             + (f", the archive {archive} first)." if archive is not None else ").")
         )
         return
-    table = Table(title=f"{total:,} rows differ from a replay of the journal")
+    shown = Table(title=f"{total:,} rows differ from a replay of the journal")
     for column in ("table", "key", "difference", "columns"):
-        table.add_column(column, overflow="fold")
+        shown.add_column(column, overflow="fold")
     for d in result.differences[:show]:
-        table.add_row(d.table, d.key, d.kind, ", ".join(d.columns) if d.kind == "differs" else "")
-    console.print(table)
+        shown.add_row(d.table, d.key, d.kind, ", ".join(d.columns) if d.kind == "differs" else "")
+    console.print(shown)
     console.print("per table: " + ", ".join(f"{name} {n:,}" for name, n in result.counts.items() if n))
     raise typer.Exit(1)
 

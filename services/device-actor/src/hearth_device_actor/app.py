@@ -230,9 +230,13 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         async def _write(self) -> None:
             serving.write()
 
-    @app.timer(period_s(settings.max_poll_interval_s))
-    async def keep_in_the_group() -> None:  # faust's consumer never fetches by itself (keep_fetching.py)
-        await fetch_nothing(app)
+    fetch_every_s = period_s(settings.max_poll_interval_s)
+
+    @app.service
+    class KeepInTheGroup(Service):  # faust's consumer never fetches by itself (keep_fetching.py)
+        @Service.timer(fetch_every_s)
+        async def _fetch(self) -> None:
+            await fetch_nothing(app)
 
     @app.service
     class Inbox(Service):  # the hot path: the inbox in batches, for the partitions the table holds

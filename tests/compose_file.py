@@ -58,7 +58,11 @@ def env_values(svc: dict[str, Any]) -> dict[str, str]:
     env = svc.get("environment", {})
     if isinstance(env, dict):
         return {name: "" if value is None else str(value) for name, value in env.items()}
-    return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    values = {}
+    for item in env:
+        name, _, value = str(item).partition("=")
+        values[name] = value
+    return values
 
 
 def env_names(svc: dict[str, Any]) -> set[str]:

@@ -129,8 +129,11 @@ def container(overlay: str, service: str) -> dict[str, Any]:
     if kind == "SparkApplication":
         spec: dict[str, Any] = doc["spec"]["driver"]
         return spec
-    [one] = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == part]
-    return one
+    named: list[dict[str, Any]] = [
+        c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == part
+    ]
+    assert len(named) == 1, f"{kind} {name} has no container {part}"
+    return named[0]
 
 
 def env_of(overlay: str, c: dict[str, Any]) -> dict[str, Any]:

@@ -443,17 +443,18 @@ def _directives(path: Path) -> list[str]:
 def test_mosquitto_config_is_composes_with_the_access_files_shared() -> None:
     ours_conf = _directives(DEPLOY / "base" / "mosquitto" / "mosquitto.conf")
     composes = _directives(ROOT / "compose" / "mosquitto" / "mosquitto.conf")
-    assert [line.replace(*reversed(ACCESS_DIR)) for line in ours_conf] == composes
+    compose_dir, shared_dir = ACCESS_DIR
+    assert [line.replace(shared_dir, compose_dir) for line in ours_conf] == composes
     pod = find("small", "StatefulSet", "mosquitto-shard-0")["spec"]["template"]["spec"]
     assert pod["shareProcessNamespace"] is True  # the sidecar signals the broker
-    access = ACCESS_DIR[1].rstrip("/")
+    access = shared_dir.rstrip("/")
     for c in pod["containers"]:
         [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == access]
         [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
         assert volume == {"name": mount["name"], "emptyDir": {}}, c["name"]
     files = ("pid_file", "password_file", "acl_file")
     owned = [line.split()[1] for line in ours_conf if line.split()[0] in files]
-    assert owned and all(path.startswith(ACCESS_DIR[1]) for path in owned)
+    assert owned and all(path.startswith(shared_dir) for path in owned)
 
 
 def test_an_overlays_images_reach_every_hearth_pod(tmp_path: Path) -> None:

@@ -3,69 +3,33 @@ then what the schema cannot know: tags, ports, healthchecks, dependencies, comma
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
-import shlex
 from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
-from pydantic_settings import BaseSettings
 
-from hearth_shared.settings import StackSettings
+from tests.compose_file import (
+    COMPOSE,
+    IMAGE_PACKAGES,
+    ROOT,
+    SERVICES,
+    command,
+    env_names,
+    known_env_names,
+    ours,
+)
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
-COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
-SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 ONE_SHOT = {"init"}  # runs to completion; everything else runs for good
 LONG_RUNNING = sorted(set(SERVICES) - ONE_SHOT)
 RESTARTING = {"always", "unless-stopped", "on-failure"}
 PUBLISHED = {"command-api": 8000, "query-api": 8001, "kafka": 9092, "mosquitto": 1883}
 SCHEMA = "check_jsonschema/builtin_schemas/vendor/compose-spec.json"
-WORKSPACE_PACKAGES = [
-    "hearth_shared",
-    "hearth_command_api",
-    "hearth_device_actor",
-    "hearth_read_models",
-    "hearth_analytics",
-    "hearth_device_gateway",
-    "hearth_automations",
-    "hearth_campaigns",
-]
-# What the services' image (./Dockerfile, `uv sync --no-dev`) installs; the Spark image adds analytics.
-IMAGE_PACKAGES = {
-    "hearth:0.1.0": {
-        "hearth_shared",
-        "hearth_command_api",
-        "hearth_device_actor",
-        "hearth_read_models",
-        "hearth_device_gateway",
-        "hearth_automations",
-        "hearth_campaigns",
-    },
-    "hearth-spark:0.1.0": {"hearth_shared", "hearth_analytics"},
-}
-
-
-def _ours() -> dict[str, dict[str, Any]]:
-    """Services built from this repository (the ones that run Hearth code)."""
-    return {name: svc for name, svc in SERVICES.items() if "build" in svc}
-
-
-def _command(svc: dict[str, Any]) -> list[str]:
-    cmd = svc.get("command", [])
-    return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
-
-
-def _env_names(svc: dict[str, Any]) -> set[str]:
-    env = svc.get("environment", {})
-    return set(env) if isinstance(env, dict) else {item.split("=", 1)[0] for item in env}
 
 
 def _host_ports(svc: dict[str, Any]) -> set[int]:
@@ -136,7 +100,7 @@ def test_dependencies_wait_for_health_or_completion() -> None:
                 assert "healthcheck" in SERVICES[target], f"{name} waits for {target}: no healthcheck"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in _ours() if n not in ONE_SHOT))
+@pytest.mark.parametrize("name", sorted(n for n in ours() if n not in ONE_SHOT))
 def test_python_healthchecks_run_workspace_code(name: str) -> None:
     """A probe run as `python -m <package>.probe` names a service's probe module, in the services' image."""
     test = SERVICES[name]["healthcheck"]["test"]
@@ -148,9 +112,9 @@ def test_python_healthchecks_run_workspace_code(name: str) -> None:
     assert module.endswith(".probe") and importlib.util.find_spec(module), f"{name}: no probe module {module}"
 
 
-@pytest.mark.parametrize("name", sorted(_ours()))
+@pytest.mark.parametrize("name", sorted(ours()))
 def test_service_commands_resolve_to_workspace_code(name: str) -> None:
-    cmd = _command(SERVICES[name])
+    cmd = command(SERVICES[name])
     if cmd[:2] == ["python", "-m"]:
         module = cmd[2]
         image = SERVICES[name]["image"]
@@ -166,36 +130,18 @@ def test_service_commands_resolve_to_workspace_code(name: str) -> None:
         pytest.fail(f"{name}: unexpected command {cmd}")
 
 
-def _known_env_names() -> set[str]:
-    """HEARTH_* names some settings class reads: its env prefix + a field name."""
-    classes: set[type[BaseSettings]] = {StackSettings}
-    for package in WORKSPACE_PACKAGES:
-        try:
-            module = importlib.import_module(f"{package}.settings")
-        except ModuleNotFoundError as e:
-            if e.name in (package, f"{package}.settings"):
-                continue  # no settings module (yet)
-            raise
-        classes |= {v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseSettings)}
-    return {
-        (cls.model_config.get("env_prefix") or "").upper() + field.upper()
-        for cls in classes
-        for field in cls.model_fields
-    }
-
-
-@pytest.mark.parametrize("name", sorted(_ours()))
+@pytest.mark.parametrize("name", sorted(ours()))
 def test_service_env_vars_are_hearth_settings(name: str) -> None:
-    known = _known_env_names()
-    for var in _env_names(SERVICES[name]):
+    known = known_env_names()
+    for var in env_names(SERVICES[name]):
         assert var.startswith("HEARTH_"), f"{name}: {var} is not a HEARTH_ setting"
         assert var in known, f"{name}: no settings class reads {var}"
 
 
-@pytest.mark.parametrize("dockerfile", sorted({svc["build"]["dockerfile"] for svc in _ours().values()}))
+@pytest.mark.parametrize("dockerfile", sorted({svc["build"]["dockerfile"] for svc in ours().values()}))
 def test_dockerfile_copy_sources_exist(dockerfile: str) -> None:
     context = ROOT  # both images build from the repository root
-    assert all(svc["build"]["context"] == "." for svc in _ours().values())
+    assert all(svc["build"]["context"] == "." for svc in ours().values())
     copies = [
         line.split()[1:]
         for line in (context / dockerfile).read_text().splitlines()

@@ -17,7 +17,10 @@ COPY shared/ shared/
 COPY services/ services/
 COPY sdk/pyproject.toml sdk/
 COPY analytics/pyproject.toml analytics/
-COPY tools/pyproject.toml tools/
+COPY cli/ cli/
+COPY devstack/pyproject.toml devstack/
+COPY simulator/pyproject.toml simulator/
+COPY benchmarks/pyproject.toml benchmarks/
 # --no-editable: the venv holds every workspace package itself, so the sources stay in this stage.
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable

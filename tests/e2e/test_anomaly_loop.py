@@ -21,8 +21,8 @@ import httpx
 import msgspec
 import pytest
 
-from hearth.simulator.registration import fleet_devices
-from hearth.stack.mosquitto import MosquittoBroker
+from hearth_simulator.registration import fleet_devices
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import start_training
 from hearth_analytics.train import MODEL_NAME, ModelTrainer

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.process import ManagedProcess
+from hearth_devstack.local import Services
+from hearth_devstack.process import ManagedProcess
 from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_shared.settings import StackSettings
 from tests.support import eventually

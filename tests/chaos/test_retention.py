@@ -24,8 +24,8 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth_devstack.local import LocalStack
 from hearth_device import DeviceConnection
+from hearth_devstack.local import LocalStack
 from hearth_shared.auth import create_token, token_id
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings

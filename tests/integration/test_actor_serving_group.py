@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess
-from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_shared.settings import StackSettings
 from tests.support import eventually
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_devstack.servers import start_healthy
-from hearth_device import DeviceConnection
 from tests.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,

@@ -18,9 +18,6 @@ from typing import Any
 
 import pytest
 
-from hearth_simulator.fleet import FleetOptions
-from hearth_simulator.models import SIM_MODELS
-from hearth_simulator.registration import demo_counts
 from hearth_analytics.schema import REPORTED
 from hearth_command_api.registry import RegistryView
 from hearth_device_gateway.edge import to_request
@@ -40,6 +37,9 @@ from hearth_shared.events import (
 )
 from hearth_shared.mqtt import StateMessage, encode_message, state_topic
 from hearth_shared.storable import decode_fact
+from hearth_simulator.fleet import FleetOptions
+from hearth_simulator.models import SIM_MODELS
+from hearth_simulator.registration import demo_counts
 
 pytestmark = pytest.mark.unit
 

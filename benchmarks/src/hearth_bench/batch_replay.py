@@ -36,9 +36,9 @@ from rich.progress import (
 )
 
 from hearth_bench.options import option
-from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
+from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_shared.events import Event, StateReported
 from hearth_shared.settings import StackSettings
 

@@ -1,4 +1,5 @@
-"""``hearth bench <name>``: one command per benchmark, each derived from the bench's own declaration.
+"""``hearth bench <name>``: one command per benchmark, each derived from the bench's own declaration,
+added to the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` entry point).
 
 A bench registers itself with one line in ``BENCHES`` (command name -> ``module:main``); its module
 declares its parameters once, as a frozen dataclass with ``option(default, help)`` fields and a
@@ -76,3 +77,8 @@ bench_app = typer.Typer(
     help="Benchmarks; figures go to bench/results/ and docs/BENCHMARKS.md.",
     no_args_is_help=True,
 )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` group to the ``hearth`` CLI (entry point ``hearth.commands``)."""
+    app.add_typer(bench_app, name="bench")

@@ -41,8 +41,6 @@ import psutil
 
 from hearth_bench.options import option
 from hearth_bench.stack import bench_stack, console
-from hearth_simulator.devices.sim_thermostat import SimThermostat
-from hearth_simulator.registration import fleet_devices
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared.domain import Twin
 from hearth_shared.events import (
@@ -58,6 +56,8 @@ from hearth_shared.events import (
     utcnow,
 )
 from hearth_shared.kafka import make_producer
+from hearth_simulator.devices.sim_thermostat import SimThermostat
+from hearth_simulator.registration import fleet_devices
 
 DEVICES_PER_HOME = 5
 BATCH = 5000  # inbox records per handle_batch, as the worker's default batch size

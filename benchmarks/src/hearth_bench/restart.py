@@ -52,13 +52,13 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth_bench.options import option
-from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_bench.stack import console, counting_progress
+from hearth_device_actor.settings import DeviceActorSettings
+from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_devstack.local import LocalStack, Services, StackPorts
 from hearth_devstack.process import free_port
 from hearth_devstack.status import FollowerReport, read_follower_reports
 from hearth_devstack.supervisor import RestartPolicy
-from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import Event, RegisterDevice, encode, new_id, utcnow
 from hearth_shared.kafka import make_producer, partition_of
 from hearth_shared.settings import StackSettings

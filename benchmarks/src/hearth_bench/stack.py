@@ -34,8 +34,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hearth_simulator.fleet import MqttEndpoint
-from hearth_simulator.registration import register_fleet
 from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.servers import (
@@ -50,6 +48,8 @@ from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.mqtt import SIMULATOR_ACCOUNT
 from hearth_shared.settings import StackSettings
+from hearth_simulator.fleet import MqttEndpoint
+from hearth_simulator.registration import register_fleet
 
 console = Console(stderr=True)
 

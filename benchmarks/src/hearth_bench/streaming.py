@@ -34,8 +34,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hearth_bench.load_client import latency_ms
 from hearth_bench.options import option
-from hearth_devstack.journal_facts import JournalFacts
 from hearth_bench.stack import BenchStack, bench_stack, raw_consume_rate
+from hearth_devstack.journal_facts import JournalFacts
 from hearth_shared.events import encode
 from hearth_shared.kafka import make_producer, topic_partitions
 from hearth_shared.settings import StackSettings

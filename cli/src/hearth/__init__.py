@@ -1,1 +1,1 @@
-"""Hearth: the command line, the local stack, the fleet simulator and the benchmarks."""
+"""Hearth's operator command line, ``hearth`` (see cli.py); the dev packages add their commands to it."""

@@ -11,14 +11,11 @@ import httpx
 import typer
 from rich.console import Console
 
-from hearth_devstack.local import token_secret
+from hearth.stack_dir import token_secret
 from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
 
 Api = Annotated[str, typer.Option(help="The command API")]
-Home = Annotated[
-    Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
-]  # every command that needs the local stack's secret takes it
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -37,4 +34,4 @@ def checked(response: httpx.Response) -> Any:
     return response.json() if response.content else None
 
 
-__all__ = ["Api", "Home", "admin_client", "checked"]
+__all__ = ["Api", "admin_client", "checked"]

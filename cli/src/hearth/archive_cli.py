@@ -1,5 +1,5 @@
 """``hearth archive verify|status|compact``: the journal's archive table against the journal, and its
-small files compacted, without Spark.
+small files compacted, without Spark (but with ``hearth_analytics``, the ``spark`` extra: ``hearth.needs``).
 
 Both read the table's committed files (``hearth_analytics.archive_table``; only the ``kafka_partition``
 and ``kafka_offset`` columns) and the journal's offset range per partition from Kafka, then
@@ -21,19 +21,18 @@ import os
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth.admin_http import Home
-from hearth_devstack.local import DEFAULT_HOME, archive_dir
-from hearth_analytics.archive_check import ArchiveCheck, OffsetRange, check_archive
-from hearth_analytics.archive_compact import awaiting_purge, compact_archive
-from hearth_analytics.archive_table import committed_files, journal_ranges, newest_batch, read_columns
+from hearth.needs import needs
+from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir
 from hearth_shared.settings import StackSettings
+
+if TYPE_CHECKING:
+    from hearth_analytics.archive_check import ArchiveCheck, OffsetRange
 
 archive_app = typer.Typer(
     help="The journal's archive table: verify it, show its status, compact its small files.",
@@ -74,6 +73,12 @@ class ArchiveReport:
 
 def inspect_archive(table: Path, journal: dict[int, OffsetRange], *, complete: bool = False) -> ArchiveReport:
     """The table's committed rows against the journal's ranges (``journal_ranges``)."""
+    import numpy as np
+
+    from hearth_analytics.archive_check import check_archive
+    from hearth_analytics.archive_compact import awaiting_purge
+    from hearth_analytics.archive_table import committed_files, newest_batch, read_columns
+
     files = committed_files(table)
     rows = read_columns(table, ["kafka_partition", "kafka_offset"])
     partitions = np.asarray(rows.column("kafka_partition").to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -121,6 +126,8 @@ def archive_verify(
 ) -> None:
     """Per journal partition: the archived offsets equal the journal's (for the range it still holds),
     nothing missing, nothing twice. Exit 0 if so, 1 if not."""
+    with needs("archive verify"):
+        from hearth_analytics.archive_table import journal_ranges
     path = table_path(table, home)
     report = inspect_archive(path, asyncio.run(journal_ranges(StackSettings())), complete=complete)
     console.print(_partition_table(report))
@@ -136,6 +143,8 @@ def archive_verify(
 @archive_app.command("status")
 def archive_status(table: TableOption = None, home: Home = DEFAULT_HOME) -> None:
     """Lag behind the journal, the table's size and files."""
+    with needs("archive status"):
+        from hearth_analytics.archive_table import journal_ranges
     path = table_path(table, home)
     report = inspect_archive(path, asyncio.run(journal_ranges(StackSettings())))
     console.print(_summary(report))
@@ -157,6 +166,8 @@ def archive_compact(
 ) -> None:
     """Rewrite each closed day's small files as one file (sorted by journal partition and offset), safely
     while the archive job runs; delete files replaced more than --grace seconds ago."""
+    with needs("archive compact"):
+        from hearth_analytics.archive_compact import compact_archive
     path = table_path(table, home)
     try:
         day = date.fromisoformat(before) if before else None

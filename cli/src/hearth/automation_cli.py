@@ -11,7 +11,7 @@ Two paths, one answer (``hearth_shared.domain.automation_replay`` says what both
 * **Spark** (``--spark``, or a longer stretch): ``hearth_analytics.automation_backtest`` in this process
   (``local[2]`` unless ``--master``), over the archive plus the journal's tail; the definition comes from
   the home journal. The archive: HEARTH_ANALYTICS_ARCHIVE_URL, else the local stack's. The query API
-  carries no Spark (its image has no pyspark), hence here.
+  carries no Spark (its image has no pyspark), hence here, with the ``spark`` extra (``hearth.needs``).
 
 ``--json`` prints the result as JSON on stdout instead of the tables.
 """
@@ -31,8 +31,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth.admin_http import Home
-from hearth_devstack.local import DEFAULT_HOME, archive_dir, token_secret
+from hearth.needs import needs
+from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir, token_secret
 from hearth_shared.auth import create_token, parse_duration
 
 automation_app = typer.Typer(help="Automations: backtest one over the journal.", no_args_is_help=True)
@@ -141,11 +141,13 @@ def via_spark(
     master: str | None, home: Path, automation_id: uuid.UUID, start: datetime, end: datetime
 ) -> dict[str, Any]:
     import msgspec
-    from pyspark.sql import SparkSession
 
-    from hearth_analytics.automation_backtest import home_journal_view, spark_backtest
-    from hearth_analytics.settings import AnalyticsSettings
-    from hearth_analytics.spark import build_session
+    with needs("automation backtest --spark"):
+        from pyspark.sql import SparkSession
+
+        from hearth_analytics.automation_backtest import home_journal_view, spark_backtest
+        from hearth_analytics.settings import AnalyticsSettings
+        from hearth_analytics.spark import build_session
 
     archive = os.environ.get("HEARTH_ANALYTICS_ARCHIVE_URL") or str(archive_dir(home.resolve() / "data"))
     settings = AnalyticsSettings(archive_url=archive)

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from hearth.admin_http import Api, Home, admin_client, checked
-from hearth_devstack.local import DEFAULT_HOME
+from hearth.admin_http import Api, admin_client, checked
+from hearth.stack_dir import DEFAULT_HOME, Home
 
 campaign_app = typer.Typer(help="Firmware campaigns: start, follow, abort (admin).", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)

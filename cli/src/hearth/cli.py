@@ -1,10 +1,18 @@
-"""``hearth``: the command line (see ../shared/CONTRACT.md, Command line)."""
+"""``hearth``: the command line (see ../shared/CONTRACT.md, Command line).
+
+This package (hearth-cli) holds the operator's commands: tokens, rebuild and verify, the archive,
+campaigns, devices (quarantine, connect), automation backtests, the Spark jobs. It is in the services'
+image, so it imports no dev package and nothing of Spark up front (``hearth.needs``). The dev packages
+add their commands to the same ``hearth`` through the entry-point group ``hearth.commands``
+(``add_dev_commands``): in the dev workspace every command of the contract is there, in an image only
+the operator's.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,17 +20,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hearth import cli_stack
-from hearth.admin_http import Home  # the --stack-dir option every command shares
 from hearth.archive_cli import TableOption, archive_app, table_path
 from hearth.automation_cli import automation_app
-from hearth_bench.commands import bench_app
 from hearth.campaign_cli import campaign_app
 from hearth.device_cli import device_app
-from hearth_devstack.local import DEFAULT_HOME, token_secret
+from hearth.needs import needs
+from hearth.stack_dir import DEFAULT_HOME, Home
 from hearth.token_cli import token_app
-from hearth_shared.auth import create_token
-from hearth_shared.settings import StackSettings
 
 if TYPE_CHECKING:
     from hearth_read_models.rebuild import ReplayProgress
@@ -31,55 +35,12 @@ app = typer.Typer(
     help="Hearth: run, simulate, benchmark and operate the smart-home platform.", no_args_is_help=True
 )
 app.add_typer(token_app, name="token")
-app.add_typer(bench_app, name="bench")
 app.add_typer(device_app, name="device")
 app.add_typer(archive_app, name="archive")
 app.add_typer(campaign_app, name="campaign")
 app.add_typer(automation_app, name="automation")
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
-
-app.command("up")(cli_stack.up)
-app.command("down")(cli_stack.down)
-app.command("status")(cli_stack.status)
-
-
-@app.command()
-def simulate(
-    devices: Annotated[int, typer.Option(help="Register this many devices first (as many of each type)")] = 0,
-    rate: Annotated[float, typer.Option(help="Reports per second per device")] = 1.0,
-    home_id: Annotated[
-        str, typer.Option("--home", help="Home of the devices registered with --devices")
-    ] = "sim",
-    api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
-    mqtt_port: Annotated[
-        int, typer.Option(help="The stack's MQTT listener for its components (--mqtt-platform-port)")
-    ] = 1884,
-    home: Home = DEFAULT_HOME,
-) -> None:
-    """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
-    with the stack's simulator credential."""
-    from hearth_simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
-    from hearth_simulator.registration import register_fleet, split_evenly
-    from hearth_devstack.mosquitto import SIMULATOR_ACCOUNT
-
-    stack = StackSettings(token_secret=token_secret(home.resolve()))
-    secret = home.resolve() / "data" / "mosquitto" / "access" / f"{SIMULATOR_ACCOUNT}.secret"
-    if not secret.exists():
-        console.print(f"[red]No simulator credential in {secret}: start the stack (hearth up) first.[/]")
-        raise typer.Exit(1)
-    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
-
-    async def main() -> None:
-        if devices:
-            admin = create_token(stack.token_secret, admin=True)
-            await register_fleet(api, admin, home_id, split_evenly(devices))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), mqtt, stop)
-
-    asyncio.run(main())
+COMMANDS_GROUP = "hearth.commands"  # entry points: register(app: typer.Typer) -> None
 
 
 @app.command(
@@ -91,7 +52,8 @@ def analytics(ctx: typer.Context) -> None:
 
     Arguments go to `python -m hearth_analytics` (try `hearth analytics --help`).
     """
-    from hearth_analytics.__main__ import main as analytics_main
+    with needs("analytics"):
+        from hearth_analytics.__main__ import main as analytics_main
 
     raise typer.Exit(analytics_main(ctx.args or ["--help"]))
 
@@ -195,6 +157,18 @@ def verify(
     console.print(table)
     console.print("per table: " + ", ".join(f"{name} {n:,}" for name, n in result.counts.items() if n))
     raise typer.Exit(1)
+
+
+def add_dev_commands(cli: typer.Typer) -> None:
+    """The commands of the dev packages installed beside this one: each names a ``register(app)`` in the
+    entry-point group ``hearth.commands`` (hearth-devstack: up, down, status; hearth-simulator: simulate;
+    hearth-bench: bench). In the services' image none is installed, so only the operator's are there."""
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        register: Callable[[typer.Typer], None] = entry.load()
+        register(cli)
+
+
+add_dev_commands(app)
 
 
 def main() -> None:

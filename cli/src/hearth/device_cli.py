@@ -1,8 +1,8 @@
 """``hearth device connect DEVICE_ID --password ...``: be a device from a terminal, over MQTT.
 
 It connects with the device's credential (the one ``POST /v1/devices`` answered) through the device SDK
-(``hearth_device``), says ``online`` (its will says ``offline``), prints every command and error Hearth
-sends, and reads what the person types:
+(``hearth_device``, the ``device`` extra: ``hearth.needs``), says ``online`` (its will says ``offline``),
+prints every command and error Hearth sends, and reads what the person types:
 
 * a JSON object, e.g. ``{"lock_state": "unlocked"}``: a state report (seq counts up by itself);
 * ``ack`` / ``ack failed REASON``: acknowledge the last command received;
@@ -22,13 +22,16 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hearth.admin_http import Api, Home, admin_client, checked, console
-from hearth_devstack.local import DEFAULT_HOME
-from hearth_device import Command, DeviceConnection, tls_context
+from hearth.admin_http import Api, admin_client, checked, console
+from hearth.needs import needs
+from hearth.stack_dir import DEFAULT_HOME, Home
+
+if TYPE_CHECKING:
+    from hearth_device import Command, DeviceConnection
 
 device_app = typer.Typer(
     help="Be a device over MQTT with its credential; quarantine or release one (admin).", no_args_is_help=True
@@ -49,6 +52,9 @@ def connect(
     ] = None,
 ) -> None:
     """Connect as DEVICE_ID, print what Hearth sends it, and send what you type."""
+    with needs("device connect"):
+        from hearth_device import DeviceConnection, tls_context
+
     tls = tls_context(str(cafile)) if cafile else None
     device = DeviceConnection(username=device_id, password=password, host=host, port=port, tls=tls)
     raise typer.Exit(asyncio.run(_session(device)))

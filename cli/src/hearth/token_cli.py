@@ -15,8 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from hearth.admin_http import Home
-from hearth_devstack.local import DEFAULT_HOME, token_secret
+from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
 from hearth_shared.settings import StackSettings
 
 token_app = typer.Typer(

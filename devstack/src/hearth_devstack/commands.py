@@ -1,4 +1,5 @@
-"""``hearth up``, ``hearth down`` and ``hearth status``: the local stack's commands (registered in cli.py).
+"""``hearth up``, ``hearth down`` and ``hearth status``: the local stack's commands, added to
+the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` entry point).
 
 ``up`` runs the stack in the foreground under the supervisor (``hearth_devstack.supervisor``): a part that
 dies is restarted, one in a crash loop is stopped alone; only Ctrl-C or ``hearth down`` stops it all.
@@ -25,16 +26,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth_devstack.local import DEFAULT_HOME, LocalStack, StackPorts, StartupError
+from hearth.stack_dir import DEFAULT_HOME, Home
+from hearth_devstack.local import LocalStack, StackPorts, StartupError
 from hearth_devstack.stale import UP_PID, running_supervisor, same_process, stop_orphans
-from hearth_devstack.status import FollowerReport, StackStatus, read_follower_reports, read_status, status_path
+from hearth_devstack.status import (
+    FollowerReport,
+    StackStatus,
+    read_follower_reports,
+    read_status,
+    status_path,
+)
 from hearth_devstack.supervisor import RestartPolicy
 from hearth_shared.auth import create_token
 
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
-Home = Annotated[
-    Path, typer.Option("--stack-dir", help="Where the local stack keeps data, logs and its secret")
-]
 DEMO_HOME = "demo"
 NOT_RUNNING = 3  # `hearth status` exit code when no stack runs (as `systemctl status` does)
 
@@ -258,3 +263,10 @@ def _age(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``up``, ``down`` and ``status`` to the ``hearth`` CLI (entry point ``hearth.commands``)."""
+    app.command("up")(up)
+    app.command("down")(down)
+    app.command("status")(status)

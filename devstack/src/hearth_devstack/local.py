@@ -20,8 +20,6 @@ supervision. The services are ``hearth_devstack.service_processes.Services``.
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hearth.stack_dir import DEFAULT_HOME, token_secret
 from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.kafka_cluster import KafkaCluster
 from hearth_devstack.mosquitto import MosquittoBroker
@@ -49,8 +48,6 @@ from hearth_shared.kafka import apply_topic_config, ensure_topics
 from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 
-DEFAULT_HOME = Path(".hearth")
-
 
 @dataclass
 class StackPorts:
@@ -63,18 +60,6 @@ class StackPorts:
     mqtt: int = DEVICE_PORT
     mqtts: int = DEVICE_TLS_PORT
     mqtt_platform: int = PLATFORM_PORT
-
-
-def token_secret(home: Path) -> str:
-    """The secret that signs API tokens, made once per home directory (HEARTH_TOKEN_SECRET wins)."""
-    if os.environ.get("HEARTH_TOKEN_SECRET"):
-        return os.environ["HEARTH_TOKEN_SECRET"]
-    path = home / "secret"
-    if not path.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
 
 
 def retention_warning(settings: StackSettings, archive: Path) -> str | None:
@@ -298,7 +283,8 @@ class LocalStack:
             self.supervisor.stop_all()
 
 
-# Services and archive_dir live in service_processes.py; the tests, benches and CLI import them from here too.
+# Services live in service_processes.py, DEFAULT_HOME, token_secret and archive_dir in the CLI's stack_dir.py
+# (the operator's commands read the same directory); the tests and benches import them from here too.
 __all__ = [
     "DEFAULT_HOME",
     "LocalStack",

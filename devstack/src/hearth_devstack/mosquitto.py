@@ -52,8 +52,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hearth_devstack.process import ManagedProcess, StartupError, require_free_port
 from hearth_device_gateway.mosquitto_access import service_files
+from hearth_devstack.process import ManagedProcess, StartupError, require_free_port
 from hearth_shared.credentials import new_secret
 from hearth_shared.mqtt import (
     DEVICE_PORT,

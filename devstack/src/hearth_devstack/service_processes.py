@@ -22,17 +22,13 @@ from pathlib import Path
 
 import httpx
 
+from hearth.stack_dir import archive_dir
+from hearth_device_actor.serving import serving_file, serving_problem
 from hearth_devstack.process import ManagedProcess
 from hearth_devstack.supervisor import PartSpec
-from hearth_device_actor.serving import serving_file, serving_problem
 from hearth_shared.mqtt import DEVICE_PORT, PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import REPORTS_ENV
-
-
-def archive_dir(data: Path) -> Path:
-    """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
-    return data / "analytics" / "archive"
 
 
 def follower_reports_dir(data: Path, part: str) -> Path:

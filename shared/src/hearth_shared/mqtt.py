@@ -54,8 +54,9 @@ ALLOWED: Final = b"allowed"
 # topic (the new one) is in force. Outside ``hearth/#``, which the gateway account may read whole.
 RELOADS_ROOT: Final = "hearth-access/reloaded"
 
-# The broker's service accounts (hearth_devstack.mosquitto). The leading underscore keeps them apart from every
-# device id (hearth_shared.ids: an id starts with a letter or digit), since a device's username is its id.
+# The broker's service accounts (hearth_devstack.mosquitto). The leading underscore keeps them apart from
+# every device id (hearth_shared.ids: an id starts with a letter or digit), since a device's username is its
+# id.
 GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
 SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
 

@@ -32,13 +32,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
 from hearth_device import DeviceConnection
 from hearth_shared.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
 from hearth_shared.kafka import held_fetches, topic_partitions
 from hearth_shared.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
+from hearth_simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from hearth_device import Command
+from hearth_shared.events import DeviceRegistered, Event, StateReported
+from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
 from hearth_simulator import firmware
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.firmware import DeviceFirmware, FirmwareOptions
 from hearth_simulator.models import SIM_MODELS, SimDevice
-from hearth_device import Command
-from hearth_shared.events import DeviceRegistered, Event, StateReported
-from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
 
 Record = tuple[str, bytes]  # (MQTT topic, payload) to publish
 

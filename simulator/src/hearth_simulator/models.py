@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-from hearth_simulator.sim_device import SimDevice
 from hearth_shared.domain.registry import DEVICE_TYPES
+from hearth_simulator.sim_device import SimDevice
 
 
 def _find_models() -> dict[str, type[SimDevice]]:

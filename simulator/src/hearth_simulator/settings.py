@@ -7,10 +7,10 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from hearth_simulator.firmware import FirmwareOptions
-from hearth_simulator.fleet import FleetOptions, MqttEndpoint
 from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
+from hearth_simulator.firmware import FirmwareOptions
+from hearth_simulator.fleet import FleetOptions, MqttEndpoint
 
 
 class SimulatorSettings(BaseSettings):

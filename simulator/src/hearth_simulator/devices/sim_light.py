@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from hearth_simulator.sim_device import JSON, SimDevice
 from hearth_shared.domain import light as light_type
+from hearth_simulator.sim_device import JSON, SimDevice
 
 if TYPE_CHECKING:
     from hearth_simulator.fleet import FleetOptions

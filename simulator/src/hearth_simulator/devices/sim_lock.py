@@ -6,8 +6,8 @@ import math
 import random
 from typing import TYPE_CHECKING
 
-from hearth_simulator.sim_device import JSON, SimDevice
 from hearth_shared.domain import lock as lock_type
+from hearth_simulator.sim_device import JSON, SimDevice
 
 if TYPE_CHECKING:
     from hearth_simulator.fleet import FleetOptions

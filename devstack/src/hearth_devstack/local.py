@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hearth.stack_dir import DEFAULT_HOME, token_secret
+from hearth.stack_dir import DEFAULT_HOME, archive_dir, token_secret
 from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.kafka_cluster import KafkaCluster
 from hearth_devstack.mosquitto import MosquittoBroker
@@ -41,7 +41,7 @@ from hearth_devstack.servers import (
     postgres_startup,
     redis_startup,
 )
-from hearth_devstack.service_processes import Services, archive_dir
+from hearth_devstack.service_processes import Services
 from hearth_devstack.status import PartStatus, write_status
 from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.kafka import apply_topic_config, ensure_topics

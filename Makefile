@@ -5,7 +5,7 @@ UV_VERSION := 0.13.8
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PYTEST_ARGS ?=
 
-.PHONY: up down test lint setup uv deps jars browser mosquitto clean
+.PHONY: up down test check lint setup uv deps jars browser mosquitto clean
 
 up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
 	$(UV) run hearth up
@@ -15,6 +15,9 @@ down: ## Stop a running `make up`
 
 test: setup lint ## Install everything and run every test
 	$(UV) run pytest $(PYTEST_ARGS)
+
+check: setup lint ## The inner loop: the lint above and the unit tests (no servers)
+	$(UV) run pytest tests/unit -q $(PYTEST_ARGS)
 
 lint: setup ## ruff, mypy (strict on every shipped package and the tests' helpers) and the import-linter contracts
 	$(UV) run ruff check .

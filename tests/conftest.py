@@ -29,6 +29,8 @@ from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings
 
+pytest_plugins = ["tests.durations"]  # per-test durations kept from each run
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

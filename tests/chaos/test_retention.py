@@ -10,7 +10,11 @@ here, ``HEARTH_SNAPSHOT_EVERY_S``), every record of the device journal and the h
 waited for until the supervisor has it healthy again. Then: the thermostat connects with its password
 (broker access rebuilt its files from its snapshot), a command to it converges (the command API and the
 actor know it), the query API reads its twin and schedule, the automation fires again, the campaign shows
-its status, and the revoked token stays refused on both APIs.
+its status, and the revoked token stays refused on both APIs. The journal's archive (the Spark archive job,
+run once before the window, and checked as ``hearth archive verify`` does) keeps the head for the views:
+``hearth verify`` from the journal alone is refused (it would replay a history with a hole), from the
+archive and the journal's tail it finds the live views equal, and ``rebuild --from-archive`` swaps in the
+same views.
 """
 
 from __future__ import annotations
@@ -19,13 +23,21 @@ import asyncio
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from hearth.archive_cli import inspect_archive
+from hearth_analytics.archive import start_archive
+from hearth_analytics.archive_table import journal_ranges
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack
+from hearth_read_models.rebuild import RebuildFailed, rebuild, verify
+from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token, token_id
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings
@@ -100,8 +112,18 @@ async def snapshots_cover(settings: StackSettings, topics: list[str]) -> dict[st
     return ends
 
 
+async def archive_once(spark: Any, settings: StackSettings, where: Path) -> Path:
+    """The Spark archive job, once, over the journal so far; checked as ``hearth archive verify`` does."""
+    table = where / "archive"
+    archiving = AnalyticsSettings(stack=settings, checkpoint_dir=where / "checkpoint", archive_url=str(table))
+    await asyncio.to_thread(lambda: start_archive(spark, archiving, once=True).awaitTermination())
+    report = inspect_archive(table, await journal_ranges(settings))
+    assert not report.check.problems(), report.check.problems()
+    return table
+
+
 async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothing(
-    retention_stack: LocalStack,
+    retention_stack: LocalStack, spark: Any, tmp_path: Path
 ) -> None:
     stack = retention_stack
     settings = stack.settings
@@ -167,6 +189,7 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
         # ---- the window passes over all of it, then every part is killed and comes back
         topics = settings.topics
         covered = await snapshots_cover(settings, [topics.journal, topics.home_journal])
+        archive = await archive_once(spark, settings, tmp_path)  # read after: it reaches those ends
         for topic in (topics.journal, topics.home_journal):
             await pass_retention(settings.kafka_bootstrap_servers, topic, covered[topic])
         player.cancel()
@@ -212,6 +235,21 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
         finally:
             player.cancel()
             await device.close(offline=False)
+
+    # ---- the views: from the journal alone a replay would lack the head, so it is refused; from the
+    # archive and the journal's tail it equals them, and a rebuild from there swaps in the same
+    views = ReadModelSettings(stack=settings)
+    with pytest.raises(RebuildFailed, match="no longer holds its whole history"):
+        await verify(views, processes=1)
+    with pytest.raises(RebuildFailed, match="no longer holds its whole history"):
+        await rebuild(views, processes=1)
+    verified = await verify(views, processes=1, archive=archive)
+    assert verified.counts == dict.fromkeys(verified.counts, 0), verified.differences
+    rebuilt = await rebuild(views, processes=1, archive=archive)
+    assert rebuilt.swapped and all(c.ok for c in rebuilt.checks), rebuilt.checks
+    assert 0 < rebuilt.from_archive < rebuilt.events  # the head from the archive, the tail from Kafka
+    verified = await verify(views, processes=1, archive=archive)
+    assert verified.counts == dict.fromkeys(verified.counts, 0), verified.differences
 
 
 async def _runs(query: httpx.AsyncClient, automation_id: str, count: int) -> bool:

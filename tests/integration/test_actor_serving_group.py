@@ -8,6 +8,7 @@ broker). The rules on made-up files and group views: tests/unit/test_actor_servi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess
+from hearth_shared.probe import describe_group
 from hearth_shared.settings import StackSettings
 from tests.support import eventually
 
@@ -25,12 +27,19 @@ pytestmark = pytest.mark.integration
 SESSION_TIMEOUT_S = 6  # a killed worker's partitions move once its session times out
 
 
-def worker(settings: StackSettings, tmp_path: Path, name: str, *, wait: bool = True) -> ManagedProcess:
+def worker(
+    settings: StackSettings,
+    tmp_path: Path,
+    name: str,
+    *,
+    wait: bool = True,
+    env: dict[str, str] | None = None,
+) -> ManagedProcess:
     services = Services(
         settings,
         logs=tmp_path / name,
         data=tmp_path / f"{name}-data",
-        extra_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": str(SESSION_TIMEOUT_S)},
+        extra_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": str(SESSION_TIMEOUT_S), **(env or {})},
     )
     part, timeout_s = services.part("device-actor")
     part.start()
@@ -109,3 +118,23 @@ async def test_a_rebalance_makes_a_serving_worker_unhealthy_until_it_reads_its_n
     finally:
         for part in parts:
             part.stop()
+
+
+async def test_a_worker_stays_in_its_group_long_after_its_max_poll_interval(
+    stack: StackSettings, tmp_path: Path
+) -> None:
+    """faust's consumer has no agent and never fetches by itself; aiokafka leaves the group of a consumer
+    that has not fetched for ``max_poll_interval``, silently, and faust never rejoins (the worker's file
+    still says it serves). ``keep_fetching`` fetches nothing every fifth of the interval: after three
+    intervals the worker is still the group's one member, owning every partition."""
+    interval_s = 4.0
+    part = worker(stack, tmp_path, "idle", env={"HEARTH_DEVICE_ACTOR_MAX_POLL_INTERVAL_S": str(interval_s)})
+    try:
+        state = read_serving(serving_file(tmp_path / "idle-data" / "device-actor"))
+        assert state is not None and set(state.held) == set(range(12))
+        await asyncio.sleep(3 * interval_s)  # time passing is what is tested: no condition to wait for
+        group = await describe_group(stack.kafka_bootstrap_servers, state.group)
+        assert (group.state, group.members) == ("Stable", 1), group
+        assert group.owned.get(state.changelog) == frozenset(range(12)), group
+    finally:
+        part.stop()

@@ -17,6 +17,7 @@ import pytest
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import make_producer, partition_of
 from hearth_shared.settings import StackSettings
+from hearth_shared.snapshot_format import NotNow
 from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore, Manifest, _chunk_key, _manifest_key
 from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 from hearth_shared.topics import PARTITIONS
@@ -106,6 +107,34 @@ async def test_a_state_of_many_chunks_comes_back_whole(broker_only: StackSetting
     try:
         assert follower.restart.started_from == "snapshot" and follower.restart.replayed == 0
         assert again.seen == big.seen
+    finally:
+        await follower.stop()
+
+
+class Hesitant(Tally):
+    """A fold that cannot be saved until ``ready`` (as automations while a decision is not on the broker)."""
+
+    ready = False
+
+    def snapshot(self) -> bytes:
+        if not self.ready:
+            raise NotNow("a decision is not on the broker yet")
+        return super().snapshot()
+
+
+async def test_a_fold_that_says_not_now_is_saved_later_and_no_error_is_counted(
+    broker_only: StackSettings,
+) -> None:
+    settings = broker_only
+    await write(settings, 0, 20)
+    hesitant = Hesitant()
+    follower = await follow(settings, hesitant, "hesitant")
+    try:
+        await follower.save_snapshot()
+        assert (follower.restart.snapshots_saved, follower.restart.snapshot_errors) == (0, 0)
+        hesitant.ready = True
+        await follower.save_snapshot()
+        assert (follower.restart.snapshots_saved, follower.restart.snapshot_errors) == (1, 0)
     finally:
         await follower.stop()
 

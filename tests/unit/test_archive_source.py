@@ -79,7 +79,17 @@ def test_uncovered_names_what_neither_the_archive_nor_the_journal_holds(tmp_path
         "them from 60)",
         "partition 2: the archive starts at offset 5, the journal keeps 0..4 before it: rebuild from the "
         "journal",
+        "partition 3: offsets 0..9 are in neither the archive (nothing of it is archived) nor the journal "
+        "(a retention window passed them)",
     ]
     assert uncovered(snapshot, {0: (0, 90), 1: (0, 50), 2: (5, 9)})[0].startswith(
         "partition 0: the archive reaches offset 99, beyond the journal's end 90"
     )
+
+
+def test_without_an_archive_a_journal_whose_head_a_retention_window_passed_is_not_whole() -> None:
+    assert uncovered(None, {0: (0, 10), 1: (0, 0)}) == []
+    assert uncovered(None, {0: (0, 10), 1: (4, 9)}) == [
+        "partition 1: offsets 0..3 are in neither the archive (nothing of it is archived) nor the journal "
+        "(a retention window passed them)"
+    ]

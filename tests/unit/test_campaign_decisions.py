@@ -27,9 +27,11 @@ from hearth_shared.domain.campaign import (
     register_firmware,
 )
 from hearth_shared.domain.campaign_decide import (
+    EVIDENCE_MARGIN,
     CampaignRefused,
     abort,
     advance,
+    evidence_since,
     job_command_id,
     stamp_campaign,
     start_campaign,
@@ -269,3 +271,12 @@ def test_a_target_must_name_devices_of_the_firmwares_type() -> None:
         start_campaign(request, fleet)
     with pytest.raises(CampaignRefused, match="empty_target"):
         start_campaign(msgspec.structs.replace(request, device_ids=(), home_ids=("other",)), fleet)
+
+
+def test_the_evidence_a_gate_may_read_starts_at_the_oldest_campaign_under_way() -> None:
+    run = Run()
+    later = T0 + timedelta(days=3)
+    assert evidence_since([run.state], later) == T0 - EVIDENCE_MARGIN  # a campaign running since T0
+    done = msgspec.structs.replace(run.state, status="completed")
+    assert evidence_since([done], later) == later - EVIDENCE_MARGIN  # nothing under way: only the latest
+    assert evidence_since([], later) == later - EVIDENCE_MARGIN

@@ -89,3 +89,22 @@ def test_telemetry_without_firmware_is_not_decoded() -> None:
     ]
     wire = encode(reported)
     assert not view.wants(fact_type(wire), wire)
+
+
+def test_evidence_older_than_the_campaigns_need_is_forgotten() -> None:
+    view = FleetView()
+    device = Device(view)
+    device.send(register_request("d1", home_id="h1", device_type="lock"))
+    device.send(report_request("d1", 1, at=T0, lock_state="locked"))  # online
+    for seq, (name, state) in enumerate((("unlock", "unlocked"), ("lock", "locked")), start=2):
+        command = command_request("d1", name, {}, home_id="h1", at=device.now)
+        device.send(command, after_s=60)
+        device.send(ack_request("d1", command.command_id))
+        device.send(report_request("d1", seq, at=device.now, lock_state=state))
+    first, second = (o.at for o in view.sight().devices["d1"].outcomes)
+    assert first < second
+    view.forget_evidence_before(second)
+    assert [o.at for o in view.sight().devices["d1"].outcomes] == [second]
+    view.forget_evidence_before(device.now + timedelta(seconds=1))
+    assert view.sight().devices["d1"].outcomes == ()
+    assert view.sight().devices["d1"].device_type == "lock"  # the device itself stays

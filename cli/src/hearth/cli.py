@@ -136,25 +136,44 @@ def rebuild(
 def verify(
     batch_size: Annotated[int, typer.Option(help="Records per replay transaction")] = 50_000,
     show: Annotated[int, typer.Option(help="Differences listed at most")] = 50,
+    from_archive: Annotated[
+        bool, typer.Option("--from-archive", help="Replay the journal's archive, then the journal's tail")
+    ] = False,
+    table: TableOption = None,
+    home: Home = DEFAULT_HOME,
 ) -> None:
-    """Replay the journal into a scratch schema up to the live offsets and compare every table with the
-    live views; exits 1 if any row differs (the scratch schema is dropped either way)."""
+    """Replay the journal (or, --from-archive, its archive table and then the journal beyond it) into a
+    scratch schema up to the live offsets and compare every table with the live views; exits 1 if any
+    row differs, or if what it would replay is not the whole history (the scratch schema is dropped
+    either way)."""
+    from hearth_read_models.rebuild import RebuildFailed
     from hearth_read_models.rebuild import verify as run_verify
     from hearth_read_models.settings import ReadModelSettings
 
+    archive = table_path(table, home) if from_archive else None
     progress, on_progress = _replay_progress("verify")
-    with progress:
-        result = asyncio.run(run_verify(ReadModelSettings(), batch_size=batch_size, on_progress=on_progress))
+    try:
+        with progress:
+            verifying = run_verify(
+                ReadModelSettings(), batch_size=batch_size, on_progress=on_progress, archive=archive
+            )
+            result = asyncio.run(verifying)
+    except RebuildFailed as exc:
+        console.print(f"[red bold]Not verified:[/] {exc}")
+        raise typer.Exit(1) from exc
     total = sum(result.counts.values())
     if not total:
-        console.print(f"[green]The live views equal a replay of the journal[/] ({result.events:,} records).")
+        console.print(
+            f"[green]The live views equal a replay of the journal[/] ({result.events:,} records"
+            + (f", the archive {archive} first)." if archive is not None else ").")
+        )
         return
-    table = Table(title=f"{total:,} rows differ from a replay of the journal")
+    shown = Table(title=f"{total:,} rows differ from a replay of the journal")
     for column in ("table", "key", "difference", "columns"):
-        table.add_column(column, overflow="fold")
+        shown.add_column(column, overflow="fold")
     for d in result.differences[:show]:
-        table.add_row(d.table, d.key, d.kind, ", ".join(d.columns) if d.kind == "differs" else "")
-    console.print(table)
+        shown.add_row(d.table, d.key, d.kind, ", ".join(d.columns) if d.kind == "differs" else "")
+    console.print(shown)
     console.print("per table: " + ", ".join(f"{name} {n:,}" for name, n in result.counts.items() if n))
     raise typer.Exit(1)
 

@@ -96,6 +96,7 @@ class Services:
             "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
             "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
             "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
+            "HEARTH_DEVICE_ACTOR_INSTANCE": f"device-actor-{self.data.name}",  # one worker per data dir
             "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_platform_port),
             "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
             "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",

@@ -7,6 +7,10 @@ fields with defaults to a format; anything else bumps ``format`` and keeps a rea
 snapshot whose format this release does not read raises ``ValueError`` before anything is decoded
 further, and the follower then folds from the first offset with a warning (never a crash loop).
 
+A fold that cannot be saved at some moment (its state holds a decision not yet on the broker) raises
+``NotNow`` from ``snapshot()``: the follower tries again after its next poll, quietly, since that is the
+fold's rule and not a failure.
+
 Pure: msgspec only, so the domain's folds (``home_view``, ``campaign_book``) use it too.
 """
 
@@ -18,6 +22,10 @@ from typing import Generic, TypeVar
 import msgspec
 
 S = TypeVar("S", bound=msgspec.Struct)
+
+
+class NotNow(Exception):
+    """Raised by a fold's ``snapshot()``: no snapshot at this moment (the message says why); try later."""
 
 
 class _FormatOnly(msgspec.Struct):

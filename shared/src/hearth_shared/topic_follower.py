@@ -1,6 +1,8 @@
 """The one topic follower: every part that folds topics into memory (the command API's devices and
 commands, broker access, the automations engine, the campaign views, the query API's home view, token
-revocations) reads them with ``TopicFollower``.
+revocations, the device actor's anomaly models) reads them with ``TopicFollower``. Parts that write what
+they read elsewhere with its offsets (the projector's rows, the device actor's twins and inbox commits,
+the gateway's downlink) keep their own consumers: their position is stored with their output, not here.
 
 It reads from a snapshot's positions when it has one (``snapshots=SnapshotPolicy(...)``), else from the
 first offset, hands each record to ``on_record`` and follows the topics from there on. With a policy it
@@ -53,6 +55,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from hearth_shared.events import utcnow
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings
+from hearth_shared.snapshot_format import NotNow
 from hearth_shared.snapshots import KafkaSnapshotStore, Positions, SnapshotStore, SnapshotUnreadable
 
 log = logging.getLogger(__name__)
@@ -70,7 +73,7 @@ class Snapshotting(Protocol):
     releases (a versioned msgspec struct), since a snapshot may be all that is left of a fact the
     retention window removed."""
 
-    def snapshot(self) -> bytes: ...
+    def snapshot(self) -> bytes: ...  # or raises ``NotNow``: not at this moment, asked again later
 
     def restore(self, data: bytes) -> None: ...
 
@@ -326,6 +329,9 @@ class TopicFollower:
         try:
             state = policy.state.snapshot()
             manifest = await policy.store.save(policy.name, state, positions, folded)
+        except NotNow as why:  # the fold's rule, not a failure: the next poll asks again
+            log.debug("%s: %s", self.name, why)
+            return
         except Exception:
             self.restart.snapshot_errors += 1
             log.exception("%s: saving a snapshot failed; the next poll tries again", self.name)

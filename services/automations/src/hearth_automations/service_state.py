@@ -25,7 +25,7 @@ import msgspec
 from hearth_automations.engine import Engine, EngineState
 from hearth_automations.scheduler import Scheduler, SchedulerState
 from hearth_shared.home_view import HomesView, HomesViewState
-from hearth_shared.snapshot_format import SnapshotCodec
+from hearth_shared.snapshot_format import NotNow, SnapshotCodec
 from hearth_shared.snapshots import Positions
 
 SNAPSHOT_FORMAT = 1
@@ -39,7 +39,7 @@ class AutomationsSnapshot(msgspec.Struct, kw_only=True):
     engine: EngineState
 
 
-class EffectsNotWritten(RuntimeError):
+class EffectsNotWritten(NotNow):
     """No snapshot now: the state holds a decision that is not on the broker yet."""
 
 

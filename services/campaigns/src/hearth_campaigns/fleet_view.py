@@ -10,7 +10,10 @@ firmware key) is skipped by a substring test first.
 
 Bounded by the fleet, not by the journal's age:
 
-* per device at most ``KEPT`` anomalies and command outcomes (the gates look at the recent ones only);
+* per device at most ``KEPT`` anomalies and command outcomes, and none older than the campaigns under
+  way need (``forget_evidence_before(evidence_since(...))``, every ``FORGET_EVERY`` of the driver's
+  clock): a wave's gates read only what came after it began, so with no campaign running the view holds
+  the last minutes' evidence only;
 * the homes' commands under way are forgotten when they end (converged, failed, expired, rejected,
   superseded: every command ends by its deadline, at most a day, as the actor decides), and any still
   there ``HOME_COMMAND_WINDOW`` after it was requested (by the journal's clock: an end that never came)
@@ -170,6 +173,15 @@ class FleetView:
             if pending[oldest] >= cutoff:
                 return
             del pending[oldest]
+
+    def forget_evidence_before(self, cutoff: datetime) -> None:
+        """Drop each device's anomalies and command outcomes older than ``cutoff`` (``evidence_since``:
+        no gate reads them again)."""
+        for device in self.devices.values():
+            while device.anomalies and device.anomalies[0] < cutoff:
+                device.anomalies.popleft()
+            while device.outcomes and device.outcomes[0].at < cutoff:
+                device.outcomes.popleft()
 
     def keep_commands(self, awaited: Iterable[uuid.UUID]) -> None:
         """Forget every admin command's status but those of ``awaited`` (what campaigns still follow)."""

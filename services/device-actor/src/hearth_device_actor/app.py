@@ -26,9 +26,10 @@ from mode import Service
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
+from hearth_device_actor.keep_fetching import fetch_nothing, period_s
 from hearth_device_actor.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.events import DeviceCommand, Event, MalformedRecord, decode_model, encode
+from hearth_shared.events import DeviceCommand, Event, decode_model, encode
 from hearth_shared.kafka import (
     DeadLetters,
     KafkaJournal,
@@ -37,6 +38,7 @@ from hearth_shared.kafka import (
     send_batched,
 )
 from hearth_shared.settings import StackSettings
+from hearth_shared.topic_follower import TopicFollower
 from hearth_shared.topics import PARTITIONS, TopicSpec, replica_config
 
 log = logging.getLogger(__name__)
@@ -116,9 +118,6 @@ async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
     await ensure_topics(stack.kafka_bootstrap_servers, [changelog, inbox])
 
 
-MAX_POLL_INTERVAL_S = 2_000_000.0  # under Kafka's int32 of milliseconds (2,147,483 s); see make_app
-
-
 def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wired here; each is flat)
     settings: DeviceActorSettings | None = None, *, journal: KafkaJournal | None = None
 ) -> faust.App:
@@ -142,14 +141,8 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         web_enabled=False,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
-        # faust's consumer here only holds the twins table's partitions: with no agent it never fetches,
-        # and aiokafka counts a consumer that has not fetched for max_poll_interval as stuck and leaves
-        # the group (silently; faust then never rejoins). With faust's default (1000 s) every worker
-        # stopped serving about 17 minutes after it started (found in CI: the platform's worker left its
-        # group at 992 s and handled nothing more). Liveness comes from the session heartbeat and the
-        # serving file instead, so the interval is the longest Kafka takes (an int32 of ms, 24.8 days).
-        # Not a cure: a worker idle that long still leaves; the fix is a consumer that fetches.
-        broker_max_poll_interval=MAX_POLL_INTERVAL_S,
+        consumer_group_instance_id=settings.instance,  # static membership when set (see the settings)
+        broker_max_poll_interval=settings.max_poll_interval_s,  # kept by fetch_nothing (keep_fetching.py)
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         # faust's producer writes only the twins' changelog, which nothing waits for until the inbox
@@ -215,26 +208,18 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             await kafka_journal.stop()
 
     @app.service
-    class ModelFeed(Service):  # every worker reads every model version (no consumer group)
+    class ModelFeed(Service):  # every worker reads every model version (no group); the topic is compacted
         async def on_start(self) -> None:
-            self.consumer = AIOKafkaConsumer(
-                topics.models,
-                bootstrap_servers=stack.kafka_bootstrap_servers,
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
+            self.follower = TopicFollower(
+                stack.kafka_bootstrap_servers, [topics.models], self._use, "device-actor-models"
             )
-            await self.consumer.start()
+            await self.follower.start()
 
         async def on_stop(self) -> None:
-            await self.consumer.stop()
+            await self.follower.stop()
 
-        @Service.task
-        async def _follow(self) -> None:
-            async for record in self.consumer:
-                try:
-                    actors.use_model(decode_model(record.value))
-                except MalformedRecord as error:
-                    log.warning("ignoring an unreadable model record at offset %d: %s", record.offset, error)
+        async def _use(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+            actors.use_model(decode_model(value))  # unreadable: the follower logs it and skips it
 
     @app.service
     class ServingHeartbeat(Service):  # the serving file, fresh every second (serving.py)
@@ -244,6 +229,14 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         @Service.timer(WRITE_EVERY_S)
         async def _write(self) -> None:
             serving.write()
+
+    fetch_every_s = period_s(settings.max_poll_interval_s)
+
+    @app.service
+    class KeepInTheGroup(Service):  # faust's consumer never fetches by itself (keep_fetching.py)
+        @Service.timer(fetch_every_s)
+        async def _fetch(self) -> None:
+            await fetch_nothing(app)
 
     @app.service
     class Inbox(Service):  # the hot path: the inbox in batches, for the partitions the table holds

@@ -17,5 +17,17 @@ class DeviceActorSettings(BaseSettings):
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0
+    max_poll_interval_s: float = Field(
+        300.0,
+        gt=0,
+        description="How long faust's consumer may go without fetching before aiokafka leaves the group; "
+        "the worker fetches every fifth of it (keep_fetching.py)",
+    )
+    instance: str | None = Field(
+        None,
+        description="Stable and unique per worker (a StatefulSet pod's name): the consumer's static group "
+        "membership (Kafka's group.instance.id), so a restarted worker rejoins at once with its partitions "
+        "instead of waiting out its old session; None: dynamic membership",
+    )
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)

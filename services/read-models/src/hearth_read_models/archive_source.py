@@ -82,15 +82,17 @@ def snapshot_archive(table: Path) -> ArchiveSnapshot:
     return ArchiveSnapshot(table, files, firsts, ends)
 
 
-def uncovered(archive: ArchiveSnapshot, journal: dict[int, tuple[int, int]]) -> list[str]:
-    """Why the archive then the journal's tail (``journal``: partition -> (first kept, end) offsets now)
-    would not replay the whole history the journal ever held; empty if they do. History neither holds
-    (retention ran before the archive began) is lost for a rebuild from the journal too, and not listed."""
+def uncovered(archive: ArchiveSnapshot | None, journal: dict[int, tuple[int, int]]) -> list[str]:
+    """Why the archive (``None``: no archive) then the journal's tail (``journal``: partition -> (first
+    kept, end) offsets now) would not replay the whole history the journal ever held; empty if they do.
+
+    A replay that lacks a partition's first offsets would build views without them and, swapped in,
+    forget what the live views still hold: once a retention window has passed the journal's head, only
+    the archive has it (issue 20: a retention window that forgets nothing)."""
     problems = []
     for p, (low, high) in sorted(journal.items()):
-        if p not in archive.ends:
-            continue  # nothing archived: all of it from the journal
-        first, end = archive.firsts[p], archive.ends[p]
+        archived = archive is not None and p in archive.ends
+        first, end = (archive.firsts[p], archive.ends[p]) if archive is not None and archived else (low, low)
         if end > high:
             problems.append(f"partition {p}: the archive reaches offset {end - 1:,}, beyond the journal's "
                             f"end {high:,} (the archive of another journal?)")  # fmt: skip
@@ -100,8 +102,13 @@ def uncovered(archive: ArchiveSnapshot, journal: dict[int, tuple[int, int]]) -> 
         if first > low:
             problems.append(f"partition {p}: the archive starts at offset {first:,}, the journal keeps "
                             f"{low:,}..{first - 1:,} before it: rebuild from the journal")  # fmt: skip
-    problems += [f"partition {p}: archived, but the journal has no such partition"
-                 for p in sorted(set(archive.ends) - set(journal))]  # fmt: skip
+        elif first > 0:
+            where = "the archive starts there" if archived else "nothing of it is archived"
+            problems.append(f"partition {p}: offsets 0..{first - 1:,} are in neither the archive ({where}) "
+                            f"nor the journal (a retention window passed them)")  # fmt: skip
+    if archive is not None:
+        problems += [f"partition {p}: archived, but the journal has no such partition"
+                     for p in sorted(set(archive.ends) - set(journal))]  # fmt: skip
     return problems
 
 

@@ -16,9 +16,12 @@ A record the replay cannot project (undecodable, or a fact ``hearth_shared.stora
 stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,
 and the live views skipped it too, so the rebuilt views still equal them and the rebuild completes.
 
-``verify``: replay into a scratch schema up to the live projector's offsets (exactly, under the lock),
-take a snapshot of the live views at that moment and release the lock, compare every table row by row
-(table_diff.py), and drop the scratch schema.
+Both refuse (``RebuildFailed``) a history with a hole: once a retention window has passed the journal's
+head, only ``--from-archive`` replays it whole (``archive_source.uncovered``).
+
+``verify`` (``--from-archive`` too): replay into a scratch schema up to the live projector's offsets
+(exactly, under the lock), take a snapshot of the live views at that moment and release the lock, compare
+every table row by row (table_diff.py), and drop the scratch schema.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from pathlib import Path
 
 from hearth_read_models import tables as t
 from hearth_read_models.archive_order import ArchiveOutOfOrder
-from hearth_read_models.archive_source import snapshot_archive
+from hearth_read_models.archive_source import ArchiveSnapshot, snapshot_archive
 from hearth_read_models.cache_refresh import refresh_cache
 from hearth_read_models.checksums import TableCheck
 from hearth_read_models.db import check_schema, connect, migrate, swap_lock
+from hearth_read_models.journal_source import Offsets
 from hearth_read_models.replay import REPLAY_PROCESSES, ProgressCallback, Replay, ReplayProgress
 from hearth_read_models.replay_shares import RebuildFailed
 from hearth_read_models.settings import ReadModelSettings
@@ -93,10 +97,7 @@ async def rebuild(
     """Replay the journal (``archive``: that archive table, then the journal's tail) into a fresh schema,
     check it, and (with ``swap``) swap it in."""
     stack, live = settings.stack, check_schema(settings.schema_name)
-    try:
-        snapshot = None if archive is None else await asyncio.to_thread(snapshot_archive, archive)
-    except (ArchiveOutOfOrder, ArchiveUnreadable) as exc:
-        raise RebuildFailed(f"the archive {archive} cannot be replayed: {exc}") from exc
+    snapshot = await _open(archive)
     await asyncio.to_thread(
         migrate, stack.postgres_dsn, live
     )  # a first rebuild may come before any projector
@@ -107,9 +108,7 @@ async def rebuild(
         on_progress=on_progress,
         processes=processes,
     ) as r:
-        if snapshot is not None:
-            await r.replay_archive(snapshot)
-        await r.replay(await r.end_offsets())
+        await _replay_history(r, snapshot, await r.end_offsets())
         async with await connect(stack.postgres_dsn, live) as conn:
             await r.follow(conn, live)
         indexing = time.perf_counter()
@@ -139,9 +138,12 @@ async def verify(
     batch_size: int = 50_000,
     on_progress: ProgressCallback | None = None,
     processes: int = REPLAY_PROCESSES,
+    archive: Path | None = None,
 ) -> VerifyResult:
-    """Replay into a scratch schema up to the live offsets and compare every table with the live one."""
+    """Replay (``archive``: that archive table, then the journal's tail) into a scratch schema up to the
+    live offsets and compare every table with the live one."""
     stack, live = settings.stack, check_schema(settings.schema_name)
+    snapshot = await _open(archive)
     async with Replay(
         settings,
         f"{live}_verify_{stamp()}",
@@ -150,7 +152,7 @@ async def verify(
         processes=processes,
     ) as r:
         async with await connect(stack.postgres_dsn, live) as conn:
-            await r.replay(await read_offsets(conn, settings.consumer_name, live))
+            await _replay_history(r, snapshot, await read_offsets(conn, settings.consumer_name, live))
             await r.follow(conn, live)
         await r.index()
         async with swap_locked(settings) as conn:
@@ -166,3 +168,20 @@ async def verify(
                     differences += found
                     counts[table.name] = total
         return VerifyResult(r.events, differences, counts)
+
+
+async def _open(archive: Path | None) -> ArchiveSnapshot | None:
+    try:
+        return None if archive is None else await asyncio.to_thread(snapshot_archive, archive)
+    except (ArchiveOutOfOrder, ArchiveUnreadable) as exc:
+        raise RebuildFailed(f"the archive {archive} cannot be replayed: {exc}") from exc
+
+
+async def _replay_history(r: Replay, archive: ArchiveSnapshot | None, stop_at: Offsets) -> None:
+    """The archive (if any) then the journal up to ``stop_at``; refused unless together they hold the
+    journal's whole history (``Replay.check_whole``)."""
+    if archive is not None:
+        await r.replay_archive(archive)
+    else:
+        await r.check_whole(None)
+    await r.replay(stop_at)

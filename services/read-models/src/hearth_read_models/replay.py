@@ -182,17 +182,26 @@ class Replay:
         self.journal.share = (0, 1)
         await self.projector.start()  # every partition, from the offsets the shares committed
 
+    async def check_whole(self, archive: ArchiveSnapshot | None) -> None:
+        """Raise ``RebuildFailed`` unless the archive (``None``: none) and then the journal hold every
+        offset the journal ever had (``archive_source.uncovered``): a replay without the head a retention
+        window passed would forget what the live views hold."""
+        journal = self.settings.stack.topics.journal
+        tps = [tp for tp in self.tps if tp.topic == journal]
+        lows, highs = await self.consumer.beginning_offsets(tps), await self.consumer.end_offsets(tps)
+        problems = uncovered(archive, {tp.partition: (lows[tp], highs[tp]) for tp in tps})
+        if problems:
+            raise RebuildFailed(
+                ("the archive and the journal do not make a whole history: " if archive is not None else
+                 "the journal no longer holds its whole history (replay it --from-archive): ")
+                + "; ".join(problems)
+            )  # fmt: skip
+
     async def replay_archive(self, archive: ArchiveSnapshot) -> None:
         """The archive up to its end per partition, shared over the processes; then every partition is
         read from Kafka from there (see the module)."""
+        await self.check_whole(archive)
         journal = self.settings.stack.topics.journal
-        lows = await self.consumer.beginning_offsets([tp for tp in self.tps if tp.topic == journal])
-        highs = await self.end_offsets()
-        problems = uncovered(archive, {tp.partition: (lows[tp], highs[tp]) for tp in lows})
-        if problems:
-            raise RebuildFailed(
-                "the archive and the journal do not make a whole history: " + "; ".join(problems)
-            )
         stop_at = archive.stop_at(journal)
         batching = Batching(size=self.batch_size)
         self.projector.source = ArchiveSource(archive, journal, batching=batching, share=(0, self.processes))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -225,6 +225,17 @@ def awaited_commands(campaigns: Iterable[Campaign]) -> set[uuid.UUID]:
             if job.rollback_command_id is not None and not job.rollback_ended:  # the aborted wave's
                 awaited.add(job.rollback_command_id)
     return awaited
+
+
+EVIDENCE_MARGIN = timedelta(minutes=10)  # for the clocks of the actor (facts' times) and the driver
+
+
+def evidence_since(campaigns: Iterable[Campaign], now: datetime) -> datetime:
+    """The oldest time a wave's gates may still read a device's anomalies and command outcomes from: the
+    earliest start of a campaign not completed (its gates read only what came after its waves began),
+    else ``now``; less ``EVIDENCE_MARGIN``. Older evidence is never read again, so the driver's fleet
+    view forgets it: what it keeps is bounded by the campaigns under way, not by the journal's age."""
+    return min([c.started_at for c in campaigns if c.status != "completed"] + [now]) - EVIDENCE_MARGIN
 
 
 def _move(

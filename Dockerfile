@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 # One image for every Hearth Python service (command API, device actor, device gateway and broker access,
-# read models and their `init`). It carries the services and their shared code only: `uv sync --no-dev`
-# installs the root's dependencies, which name no tool (tests/unit/test_image_dependencies.py checks
-# uv.lock); the `hearth` CLI, local stack, simulator and benchmarks (tools/) stay out, as do Spark and pandas.
+# read models and their `init`). It carries the services, their shared code and the operator's `hearth`
+# (cli/: tokens, rebuild, verify, campaigns, quarantine ...) only: `uv sync --no-dev` installs the root's
+# dependencies (tests/unit/test_image_dependencies.py checks uv.lock); the local stack, simulator and
+# benchmarks (devstack/, simulator/, benchmarks/: their metadata only, for the workspace) stay out, as do
+# Spark and pandas.
 # The Spark job has its own image: analytics/Dockerfile.
 
 FROM python:3.11-slim AS build
@@ -17,7 +19,10 @@ COPY shared/ shared/
 COPY services/ services/
 COPY sdk/pyproject.toml sdk/
 COPY analytics/pyproject.toml analytics/
-COPY tools/pyproject.toml tools/
+COPY cli/ cli/
+COPY devstack/pyproject.toml devstack/
+COPY simulator/pyproject.toml simulator/
+COPY benchmarks/pyproject.toml benchmarks/
 # --no-editable: the venv holds every workspace package itself, so the sources stay in this stage.
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable

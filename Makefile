@@ -34,10 +34,10 @@ uv:
 # the actor took 3.4 s of CPU without .pyc files, 1.3 s with), and the tests and `make up` start many.
 deps:
 	$(UV) sync --frozen --compile-bytecode
-	$(UV) run python -m compileall -q -j0 shared/src services/*/src analytics/src tools/src sdk/src >/dev/null
+	$(UV) run python -m compileall -q -j0 shared/src services/*/src analytics/src cli/src devstack/src simulator/src benchmarks/src sdk/src >/dev/null
 
 jars: ## Kafka (and Spark's Kafka connector) jars from Maven Central, fetched once into .hearth/
-	$(UV) run python -c "from hearth.stack.kafka import ensure_kafka_jars; ensure_kafka_jars()"
+	$(UV) run python -c "from hearth_devstack.kafka import ensure_kafka_jars; ensure_kafka_jars()"
 
 mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)
 	@command -v mosquitto >/dev/null || test -x /usr/sbin/mosquitto || (apt-get update && apt-get install -y mosquitto mosquitto-clients openssl)

@@ -38,6 +38,7 @@ IMAGE_PACKAGES = {
         "hearth_device_gateway",
         "hearth_automations",
         "hearth_campaigns",
+        "hearth",  # the operator's `hearth` (hearth-cli): `docker compose run --rm init hearth token ...`
     },
     "hearth-spark:0.1.0": {"hearth_shared", "hearth_analytics"},
 }

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
-from hearth.stack.postgres import PostgresServer
-from hearth.stack.process import ManagedProcess, free_port, tail
-from hearth.stack.redis import RedisServer
-from hearth.stack.servers import start_healthy, start_kafka, start_mosquitto, start_postgres, start_redis
+from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.postgres import PostgresServer
+from hearth_devstack.process import ManagedProcess, free_port, tail
+from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers import start_healthy, start_kafka, start_mosquitto, start_postgres, start_redis
 from hearth_shared.auth import create_token
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from hearth.simulator.fleet import Fleet, FleetOptions, MqttEndpoint
-from hearth.stack.mosquitto import MosquittoBroker
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_simulator.fleet import Fleet, FleetOptions, MqttEndpoint
 from tests.conftest import Platform
 
 

@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer
 
-from hearth.stack.kafka import KafkaBroker
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from hearth.stack.postgres import PostgresServer
-from hearth.stack.process import ManagedProcess, free_port, tail
-from hearth.stack.redis import RedisServer
-from hearth.stack.servers import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.postgres import PostgresServer
+from hearth_devstack.process import ManagedProcess, free_port, tail
+from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
 from hearth_shared.events import decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings

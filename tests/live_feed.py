@@ -13,8 +13,8 @@ from typing import Any
 
 import websockets
 
-from hearth.stack.local import Services
-from hearth.stack.process import free_port
+from hearth_devstack.local import Services
+from hearth_devstack.process import free_port
 from tests.conftest import Platform
 from tests.registration import register_device
 

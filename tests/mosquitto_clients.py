@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from hearth.stack.process import free_port
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.process import free_port
 from hearth_shared.credentials import hash_secret, new_secret
 
 NOT_AUTHORISED = 5

@@ -11,8 +11,8 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 from gmqtt.mqtt.handler import MQTTConnectError
 
-from hearth.stack.mosquitto import MosquittoBroker
 from hearth_device import DeviceConnection
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.kafka import topic_partitions
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import LocalStack, StackPorts
-from hearth.stack.process import free_port
-from hearth.stack.supervisor import RestartPolicy
+from hearth_devstack.local import LocalStack, StackPorts
+from hearth_devstack.process import free_port
+from hearth_devstack.supervisor import RestartPolicy
 
 # Quicker than `hearth up`'s default so a kill costs the suite seconds; three times the start timeouts,
 # since the suite runs beside other tests on a shared machine (a query API took 48 s to start at load 14).

@@ -38,11 +38,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from hearth.stack.kafka_cluster import KafkaCluster, stop_together
-from hearth.stack.local import Services
-from hearth.stack.postgres import PostgresServer
-from hearth.stack.process import ManagedProcess, free_port
-from hearth.stack.redis import RedisServer
+from hearth_devstack.kafka_cluster import KafkaCluster, stop_together
+from hearth_devstack.local import Services
+from hearth_devstack.postgres import PostgresServer
+from hearth_devstack.process import ManagedProcess, free_port
+from hearth_devstack.redis import RedisServer
 from hearth_read_models.rebuild import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.events import TERMINAL_STATUSES, decode_event

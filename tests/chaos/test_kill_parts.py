@@ -30,8 +30,8 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth.stack.local import LocalStack
 from hearth_device import DeviceConnection
+from hearth_devstack.local import LocalStack
 from hearth_read_models.db import connect
 from hearth_read_models.rebuild import verify
 from hearth_read_models.settings import ReadModelSettings

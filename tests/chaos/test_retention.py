@@ -31,11 +31,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from hearth.archive_cli import inspect_archive
-from hearth.stack.local import LocalStack
 from hearth_analytics.archive import start_archive
 from hearth_analytics.archive_table import journal_ranges
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_device import DeviceConnection
+from hearth_devstack.local import LocalStack
 from hearth_read_models.rebuild import RebuildFailed, rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token, token_id

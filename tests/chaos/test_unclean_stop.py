@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from hearth.stack.process import free_port
+from hearth_devstack.process import free_port
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 

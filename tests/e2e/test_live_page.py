@@ -17,8 +17,8 @@ import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 from redis.asyncio import Redis
 
-from hearth.stack.local import Services
-from hearth.stack.process import free_port
+from hearth_devstack.local import Services
+from hearth_devstack.process import free_port
 from hearth_read_models.db import libpq_dsn
 from hearth_read_models.rebuild import rebuild
 from hearth_read_models.settings import ReadModelSettings

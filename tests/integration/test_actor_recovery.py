@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.process import ManagedProcess
+from hearth_devstack.local import Services
+from hearth_devstack.process import ManagedProcess
 from hearth_shared.events import (
     Event,
     RegisterDevice,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.process import ManagedProcess
 from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
+from hearth_devstack.local import Services
+from hearth_devstack.process import ManagedProcess
 from hearth_shared.probe import describe_group
 from hearth_shared.settings import StackSettings
 from tests.support import eventually

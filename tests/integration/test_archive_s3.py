@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
-from hearth.stack.process import free_port
+from hearth_devstack.process import free_port
 from hearth_shared.settings import StackSettings
 from tests.archive_support import archive_env, kill_group, produce, readings, start_archive_job
 

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
 from hearth_automations.defaults import default_id
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.domain.automation import action_id, run_id
 from hearth_shared.events import CommandRequested, Event, SubmitCommand, utcnow
 from hearth_shared.kafka import KafkaJournal

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.process import ManagedProcess
-from hearth.stack.servers import start_healthy
-from hearth.stack.service_processes import follower_reports_dir
+from hearth_devstack.local import Services
+from hearth_devstack.process import ManagedProcess
+from hearth_devstack.servers import start_healthy
+from hearth_devstack.service_processes import follower_reports_dir
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Trigger, action_id, run_id
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
 from hearth_shared.events import (

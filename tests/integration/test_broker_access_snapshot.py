@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from hearth.stack.servers import MOSQUITTO_STARTUP_S, start_healthy
 from hearth_device_gateway.broker_access import BrokerAccessFollower, make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
+from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
 from hearth_shared.credentials import hash_secret, new_secret
 from hearth_shared.events import (
     CredentialsIssuedPayload,

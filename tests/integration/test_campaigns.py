@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
-from hearth.stack.process import ManagedProcess
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.process import ManagedProcess
 from hearth_shared.campaign_events import JobMoved
 from hearth_shared.events import CommandRequested
 from tests.conftest import Platform
@@ -35,7 +35,7 @@ FAULTS = "6.6.6=bad_checksum,8.0.0=drifts"
 def firmware_simulator(
     platform: Platform, mosquitto: MosquittoBroker, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    """The fleet simulator, with firmware failure modes by version (see hearth.simulator.firmware)."""
+    """The fleet simulator, with firmware failure modes by version (see hearth_simulator.firmware)."""
     base = tmp_path_factory.mktemp("campaign-simulator")
     services = Services(
         platform.settings,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
-from hearth.stack.servers import start_healthy
+from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.servers import start_healthy
 from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, admit_devices, broker_on_free_ports, publish
 
 pytestmark = pytest.mark.integration

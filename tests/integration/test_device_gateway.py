@@ -14,7 +14,7 @@ import httpx
 import msgspec
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_shared.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
 from hearth_shared.mqtt import MAX_PAYLOAD_BYTES, acks_topic, availability_topic, commands_topic, state_topic
 from tests.conftest import Platform

@@ -14,11 +14,11 @@ import msgspec
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth.stack.mosquitto import MosquittoBroker
 from hearth_device import DeviceConnection
 from hearth_device_gateway.app import DeviceGateway, make_app
 from hearth_device_gateway.edge import request_id
 from hearth_device_gateway.settings import DeviceGatewaySettings
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.events import (
     DeadLetter,
     DeviceCommand,

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
-from hearth.stack.process import ManagedProcess
 from hearth_device import DeviceConnection
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.process import ManagedProcess
 from hearth_shared.events import (
     RegisterDevice,
     ReportState,

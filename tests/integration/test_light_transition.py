@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from hearth.stack.process import ManagedProcess
+from hearth_devstack.process import ManagedProcess
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import final_command, send, twin_when
 from tests.integration.test_simulator_mqtt import simulator  # noqa: F401  (the fixture)

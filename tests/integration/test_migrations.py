@@ -17,7 +17,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 
-from hearth.stack.postgres import PostgresServer
+from hearth_devstack.postgres import PostgresServer
 from hearth_read_models.db import MIGRATIONS, migrate, sync_engine
 from hearth_read_models.tables import metadata
 

@@ -1,4 +1,4 @@
-"""Mosquitto as a part of the local stack (hearth.stack.mosquitto): who may connect on which listener, TLS
+"""Mosquitto as a part of the local stack (hearth_devstack.mosquitto): who may connect on which listener, TLS
 with the certificate the stack makes, what survives a restart (accounts, certificate, retained messages),
 and that no device can take another's session over with its client id."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.mosquitto import MqttAccount, mqtt_connect_code
-from hearth.stack.servers import start_healthy
 from hearth_device import DeviceConnection
+from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
+from hearth_devstack.servers import start_healthy
 from tests.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.events import StateReported
 from hearth_shared.mqtt import state_topic
 from tests.conftest import Platform

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hearth.stack.mosquitto import MqttAccount
 from hearth_device_gateway.broker_access import make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
+from hearth_devstack.mosquitto import MqttAccount
 from hearth_shared.credentials import ITERATIONS
 from hearth_shared.events import DeviceCredentialsIssued
 from tests.identity_stack import Identity, account, connected_device, journal_facts, register

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth.stack.mosquitto import MosquittoBroker
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.events import DeviceCredentialsRevoked, DeviceWentOffline
 from hearth_shared.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
 from tests.conftest import Platform

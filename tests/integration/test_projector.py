@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
-from hearth.bench.rebuild import JournalFacts, fill_journal
+from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.db import libpq_dsn, migrate
 from hearth_read_models.journal_source import Batching, JournalSource
 from hearth_read_models.live_sink import LiveSink

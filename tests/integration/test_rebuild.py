@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from hearth.bench.rebuild import JournalFacts, fill_journal
+from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.api import make_app
 from hearth_read_models.rebuild import rebuild, verify
 from hearth_read_models.settings import ReadModelSettings

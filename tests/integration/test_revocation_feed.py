@@ -12,7 +12,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from hearth.stack.kafka import KafkaBroker
+from hearth_devstack.kafka import KafkaBroker
 from hearth_shared.auth import Revocations
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.revocations import RevocationFeed, publish_revocation, revoke, token_revoked

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import Services
-from hearth.stack.mosquitto import MosquittoBroker
-from hearth.stack.process import ManagedProcess
+from hearth_devstack.local import Services
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.process import ManagedProcess
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import final_command, send, twin_when
 from tests.registration import register_device

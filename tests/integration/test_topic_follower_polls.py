@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
+from hearth_devstack.kafka import KafkaBroker
 from hearth_shared.kafka import ensure_topics, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import TopicFollower

@@ -18,9 +18,6 @@ from typing import Any
 
 import pytest
 
-from hearth.simulator.fleet import FleetOptions
-from hearth.simulator.models import SIM_MODELS
-from hearth.simulator.registration import demo_counts
 from hearth_analytics.schema import REPORTED
 from hearth_command_api.registry import RegistryView
 from hearth_device_gateway.edge import to_request
@@ -40,6 +37,9 @@ from hearth_shared.events import (
 )
 from hearth_shared.mqtt import StateMessage, encode_message, state_topic
 from hearth_shared.storable import decode_fact
+from hearth_simulator.fleet import FleetOptions
+from hearth_simulator.models import SIM_MODELS
+from hearth_simulator.registration import demo_counts
 
 pytestmark = pytest.mark.unit
 
@@ -136,7 +136,7 @@ def test_every_fact_of_a_type_is_taken_in_by_every_consumer(name: str) -> None:
 @pytest.mark.parametrize("name", TYPES)
 def test_the_simulator_plays_every_type_as_it_declares_itself(name: str) -> None:
     kind = DEVICE_TYPES[name]
-    assert name in SIM_MODELS, f"no hearth.simulator.devices.sim_{name} with a MODEL"
+    assert name in SIM_MODELS, f"no hearth_simulator.devices.sim_{name} with a MODEL"
     assert demo_counts()[name] > 0, "the demo home should have one"
     declared = {k.name: k.value for k in kind.all_state}
     for seed in range(5):

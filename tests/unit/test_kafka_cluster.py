@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.kafka import KafkaBroker
-from hearth.stack.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
-from hearth.stack.local import LocalStack, Services, StackPorts
-from hearth.stack.process import StartupError
+from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
+from hearth_devstack.local import LocalStack, Services, StackPorts
+from hearth_devstack.process import StartupError
 from hearth_shared.kafka import _raise_topic_errors
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import Topics, min_insync_replicas

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from hearth.bench.rebuild import JournalFacts
+from hearth_devstack.journal_facts import JournalFacts
 from hearth_read_models.projection import Projection
 from hearth_shared.domain import Twin, evolve
 from hearth_shared.events import (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hearth.bench.restart import Restart, judge, parse_sizes, size_label, started_from
-from hearth.stack.status import FollowerReport
+from hearth_bench.restart import Restart, judge, parse_sizes, size_label, started_from
+from hearth_devstack.status import FollowerReport
 
 pytestmark = pytest.mark.unit
 

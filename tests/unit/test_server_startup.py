@@ -1,4 +1,4 @@
-"""Server start-up written once (hearth.stack.servers): ``hearth up``'s supervised server parts are the
+"""Server start-up written once (hearth_devstack.servers): ``hearth up``'s supervised server parts are the
 start-ups the tests and benches run, and a start whose after-start step fails leaves no process."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.local import LocalStack
-from hearth.stack.process import ManagedProcess
-from hearth.stack.servers import (
+from hearth_devstack.local import LocalStack
+from hearth_devstack.process import ManagedProcess
+from hearth_devstack.servers import (
     KAFKA_STARTUP_S,
     MOSQUITTO_STARTUP_S,
     POSTGRES_STARTUP_S,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hearth.simulator.firmware import FirmwareOptions
-from hearth.simulator.fleet import Fleet, FleetOptions
 from hearth_shared.events import AcknowledgeCommand, ReportState
 from hearth_shared.topics import Topics
+from hearth_simulator.firmware import FirmwareOptions
+from hearth_simulator.fleet import Fleet, FleetOptions
 from tests.unit.test_simulator_fleet import T0, command, play, registered
 
 pytestmark = pytest.mark.unit

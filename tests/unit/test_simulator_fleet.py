@@ -7,11 +7,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth.simulator.devices.sim_lock import SimLock
-from hearth.simulator.devices.sim_thermostat import SimThermostat
-from hearth.simulator.fleet import Fleet, FleetOptions
-from hearth.simulator.registration import fleet_devices
-from hearth.simulator.settings import SimulatorSettings
 from hearth_device import Command
 from hearth_device_gateway.edge import to_request
 from hearth_shared.events import (
@@ -23,6 +18,11 @@ from hearth_shared.events import (
     StateReportedPayload,
 )
 from hearth_shared.topics import Topics
+from hearth_simulator.devices.sim_lock import SimLock
+from hearth_simulator.devices.sim_thermostat import SimThermostat
+from hearth_simulator.fleet import Fleet, FleetOptions
+from hearth_simulator.registration import fleet_devices
+from hearth_simulator.settings import SimulatorSettings
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from hearth.simulator.devices.sim_light import SimLight
-from hearth.simulator.fleet import FleetOptions
+from hearth_simulator.devices.sim_light import SimLight
+from hearth_simulator.fleet import FleetOptions
 
 pytestmark = pytest.mark.unit
 

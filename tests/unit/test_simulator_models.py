@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from hearth.simulator.devices.sim_lock import SimLock
-from hearth.simulator.devices.sim_thermostat import SimThermostat
-from hearth.simulator.sim_device import SimDevice
+from hearth_simulator.devices.sim_lock import SimLock
+from hearth_simulator.devices.sim_thermostat import SimThermostat
+from hearth_simulator.sim_device import SimDevice
 
 pytestmark = pytest.mark.unit
 

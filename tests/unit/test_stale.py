@@ -1,4 +1,4 @@
-"""What an unclean stop leaves behind (hearth.stack.stale) and `hearth status`, with real processes."""
+"""What an unclean stop leaves behind (hearth_devstack.stale) and `hearth status`, with real processes."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth.stack.process import ManagedProcess
-from hearth.stack.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
-from hearth.stack.status import PartStatus, write_status
+from hearth_devstack.process import ManagedProcess
+from hearth_devstack.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
+from hearth_devstack.status import PartStatus, write_status
 from tests.support import eventually
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth.stack.service_processes import Services, follower_reports_dir
-from hearth.stack.status import PartStatus, write_status
+from hearth_devstack.service_processes import Services, follower_reports_dir
+from hearth_devstack.status import PartStatus, write_status
 from hearth_shared.events import utcnow
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import REPORTS_ENV, RestartReport, write_report

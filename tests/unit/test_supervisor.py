@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth.stack.process import StartupError
-from hearth.stack.status import PartStatus
-from hearth.stack.supervisor import PartSpec, RestartPolicy, Supervisor
+from hearth_devstack.process import StartupError
+from hearth_devstack.status import PartStatus
+from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,84 @@
+"""``hearth bench <name>``: one command per benchmark, each derived from the bench's own declaration,
+added to the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` entry point).
+
+A bench registers itself with one line in ``BENCHES`` (command name -> ``module:main``); its module
+declares its parameters once, as a frozen dataclass with ``option(default, help)`` fields and a
+docstring, which ``main(params)`` takes (see ``hearth_bench.options``). Nothing else names them.
+
+The commands are built when asked for (``hearth bench push ...`` imports ``hearth_bench.push`` only):
+bench modules import Kafka, Spark, the services..., which would cost every other ``hearth`` command
+about two seconds at start if they were imported up front. ``hearth bench --help`` imports them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from typer import _click as click  # typer >= 0.29 carries its own click: its groups hold these types
+from typer.core import TyperGroup
+
+from hearth_bench.options import typer_callback
+
+BENCHES: dict[str, str] = {
+    "broker": "hearth_bench.broker:main",
+    "actor": "hearth_bench.actor:main",
+    "rebuild": "hearth_bench.rebuild:main",
+    "archive": "hearth_bench.archive:main",
+    "batch": "hearth_bench.batch_replay:main",
+    "stream": "hearth_bench.streaming:main",
+    "loop": "hearth_bench.loop:main",
+    "roundtrip": "hearth_bench.roundtrip:main",
+    "gateway": "hearth_bench.gateway:main",
+    "memory": "hearth_bench.memory:main",
+    "push": "hearth_bench.push:main",
+    "campaign": "hearth_bench.campaign:main",
+    "automations": "hearth_bench.automation_load:main",
+    "reads": "hearth_bench.reads:main",
+    "restart": "hearth_bench.restart:main",
+}
+
+
+def bench_main(name: str) -> Callable[[Any], object]:
+    """The ``main(params)`` registered under ``name``, imported."""
+    module, _, attribute = BENCHES[name].partition(":")
+    main: Callable[[Any], object] = getattr(importlib.import_module(module), attribute)
+    return main
+
+
+def bench_command(name: str) -> click.Command:
+    """The click command of one bench, derived from its dataclass (through typer, for its help and
+    conversions)."""
+    one = typer.Typer(add_completion=False)
+    one.command(name)(typer_callback(bench_main(name)))
+    command = typer.main.get_command(one)
+    command.name = name
+    return command
+
+
+class BenchGroup(TyperGroup):
+    """The ``bench`` group: lists ``BENCHES`` and builds a command only when it is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(BENCHES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in BENCHES:
+            return None
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = bench_command(cmd_name)
+        return self.commands[cmd_name]
+
+
+bench_app = typer.Typer(
+    cls=BenchGroup,
+    help="Benchmarks; figures go to bench/results/ and docs/BENCHMARKS.md.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` group to the ``hearth`` CLI (entry point ``hearth.commands``)."""
+    app.add_typer(bench_app, name="bench")

@@ -1,0 +1,297 @@
+"""The whole local stack (``hearth up``): Kafka, Mosquitto, PostgreSQL, Redis, the services, the simulator.
+
+Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
+the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Parts start in
+dependency order, each waits for its health check, and stop in reverse order. Data survives restarts.
+Once up, ``hearth_devstack.supervisor`` keeps them up: a part that dies is restarted with backoff when what
+it depends on is healthy; one in a crash loop is stopped alone, with its log tail.
+
+Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a cluster of ``brokers`` nodes
+(``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
+and stop together (none is healthy before a controller quorum forms) and whose topics get one replica
+per node.
+
+Each server starts as the tests and benches start it (``hearth_devstack.servers``: initdb and a stale pid
+cleared before PostgreSQL, its database after, how long each may take); what is the local stack's own is
+where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up, and the
+supervision. The services are ``hearth_devstack.service_processes.Services``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hearth.stack_dir import DEFAULT_HOME, archive_dir, token_secret
+from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.kafka_cluster import KafkaCluster
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.postgres import PostgresServer
+from hearth_devstack.process import StartupError, require_free_port
+from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers import (
+    ServerStartup,
+    kafka_startup,
+    mosquitto_startup,
+    postgres_startup,
+    redis_startup,
+)
+from hearth_devstack.service_processes import Services
+from hearth_devstack.status import PartStatus, write_status
+from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
+from hearth_shared.kafka import apply_topic_config, ensure_topics
+from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
+from hearth_shared.settings import StackSettings
+
+
+@dataclass
+class StackPorts:
+    kafka: int = 9092
+    kafka_controller: int = 9093
+    postgres: int = 5432
+    redis: int = 6379
+    command_api: int = 8000
+    query_api: int = 8001
+    mqtt: int = DEVICE_PORT
+    mqtts: int = DEVICE_TLS_PORT
+    mqtt_platform: int = PLATFORM_PORT
+
+
+def retention_warning(settings: StackSettings, archive: Path) -> str | None:
+    """A warning when the journal keeps only a window while the archive lags it (None: nothing to say)."""
+    if settings.journal_retention_s is None:
+        return None
+    import numpy as np
+
+    from hearth_analytics.archive_check import check_archive
+    from hearth_analytics.archive_table import journal_ranges, read_columns
+
+    rows = read_columns(archive, ["kafka_partition", "kafka_offset"])
+    columns = [
+        np.asarray(rows.column(c).to_numpy(zero_copy_only=False), dtype=np.int64) for c in rows.column_names
+    ]
+    lag = check_archive(columns[0], columns[1], asyncio.run(journal_ranges(settings))).lag
+    if not lag:
+        return None
+    return (
+        f"WARNING: the journal keeps facts for {settings.journal_retention_s} s only "
+        f"(HEARTH_JOURNAL_RETENTION_S) while the archive lags it by {lag:,} facts: facts the archive has not "
+        "taken by then are deleted for good. See `hearth archive status` and `hearth archive verify`."
+    )
+
+
+def supervised(startup: ServerStartup[Any]) -> PartSpec:
+    """A server's start-up (servers.py, as the tests and benches start it) as a supervised part."""
+    return PartSpec(
+        startup.name, startup.make, startup.timeout_s, after_healthy=startup.after_healthy, url=startup.url
+    )
+
+
+@dataclass
+class LocalStack:
+    home: Path = DEFAULT_HOME
+    ports: StackPorts = field(default_factory=StackPorts)
+    topic_prefix: str = "hearth"
+    brokers: int = 1
+    simulate: bool = True
+    analytics: bool = True
+    report: Callable[[str], None] = print
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    service_env: dict[str, str] = field(default_factory=dict)  # extra HEARTH_* settings (tests)
+    supervisor: Supervisor | None = None
+    mqtt_certfile: Path | None = None  # a real certificate for the MQTT TLS listener (else self-signed)
+    mqtt_keyfile: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.home = self.home.resolve()
+        self.logs = self.home / "logs"
+        self.data = self.home / "data"
+        self.kafka: KafkaBroker | KafkaCluster = (
+            KafkaBroker(
+                data_dir=self.data / "kafka",
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+                log_dir=self.logs,
+            )
+            if self.brokers == 1
+            else KafkaCluster.spread(
+                data_dir=self.data / "kafka-cluster",
+                log_dir=self.logs,
+                nodes=self.brokers,
+                port=self.ports.kafka,
+                controller_port=self.ports.kafka_controller,
+            )
+        )
+        self.postgres = PostgresServer(
+            data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
+        )
+        self.redis = RedisServer(data_dir=self.data / "redis", port=self.ports.redis, log_dir=self.logs)
+        self.mosquitto = MosquittoBroker(
+            data_dir=self.data / "mosquitto",
+            port=self.ports.mqtt,
+            tls_port=self.ports.mqtts,
+            platform_port=self.ports.mqtt_platform,
+            log_dir=self.logs,
+            certfile=self.mqtt_certfile,
+            keyfile=self.mqtt_keyfile,
+        )
+
+    @property
+    def settings(self) -> StackSettings:
+        return StackSettings(
+            kafka_bootstrap_servers=self.kafka.bootstrap,
+            kafka_replication_factor=self.kafka.replication_factor,
+            topic_prefix=self.topic_prefix,
+            postgres_dsn=self.postgres.dsn,
+            redis_url=self.redis.url,
+            token_secret=token_secret(self.home),
+        )
+
+    def check_ports(self) -> None:
+        named = {name.replace("_", " "): port for name, port in vars(self.ports).items()}
+        if isinstance(self.kafka, KafkaCluster):  # node 1 has the kafka ports, the others the next ones
+            del named["kafka"], named["kafka controller"]
+            for node in self.kafka.nodes:
+                named |= {node.name: node.port, f"{node.name} controller": node.controller_port}
+        by_port: dict[int, list[str]] = {}
+        for name, port in named.items():
+            by_port.setdefault(port, []).append(name)
+        if clashes := {port: names for port, names in by_port.items() if len(names) > 1}:
+            raise StartupError(f"these parts would share a port: {clashes} (see `hearth up --help`)")
+        for name, port in named.items():
+            require_free_port(name, port)
+
+    def kafka_parts(self) -> list[PartSpec]:
+        """The broker, or a cluster's nodes (one group: they start and stop together). Topics are created
+        once the last of them is healthy (and a cluster has formed); every other part depends on all."""
+
+        def create_topics() -> None:
+            if isinstance(self.kafka, KafkaCluster):
+                self.kafka.wait_formed(150.0)
+            asyncio.run(ensure_topics(self.kafka.bootstrap, self.settings.topics.specs()))
+            asyncio.run(apply_topic_config(self.kafka.bootstrap, self.settings.topics.journal_spec()))
+            if warning := retention_warning(self.settings, archive_dir(self.data)):
+                self.report(warning)
+
+        if isinstance(self.kafka, KafkaBroker):
+            return [supervised(replace(kafka_startup(self.kafka), after_healthy=create_topics))]
+        self.kafka.processes()  # the cluster id, configs and formatted dirs, once for every node
+        nodes = self.kafka.nodes
+        return [
+            PartSpec(
+                node.name,
+                node.process,
+                150,  # 3 JVMs starting at once on 2 cores
+                after_healthy=create_topics if node is nodes[-1] else None,
+                url=node.bootstrap,
+                group="kafka",
+            )
+            for node in nodes
+        ]
+
+    def part_specs(self) -> list[PartSpec]:
+        """Every part in start order, each with what it needs healthy before it (re)starts."""
+        kafka = self.kafka_parts()
+        brokers = [p.name for p in kafka]
+
+        services = Services(
+            self.settings,
+            logs=self.logs,
+            data=self.data,
+            command_api_port=self.ports.command_api,
+            query_api_port=self.ports.query_api,
+            mqtt_port=self.ports.mqtt,
+            mqtt_platform_port=self.ports.mqtt_platform,
+            mqtt_password=self.mosquitto.admin.password,
+            mqtt_access_dir=self.mosquitto.access_dir,
+            mqtt_pid_file=self.mosquitto.pid_file,
+            mqtt_simulator_password=self.mosquitto.simulator.password,
+            extra_env=self.service_env,
+        )
+        needs = {
+            "broker-access": [*brokers, "mosquitto"],  # writes the broker's access files, makes it reload
+            "device-actor": brokers,
+            "device-gateway": [*brokers, "mosquitto", "broker-access"],
+            "projector": [*brokers, "postgres", "redis"],
+            "query-api": [*brokers, "postgres", "redis"],  # it follows the token revocations
+            "command-api": brokers,
+            "automations": brokers,  # schedules: the home journal in, commands to the inbox
+            "campaigns": brokers,  # the firmware campaign driver (hearth_campaigns)
+            "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
+            "analytics": brokers,
+            "archive": brokers,
+        }
+        specs = [
+            *kafka,
+            supervised(mosquitto_startup(self.mosquitto)),
+            supervised(postgres_startup(self.postgres)),
+            supervised(redis_startup(self.redis)),
+        ]
+        for name in services.names(simulate=self.simulate, analytics=self.analytics):
+            specs.append(services.spec(name, depends_on=needs[name]))
+        return specs
+
+    def start(self) -> None:
+        """Start every part in order; on any failure stop what started and raise StartupError."""
+        self.check_ports()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.check_kafka_shape()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.supervisor = Supervisor(
+            self.part_specs(),
+            policy=self.policy,
+            report=self._report,
+            on_change=lambda parts: write_status(self.home, parts),
+        )
+        self.supervisor.start_all()
+
+    def _report(self, message: str) -> None:
+        """A line on the console and in the supervisor's log."""
+        self.report(message)
+        with open(self.logs / "supervisor.log", "a") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+
+    def check_kafka_shape(self) -> None:
+        """One home, one journal: the views and the actor's state hold offsets of the Kafka they were
+        made from, so a home made with one broker is not started on a new cluster (or the other way)."""
+        made = {1} if (self.data / "kafka").exists() else set()
+        if nodes := len(list((self.data / "kafka-cluster").glob("node-*"))):
+            made.add(nodes)
+        if made and self.brokers not in made:
+            before = min(made)
+            raise StartupError(
+                f"{self.home} holds a stack made with --brokers {before}: its views follow that Kafka's "
+                f"journal. Start it with --brokers {before}, or use another --stack-dir for {self.brokers}."
+            )
+
+    @property
+    def parts(self) -> list[PartStatus]:
+        return self.supervisor.snapshot() if self.supervisor is not None else []
+
+    def supervise(self, stop: threading.Event) -> None:
+        """Keep the parts running until ``stop`` is set (the caller then calls ``stop()``)."""
+        assert self.supervisor is not None, "start() first"
+        self.supervisor.run(stop)
+
+    def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+
+
+# Services live in service_processes.py, DEFAULT_HOME, token_secret and archive_dir in the CLI's stack_dir.py
+# (the operator's commands read the same directory); the tests and benches import them from here too.
+__all__ = [
+    "DEFAULT_HOME",
+    "LocalStack",
+    "Services",
+    "StackPorts",
+    "StartupError",
+    "archive_dir",
+    "retention_warning",
+    "token_secret",
+]

@@ -1,0 +1,172 @@
+"""The Hearth services as child processes (``Services``), for ``hearth up`` and for the tests and
+benchmarks alike: each service's command line, its environment (every HEARTH_* setting derived from the
+stack's settings, ports and data directory), how to tell it is healthy, and how long it may take.
+
+Each service gets its own directory for its topic followers' restart reports
+(``HEARTH_FOLLOWER_REPORTS``, ``follower_reports_dir``: ``data/followers/<part>``), emptied whenever a
+new run of it is made, so what ``hearth status`` shows is what the current run read at its start, never
+a killed predecessor's figures. The device actor is healthy when it serves (its serving file, see
+``hearth_device_actor.serving``), not merely once its worker has started.
+
+Apart from the local stack (``local.py``), which supervises them beside the servers, because the tests'
+fixtures and ``hearth_bench.stack`` start the same services on their own temporary servers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from hearth.stack_dir import archive_dir
+from hearth_device_actor.serving import serving_file, serving_problem
+from hearth_devstack.process import ManagedProcess
+from hearth_devstack.supervisor import PartSpec
+from hearth_shared.mqtt import DEVICE_PORT, PLATFORM_PORT
+from hearth_shared.settings import StackSettings
+from hearth_shared.topic_follower import REPORTS_ENV
+
+
+def follower_reports_dir(data: Path, part: str) -> Path:
+    """Where a part's topic followers write their restart reports (``HEARTH_FOLLOWER_REPORTS``)."""
+    return data / "followers" / part
+
+
+def actor_serving(data_dir: Path, bootstrap_servers: str) -> Callable[[], bool]:
+    """Healthy while the device-actor worker with this data directory serves (``serving_problem``)."""
+    path = serving_file(data_dir)
+
+    def check() -> bool:
+        return serving_problem(path, bootstrap_servers) is None
+
+    return check
+
+
+def http_ok(url: str) -> Callable[[], bool]:
+    def check() -> bool:
+        return httpx.get(url, timeout=1.0).status_code == 200
+
+    return check
+
+
+def log_says(path: Path, text: str) -> Callable[[], bool]:
+    """Healthy once the log, from its size now on (logs are appended), says ``text`` (any case)."""
+    start = path.stat().st_size if path.exists() else 0
+
+    def check() -> bool:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return text.lower().encode() in f.read().lower()
+
+    return check
+
+
+@dataclass
+class Services:
+    """The Hearth services as child processes, for `hearth up` and for the tests alike."""
+
+    settings: StackSettings
+    logs: Path
+    data: Path
+    command_api_port: int = 8000
+    query_api_port: int = 8001
+    mqtt_port: int = DEVICE_PORT  # the devices' listener (what the command API tells devices)
+    mqtt_platform_port: int = PLATFORM_PORT  # the service accounts' listener (gateway, follower, simulator)
+    mqtt_password: str = ""  # the broker account of Hearth's own components (the device gateway)
+    # The broker's access files and pid (MosquittoBroker.access_dir, .pid_file): the broker-access follower's.
+    mqtt_access_dir: Path | None = None
+    mqtt_pid_file: Path | None = None
+    mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        s = self.settings
+        broker = self.data / "mosquitto"  # LocalStack's MosquittoBroker data dir
+        return {
+            "HEARTH_KAFKA_BOOTSTRAP_SERVERS": s.kafka_bootstrap_servers,
+            "HEARTH_KAFKA_REPLICATION_FACTOR": str(s.kafka_replication_factor),
+            "HEARTH_TOPIC_PREFIX": s.topic_prefix,
+            "HEARTH_POSTGRES_DSN": s.postgres_dsn,
+            "HEARTH_REDIS_URL": s.redis_url,
+            "HEARTH_TOKEN_SECRET": s.token_secret,
+            "HEARTH_COMMAND_API_PORT": str(self.command_api_port),
+            "HEARTH_READ_MODELS_PORT": str(self.query_api_port),
+            "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / "device-actor"),
+            "HEARTH_DEVICE_ACTOR_INSTANCE": f"device-actor-{self.data.name}",  # one worker per data dir
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_DEVICE_GATEWAY_MQTT_PASSWORD": self.mqtt_password,
+            "HEARTH_COMMAND_API_MQTT_URL": f"mqtt://127.0.0.1:{self.mqtt_port}",
+            "HEARTH_SIMULATOR_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_SIMULATOR_MQTT_PASSWORD": self.mqtt_simulator_password,
+            "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(self.mqtt_access_dir or broker / "access"),
+            "HEARTH_BROKER_ACCESS_PID_FILE": str(self.mqtt_pid_file or broker / "mosquitto.pid"),
+            "HEARTH_AUTOMATIONS_HEARTBEAT_FILE": str(self.data / "automations.heartbeat"),
+            "HEARTH_BROKER_ACCESS_MQTT_PORT": str(self.mqtt_platform_port),
+            "HEARTH_BROKER_ACCESS_MQTT_PASSWORD": self.mqtt_password,
+            "HEARTH_ANALYTICS_CHECKPOINT_DIR": str(self.data / "analytics" / "checkpoints"),
+            "HEARTH_ANALYTICS_OUTPUT_DIR": str(self.data / "analytics" / "reports"),
+            "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
+        }
+
+    @staticmethod
+    def names(*, simulate: bool, analytics: bool = False, devices_over_mqtt: bool = True) -> list[str]:
+        """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
+        and the device gateway (for tests whose devices talk to the inbox directly)."""
+        mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
+        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+        names += ["automations", "campaigns"]
+        return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
+
+    def part(self, name: str) -> tuple[ManagedProcess, float]:
+        """The process for one service (not started) and how long it may take to become healthy."""
+        api, query = f"http://127.0.0.1:{self.command_api_port}", f"http://127.0.0.1:{self.query_api_port}"
+        log = self.logs / f"{name}.log"
+        actor = actor_serving(self.data / "device-actor", self.settings.kafka_bootstrap_servers)
+        argv, healthy, url, timeout_s = {
+            "device-actor": (["hearth_device_actor"], actor, "", 90.0),
+            "broker-access": (
+                ["hearth_device_gateway.broker_access"],
+                log_says(log, "broker access caught up"),
+                "",
+                60.0,
+            ),
+            "device-gateway": (["hearth_device_gateway"], log_says(log, "device gateway: ready"), "", 60.0),
+            "projector": (["hearth_read_models", "projector"], log_says(log, "starts at"), "", 60.0),
+            "query-api": (["hearth_read_models", "api"], http_ok(f"{query}/healthz"), query, 180.0),
+            "command-api": (["hearth_command_api"], http_ok(f"{api}/healthz"), api, 120.0),
+            "automations": (["hearth_automations"], log_says(log, "automations instance"), "", 90.0),
+            "campaigns": (["hearth_campaigns"], log_says(log, "campaign driver: ready"), "", 90.0),
+            "simulator": (["hearth_simulator"], log_says(log, "simulator: playing"), "", 60.0),
+            "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
+            "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
+        }[name]
+        reports = follower_reports_dir(self.data, name)
+        shutil.rmtree(reports, ignore_errors=True)  # this run's reports only (see the module docstring)
+        process = ManagedProcess(
+            name=name,
+            argv=[sys.executable, "-m", *argv],
+            log_path=log,
+            healthy=healthy,
+            env={**self.env(), REPORTS_ENV: str(reports)},
+            url=url,
+        )
+        return process, timeout_s
+
+    def spec(self, name: str, *, depends_on: list[str]) -> PartSpec:
+        """The service as a supervised part: each (re)start is a fresh process with a fresh health check."""
+        process, timeout_s = self.part(name)
+        return PartSpec(
+            name,
+            lambda: self.part(name)[0],
+            timeout_s,
+            depends_on=depends_on,
+            url=process.url,
+            reports=str(follower_reports_dir(self.data, name)),
+        )

@@ -1,0 +1,63 @@
+"""``hearth simulate``: play the simulated devices of a running local stack over MQTT until Ctrl-C, as a
+hub with the stack's simulator credential (``<stack dir>/data/mosquitto/access/``, written by ``hearth
+up``). Added to the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` entry point); the
+fleet itself is ``hearth_simulator.fleet``, which the local stack also runs as a part
+(``python -m hearth_simulator``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
+from hearth_shared.auth import create_token
+from hearth_shared.mqtt import SIMULATOR_ACCOUNT
+from hearth_shared.settings import StackSettings
+
+console = Console(stderr=True, soft_wrap=True)
+
+
+def simulate(
+    devices: Annotated[int, typer.Option(help="Register this many devices first (as many of each type)")] = 0,
+    rate: Annotated[float, typer.Option(help="Reports per second per device")] = 1.0,
+    home_id: Annotated[
+        str, typer.Option("--home", help="Home of the devices registered with --devices")
+    ] = "sim",
+    api: Annotated[str, typer.Option(help="Command API used to register devices")] = "http://127.0.0.1:8000",
+    mqtt_port: Annotated[
+        int, typer.Option(help="The stack's MQTT listener for its components (--mqtt-platform-port)")
+    ] = 1884,
+    home: Home = DEFAULT_HOME,
+) -> None:
+    """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
+    with the stack's simulator credential."""
+    from hearth_simulator.fleet import FleetOptions, MqttEndpoint, run_fleet
+    from hearth_simulator.registration import register_fleet, split_evenly
+
+    stack = StackSettings(token_secret=token_secret(home.resolve()))
+    secret = home.resolve() / "data" / "mosquitto" / "access" / f"{SIMULATOR_ACCOUNT}.secret"
+    if not secret.exists():
+        console.print(f"[red]No simulator credential in {secret}: start the stack (hearth up) first.[/]")
+        raise typer.Exit(1)
+    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
+
+    async def main() -> None:
+        if devices:
+            admin = create_token(stack.token_secret, admin=True)
+            await register_fleet(api, admin, home_id, split_evenly(devices))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), mqtt, stop)
+
+    asyncio.run(main())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``simulate`` to the ``hearth`` CLI (entry point ``hearth.commands``)."""
+    app.command("simulate")(simulate)

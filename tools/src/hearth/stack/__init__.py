@@ -1,1 +1,0 @@
-"""The local stack: embedded Kafka, PostgreSQL, Redis, Mosquitto and the services, supervised."""

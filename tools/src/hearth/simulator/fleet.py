@@ -15,8 +15,8 @@ writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the br
 in flight), and one loop serves all devices: a heap of wake-up times, so a tick touches only the devices
 that have something to say.
 
-The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``)
-is ``hearth.simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring: ``run`` reads the
+The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``,
+options.py) is ``hearth.simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring: ``run`` reads the
 journal (read only) and speaks MQTT.
 """
 
@@ -32,7 +32,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth.simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
+from hearth.simulator.fleet_core import MIN_TICK_S, FleetCore
+from hearth.simulator.options import FleetOptions
 from hearth_device import DeviceConnection
 from hearth_shared.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
 from hearth_shared.kafka import held_fetches, topic_partitions

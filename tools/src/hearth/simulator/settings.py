@@ -8,7 +8,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hearth.simulator.firmware import FirmwareOptions
-from hearth.simulator.fleet import FleetOptions, MqttEndpoint
+from hearth.simulator.fleet import MqttEndpoint
+from hearth.simulator.options import FleetOptions
 from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 

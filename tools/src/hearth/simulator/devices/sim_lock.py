@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
 
+from hearth.simulator.options import FleetOptions
 from hearth.simulator.sim_device import JSON, SimDevice
 from hearth_shared.domain import lock as lock_type
-
-if TYPE_CHECKING:
-    from hearth.simulator.fleet import FleetOptions
 
 
 class SimLock(SimDevice):

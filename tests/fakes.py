@@ -1,5 +1,5 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
-clock that stands still until a test moves it, the command API's ``CommandJournal`` and journal feed
+clock that stands still until a test moves it, the command API's ``TopicWriter`` and journal feed
 (``hearth_command_api.ports``), and the automation engine's command path and notifier."""
 
 from __future__ import annotations
@@ -52,23 +52,23 @@ class FakeClock:
         return self.now
 
 
-class FakeCommandJournal:
-    """Records the requests and revocations the command API writes; ``submitted`` is set by the first."""
+class FakeTopicWriter:
+    """Records the requests and revocations the command API writes; ``sent`` is set by the first."""
 
     def __init__(self) -> None:
         self.requests: list[Inbound] = []
         self.revocations: list[TokenRevoked] = []
         self.home_facts: list[HomeFact] = []
         self.campaign_requests: list[CampaignRequest] = []
-        self.submitted = asyncio.Event()
+        self.sent = asyncio.Event()
 
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
 
-    async def submit(self, request: Inbound) -> None:
+    async def send_request(self, request: Inbound) -> None:
         self.requests.append(request)
-        self.submitted.set()
+        self.sent.set()
 
     async def revoke(self, fact: TokenRevoked) -> None:
         self.revocations.append(fact)
@@ -105,7 +105,7 @@ class FakeEnginePath:
         self.fail_submit: Exception | None = None
         self.fail_append: Exception | None = None
 
-    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None:
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
         await asyncio.sleep(0)  # a broker's round trip: other tasks run meanwhile
         if self.fail_submit is not None:
             error, self.fail_submit = self.fail_submit, None

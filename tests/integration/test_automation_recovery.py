@@ -26,7 +26,7 @@ from hearth.stack.mosquitto import MosquittoBroker
 from hearth_automations.defaults import default_id
 from hearth_shared.domain.automation import action_id, run_id
 from hearth_shared.events import CommandRequested, Event, SubmitCommand, utcnow
-from hearth_shared.kafka import KafkaJournal
+from hearth_shared.kafka import KafkaWriter
 from tests.automation_support import automation_listed, receiving, runs, signed_by
 from tests.conftest import Platform
 from tests.home_fleet import playing, simulator_endpoint
@@ -256,12 +256,12 @@ async def command_sent_before_its_run_fact(
         command_id=command_id, name="set_hvac_mode", params={"mode": "cool"},
         expires_at=now + timedelta(minutes=5),
     )  # fmt: skip
-    journal = KafkaJournal(platform.settings.kafka_bootstrap_servers, platform.settings.topics, "test-kill")
-    await journal.start()
+    writer = KafkaWriter(platform.settings.kafka_bootstrap_servers, platform.settings.topics, "test-kill")
+    await writer.start()
     try:
-        await journal.submit(request)
+        await writer.send_requests(request)
     finally:
-        await journal.stop()
+        await writer.stop()
     return command_id
 
 

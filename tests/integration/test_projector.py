@@ -61,7 +61,7 @@ from hearth_shared.events import (
     ThermostatTargetSet,
     encode,
 )
-from hearth_shared.kafka import DeadLetters, KafkaJournal, make_producer
+from hearth_shared.kafka import DeadLetters, KafkaWriter, make_producer
 from hearth_shared.settings import StackSettings
 
 pytestmark = pytest.mark.integration
@@ -173,7 +173,7 @@ async def running_projector(
     """A live projector of the test's journal into ``schema``, running in a task of this loop."""
     await asyncio.to_thread(migrate, stack.postgres_dsn, schema)
     consumer = make_consumer(stack)
-    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="test-projector")
+    journal = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="test-projector")
     redis = Redis.from_url(stack.redis_url)
     await consumer.start()
     await journal.start()

@@ -11,7 +11,7 @@ import json
 from types import ModuleType
 
 from hearth_shared.domain import light, lock, thermostat
-from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateKey, StateMinutes
+from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateMinutes
 from hearth_shared.events import JSON
 
 # One entry per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>. Imported,

@@ -16,8 +16,8 @@ in flight), and one loop serves all devices: a heap of wake-up times, so a tick 
 that have something to say.
 
 The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``,
-options.py) is ``hearth.simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring: ``run`` reads the
-journal (read only) and speaks MQTT.
+options.py) is ``hearth.simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring:
+``run`` reads the journal (read only) and speaks MQTT.
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ T0 = datetime(2026, 7, 1, tzinfo=UTC)
 def test_a_fact_trigger_matches_its_type_and_device() -> None:
     any_device = Trigger(fact="anomaly.detected")
     one = Trigger(fact="anomaly.detected", device_id="t1")
-    assert fact_triggers(any_device, "anomaly.detected", "t2")
-    assert fact_triggers(one, "anomaly.detected", "t1")
-    assert not fact_triggers(one, "anomaly.detected", "t2")
-    assert not fact_triggers(any_device, "command.failed", "t1")
+    assert fact_triggers(any_device, ("anomaly.detected",), "t2")
+    assert fact_triggers(one, ("anomaly.detected",), "t1")
+    assert not fact_triggers(one, ("anomaly.detected",), "t2")
+    assert not fact_triggers(any_device, ("command.failed",), "t1")
 
 
 def test_a_state_trigger_fires_on_the_edge_not_while_it_holds() -> None:

@@ -18,7 +18,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON, LockDesiredStateSet
+from hearth_shared.events import JSON
 
 LOCK_STATES = ("locked", "unlocked", "locking", "unlocking", "jammed", "open")
 TARGET_STATE = {"lock": "locked", "unlock": "unlocked"}
@@ -45,7 +45,7 @@ TYPE = DeviceType(
         StateKey("battery_pct", Value("number", 0, 100, unit="%"), rollup=True),
     ),
     commands=(Command("lock", description="Lock (the door must be closed)"), Command("unlock")),
-    settings=(Setting("lock", LockDesiredStateSet),),
+    settings=(Setting("lock"),),
     plan=_plan,
     failure=_failure,
     initial_reported={"lock_state": "locked", "door": "closed"},

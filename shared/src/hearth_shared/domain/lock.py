@@ -3,7 +3,8 @@
 Commands ``lock`` {} and ``unlock`` {} desire ``lock_state`` "locked" / "unlocked". A lock refuses to
 lock with its door open (``door_open``), and a jammed lock refuses every command (``device_jammed``)
 until it reports a good state; a jam reported while a command is in flight fails that command.
-Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations) and jams are counted.
+Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations), jams and door opens
+(readings reporting the door open) are counted.
 """
 
 from __future__ import annotations
@@ -54,5 +55,6 @@ TYPE = DeviceType(
         StateCount("unlocks", "lock_state", ("unlocked",)),
         StateCount("lock_operations", "lock_state", ("locked", "unlocked")),
         StateCount("jams", "lock_state", ("jammed",)),
+        StateCount("door_opens", "door", ("open",)),
     ),
 )

@@ -11,7 +11,7 @@ import json
 from types import ModuleType
 
 from hearth_shared.domain import light, lock, thermostat
-from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateMinutes
+from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateKey, StateMinutes
 from hearth_shared.events import JSON
 
 # One entry per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>. Imported,
@@ -57,9 +57,20 @@ def commands_description() -> str:
     return "\n".join(lines)
 
 
+def rollup_keys() -> tuple[StateKey, ...]:
+    """The numeric telemetry keys the analytics roll up (``StateKey.rollup``), over every type, each name
+    once (the first type's declaration: its unit labels the analytics' charts)."""
+    keys: dict[str, StateKey] = {}
+    for kind in DEVICE_TYPES.values():
+        for key in kind.state:
+            if key.rollup:
+                keys.setdefault(key.name, key)
+    return tuple(keys.values())
+
+
 def rollup_metrics() -> tuple[str, ...]:
-    """The numeric telemetry keys the analytics roll up, over every type (each once)."""
-    return tuple(dict.fromkeys(k.name for t in DEVICE_TYPES.values() for k in t.state if k.rollup))
+    """The names of ``rollup_keys``."""
+    return tuple(k.name for k in rollup_keys())
 
 
 def state_minutes() -> tuple[StateMinutes, ...]:
@@ -70,6 +81,11 @@ def state_minutes() -> tuple[StateMinutes, ...]:
 def state_counts() -> tuple[StateCount, ...]:
     """The state-count figures the analytics roll up, over every type, in the types' order."""
     return tuple(c for t in DEVICE_TYPES.values() for c in t.counts)
+
+
+def counted_state_keys() -> tuple[str, ...]:
+    """The reported text keys that minutes and counts are figured from, over every type, each once."""
+    return tuple(dict.fromkeys([*(m.key for m in state_minutes()), *(c.key for c in state_counts())]))
 
 
 def scored_metrics(device_type: str) -> tuple[str, ...]:

@@ -95,20 +95,20 @@ class FakeFeed:
 
 class FakeEnginePath:
     """The automation engine's effects: command requests (the inbox) and home facts, recorded, and
-    ``written``: both in the order they were written, one list per write. ``fail_submit`` /
+    ``written``: both in the order they were written, one list per write. ``fail_send`` /
     ``fail_append``: the next such write raises it and writes nothing."""
 
     def __init__(self) -> None:
         self.requests: list[SubmitCommand] = []
         self.facts: list[HomeFact] = []
         self.written: list[list[SubmitCommand] | list[HomeFact]] = []
-        self.fail_submit: Exception | None = None
+        self.fail_send: Exception | None = None
         self.fail_append: Exception | None = None
 
     async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
         await asyncio.sleep(0)  # a broker's round trip: other tasks run meanwhile
-        if self.fail_submit is not None:
-            error, self.fail_submit = self.fail_submit, None
+        if self.fail_send is not None:
+            error, self.fail_send = self.fail_send, None
             raise error
         self.requests.extend(requests)
         self.written.append(list(requests))

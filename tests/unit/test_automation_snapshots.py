@@ -89,7 +89,7 @@ class Broker:
         self.home_journal.extend(facts)
 
     async def send_request(self, request: SubmitCommand) -> None:
-        await self.submit_all([request])
+        await self.send_requests([request])
 
     async def append(self, fact: HomeFact) -> None:
         await self.append_all([fact])

@@ -289,7 +289,7 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
 ) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
     tag = f"poison-{uuid.uuid4().hex[:8]}"
-    topics, producer = platform.settings.topics, device.journal.producer
+    topics, producer = platform.settings.topics, device.writer.producer
     async with (
         platform.client(platform.command_api, home) as api,
         platform.client(platform.query_api, home) as qa,

@@ -14,7 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from hearth_shared.events import DeviceCommand, decode_device_command
-from hearth_shared.kafka import KafkaJournal, topic_partitions
+from hearth_shared.kafka import KafkaWriter, topic_partitions
 from hearth_shared.settings import StackSettings
 from tests.support import ack_request, report_request
 
@@ -22,14 +22,12 @@ from tests.support import ack_request, report_request
 class DeviceLink:
     def __init__(self, settings: StackSettings) -> None:
         self.settings = settings
-        self.journal = KafkaJournal(
-            settings.kafka_bootstrap_servers, settings.topics, client_id="test-device"
-        )
+        self.writer = KafkaWriter(settings.kafka_bootstrap_servers, settings.topics, client_id="test-device")
         self.inbox: dict[str, asyncio.Queue[DeviceCommand]] = {}
         self.seq = itertools.count(1)
 
     async def __aenter__(self) -> DeviceLink:
-        await self.journal.start()
+        await self.writer.start()
         topic = self.settings.topics.device_commands
         self.consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.kafka_bootstrap_servers)
         await self.consumer.start()
@@ -44,7 +42,7 @@ class DeviceLink:
     async def __aexit__(self, *exc: object) -> None:
         self.task.cancel()
         await self.consumer.stop()
-        await self.journal.stop()
+        await self.writer.stop()
 
     async def _read(self) -> None:
         async for record in self.consumer:
@@ -57,8 +55,8 @@ class DeviceLink:
 
     async def report(self, device_id: str, state: dict[str, Any], *, seq: int | None = None) -> int:
         seq = next(self.seq) if seq is None else seq
-        await self.journal.submit(report_request(device_id, seq, **state))
+        await self.writer.send_requests(report_request(device_id, seq, **state))
         return seq
 
     async def ack(self, device_id: str, command_id: uuid.UUID, *, ok: bool = True, reason: str = "") -> None:
-        await self.journal.submit(ack_request(device_id, command_id, ok=ok, reason=reason))
+        await self.writer.send_requests(ack_request(device_id, command_id, ok=ok, reason=reason))

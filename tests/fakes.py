@@ -1,5 +1,5 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
-clock that stands still until a test moves it, the command API's ``CommandJournal`` and journal feed
+clock that stands still until a test moves it, the command API's ``TopicWriter`` and journal feed
 (``hearth_command_api.ports``), and the automation engine's command path and notifier."""
 
 from __future__ import annotations
@@ -52,23 +52,23 @@ class FakeClock:
         return self.now
 
 
-class FakeCommandJournal:
-    """Records the requests and revocations the command API writes; ``submitted`` is set by the first."""
+class FakeTopicWriter:
+    """Records the requests and revocations the command API writes; ``sent`` is set by the first."""
 
     def __init__(self) -> None:
         self.requests: list[Inbound] = []
         self.revocations: list[TokenRevoked] = []
         self.home_facts: list[HomeFact] = []
         self.campaign_requests: list[CampaignRequest] = []
-        self.submitted = asyncio.Event()
+        self.sent = asyncio.Event()
 
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
 
-    async def submit(self, request: Inbound) -> None:
+    async def send_request(self, request: Inbound) -> None:
         self.requests.append(request)
-        self.submitted.set()
+        self.sent.set()
 
     async def revoke(self, fact: TokenRevoked) -> None:
         self.revocations.append(fact)
@@ -95,20 +95,20 @@ class FakeFeed:
 
 class FakeEnginePath:
     """The automation engine's effects: command requests (the inbox) and home facts, recorded, and
-    ``written``: both in the order they were written, one list per write. ``fail_submit`` /
+    ``written``: both in the order they were written, one list per write. ``fail_send`` /
     ``fail_append``: the next such write raises it and writes nothing."""
 
     def __init__(self) -> None:
         self.requests: list[SubmitCommand] = []
         self.facts: list[HomeFact] = []
         self.written: list[list[SubmitCommand] | list[HomeFact]] = []
-        self.fail_submit: Exception | None = None
+        self.fail_send: Exception | None = None
         self.fail_append: Exception | None = None
 
-    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None:
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
         await asyncio.sleep(0)  # a broker's round trip: other tasks run meanwhile
-        if self.fail_submit is not None:
-            error, self.fail_submit = self.fail_submit, None
+        if self.fail_send is not None:
+            error, self.fail_send = self.fail_send, None
             raise error
         self.requests.extend(requests)
         self.written.append(list(requests))

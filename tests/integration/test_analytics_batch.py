@@ -113,8 +113,8 @@ async def test_daily_report_figures_are_exact_for_a_known_history(
     })  # fmt: skip
 
     names = sorted(p.name for p in report.charts)
-    assert names == sorted(["state_time.png", "temperature.png", "locks.png", "commands.png", "anomalies.png",
-                            "top_homes.png", "overview.png"])  # fmt: skip
+    assert names == sorted(["state_time.png", "readings_degC.png", "readings_pct.png", "counts.png",
+                            "commands.png", "anomalies.png", "top_homes.png", "overview.png"])  # fmt: skip
     for chart in report.charts:
         data = chart.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, chart

@@ -24,9 +24,9 @@ import pytest
 from hearth_automations.defaults import default_id
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_shared.domain.automation import action_id, run_id
+from hearth_shared.domain.automation import action_id, fact_names, run_id
 from hearth_shared.events import CommandRequested, Event, SubmitCommand, utcnow
-from hearth_shared.kafka import KafkaJournal
+from hearth_shared.kafka import KafkaWriter
 from tests.automation_support import automation_listed, receiving, runs, signed_by
 from tests.conftest import Platform
 from tests.home_fleet import playing, simulator_endpoint
@@ -241,12 +241,13 @@ async def test_killed_between_trigger_and_action_it_acts_once_after_a_restart_an
 async def command_sent_before_its_run_fact(
     platform: Platform, automation_id: str, watched: str, follower: str
 ) -> uuid.UUID:
-    """The command the engine sends for the watched thermostat's latest ``thermostat.target_set`` fact
-    (its id derived from the automation and that fact), put on the inbox as the engine would have."""
+    """The command the engine sends for the watched thermostat's latest fact its ``thermostat.target_set``
+    trigger matches (a ``device.desired_set`` of its target; its id derived from the automation and that
+    fact), put on the inbox as the engine would have."""
 
     async def target_set() -> list[Event]:
         journal = await read_journal(platform.settings)
-        return [e for e in journal if e.device_id == watched and e.type == "thermostat.target_set"]
+        return [e for e in journal if e.device_id == watched and "thermostat.target_set" in fact_names(e)]
 
     facts = await poll_until(target_set, bool, "the thermostat.target_set fact", timeout_s=30, every_s=POLL_S)
     command_id = action_id(run_id(uuid.UUID(automation_id), facts[-1].event_id), 0)
@@ -256,12 +257,12 @@ async def command_sent_before_its_run_fact(
         command_id=command_id, name="set_hvac_mode", params={"mode": "cool"},
         expires_at=now + timedelta(minutes=5),
     )  # fmt: skip
-    journal = KafkaJournal(platform.settings.kafka_bootstrap_servers, platform.settings.topics, "test-kill")
-    await journal.start()
+    writer = KafkaWriter(platform.settings.kafka_bootstrap_servers, platform.settings.topics, "test-kill")
+    await writer.start()
     try:
-        await journal.submit(request)
+        await writer.send_requests(request)
     finally:
-        await journal.stop()
+        await writer.stop()
     return command_id
 
 

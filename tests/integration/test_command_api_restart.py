@@ -1,4 +1,4 @@
-"""The command API restarts from its registry's snapshot on the real broker, in process (``make_app``,
+"""The command API restarts from its device book's snapshot on the real broker, in process (``make_app``,
 its lifespan, its Kafka journal, follower and snapshot store), on a test's own topics.
 
 The test plays the device actor with the actor's own pure functions (``decide``, ``stamp``, ``evolve``):
@@ -79,14 +79,14 @@ class PlayedActor:
 
 @asynccontextmanager
 async def command_api(stack: StackSettings) -> AsyncIterator[httpx.AsyncClient]:
-    """The command API in this process, healthy (its registry caught up), with an admin token."""
+    """The command API in this process, healthy (its device book caught up), with an admin token."""
     app = make_app(CommandApiSettings(stack=stack))
     headers = {"Authorization": f"Bearer {create_token(SECRET, admin=True)}"}
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=headers) as client:
             await poll_until(
-                lambda: client.get("/healthz"), lambda r: r.status_code == 200, "the registry to catch up"
+                lambda: client.get("/healthz"), lambda r: r.status_code == 200, "the device book to catch up"
             )
             yield client
 

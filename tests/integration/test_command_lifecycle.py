@@ -218,7 +218,7 @@ async def test_an_unreadable_inbox_record_goes_to_the_dead_letters(
     platform: Platform, device: DeviceLink
 ) -> None:
     key = f"junk-{uuid.uuid4().hex[:8]}"
-    await device.journal.producer.send_and_wait(
+    await device.writer.producer.send_and_wait(
         platform.settings.topics.inbox, b'{"kind": "nope"}', key=key.encode()
     )
     consumer = AIOKafkaConsumer(

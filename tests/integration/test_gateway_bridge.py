@@ -28,7 +28,7 @@ from hearth_shared.events import (
     encode,
     utcnow,
 )
-from hearth_shared.kafka import KafkaJournal
+from hearth_shared.kafka import KafkaWriter
 from hearth_shared.mqtt import state_topic
 from hearth_shared.settings import StackSettings
 from tests.mqtt_devices import read_topic
@@ -138,7 +138,7 @@ async def test_dispatched_commands_reach_the_device_and_only_then_are_committed(
         expires_at=now + timedelta(minutes=1),
     )
     stale = msgspec.structs.replace(fresh, command_id=uuid.uuid4(), expires_at=now - timedelta(seconds=1))
-    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="test")
+    journal = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="test")
     await journal.start()
     try:
         for command in (stale, fresh):

@@ -33,7 +33,7 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import KafkaJournal, topic_partitions
+from hearth_shared.kafka import KafkaWriter, topic_partitions
 from hearth_shared.settings import StackSettings
 from tests.integration.test_actor_recovery import journal_with_reports, worker
 
@@ -91,11 +91,11 @@ class InboxWatch:
 
 async def register(stack: StackSettings, device_ids: list[str]) -> None:
     """Registrations straight onto the inbox (the command API's part; not what this test is about)."""
-    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="test-register")
-    await journal.start()
+    writer = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="test-register")
+    await writer.start()
     try:
         for device_id in device_ids:
-            await journal.submit(
+            await writer.send_requests(
                 RegisterDevice(
                     request_id=new_id(),
                     device_id=device_id,
@@ -106,7 +106,7 @@ async def register(stack: StackSettings, device_ids: list[str]) -> None:
                 )
             )
     finally:
-        await journal.stop()
+        await writer.stop()
 
 
 async def play(

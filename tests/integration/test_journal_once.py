@@ -21,7 +21,7 @@ from hearth_device_actor.app import KafkaOutbox
 from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
 from hearth_shared.events import Inbound, SubmitCommand, encode
-from hearth_shared.kafka import KafkaJournal, make_producer
+from hearth_shared.kafka import KafkaWriter, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import PARTITIONS
 from tests.journal import read_journal
@@ -54,7 +54,7 @@ class Worker:
     """One device-actor worker's hot path on the real broker, with a plain dict as its changelog."""
 
     def __init__(self, settings: StackSettings, twins: dict[bytes, bytes], *, catch_up: bool) -> None:
-        self.journal = KafkaJournal(settings.kafka_bootstrap_servers, settings.topics, client_id="once")
+        self.journal = KafkaWriter(settings.kafka_bootstrap_servers, settings.topics, client_id="once")
         self.actors = DeviceActors(twins, KafkaOutbox(self.journal), offline_after_s=3600)
         servers = settings.kafka_bootstrap_servers
         reader = JournalCatchUp(

@@ -1,7 +1,7 @@
 """Poison records on every topic, planted straight into Kafka past every edge: each becomes a dead letter
 with its reason (bounded in size, whatever the record's size) or a logged skip, and processing goes on:
 the projector projects later facts, a rebuild completes, the device actor decides later requests, the
-command API's registry view follows the journal, and every part's process stays alive."""
+command API's device book follows the journal, and every part's process stays alive."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
 ) -> None:
     home = f"home-{uuid.uuid4().hex[:8]}"
     tag = f"poison-{uuid.uuid4().hex[:8]}"
-    topics, producer = platform.settings.topics, device.journal.producer
+    topics, producer = platform.settings.topics, device.writer.producer
     async with (
         platform.client(platform.command_api, home) as api,
         platform.client(platform.query_api, home) as qa,
@@ -302,7 +302,7 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
         requests = request_records(home, victim, tag)
         for key, value, _ in requests:
             await producer.send_and_wait(topics.inbox, value, key=f"{tag}-{key.decode()}".encode())
-        # the journal: a device name PostgreSQL cannot hold, and random bytes (projector, registry view)
+        # the journal: a device name PostgreSQL cannot hold, and random bytes (projector, device book)
         nul = Device(f"{tag}-nul", home)
         registered = DeviceRegisteredPayload(device_type="thermostat", name="front\u0000door")
         await producer.send_and_wait(
@@ -325,7 +325,7 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
         await device.report(later, {"target_c": 21.5})
         assert (await final_command(qa, sent.json()["command_id"]))["status"] == "converged"
         waited = (await send(api, later, "set_hvac_mode", {"mode": "cool"}, wait="dispatched")).json()
-        assert (waited["status"], waited["timed_out"]) == ("dispatched", False)  # the registry view follows
+        assert (waited["status"], waited["timed_out"]) == ("dispatched", False)  # the device book follows
         victim_twin = (await qa.get(f"/v1/devices/{victim}")).json()
         assert victim_twin["reported"]["ambient_c"] == 19.0  # no poison report reached it
         assert (await qa.get(f"/v1/devices/{tag}-dev")).status_code == 404  # no poison registration did

@@ -49,19 +49,17 @@ from hearth_shared.events import (
     CommandSupersededPayload,
     ConnectivityPayload,
     DesiredSetPayload,
+    DesiredStateSet,
     DeviceCameOnline,
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
     Event,
-    LockDesiredStateSet,
     StateReported,
     StateReportedPayload,
-    ThermostatHvacModeSet,
-    ThermostatTargetSet,
     encode,
 )
-from hearth_shared.kafka import DeadLetters, KafkaJournal, make_producer
+from hearth_shared.kafka import DeadLetters, KafkaWriter, make_producer
 from hearth_shared.settings import StackSettings
 
 pytestmark = pytest.mark.integration
@@ -101,8 +99,9 @@ def every_fact_type(home: str) -> tuple[list[Event], dict[str, uuid.UUID]]:
         """A command fact (by default its payload only names the command)."""
         return d(cls, payload or CommandRef(command_id=c[command]), c[command])
 
-    def desired(d: Device, cls: type[Event], command: str, values: dict[str, Any]) -> Event:
-        return step(d, cls, command, DesiredSetPayload(command_id=c[command], desired=values))
+    def desired(d: Device, setting: str, command: str, values: dict[str, Any]) -> Event:
+        payload = DesiredSetPayload(command_id=c[command], desired=values, setting=setting)
+        return step(d, DesiredStateSet, command, payload)
 
     def reported(d: Device, state: dict[str, Any], seq: int) -> Event:
         return d(StateReported, StateReportedPayload(reported=state, device_seq=seq, device_time=T0))
@@ -118,14 +117,14 @@ def every_fact_type(home: str) -> tuple[list[Event], dict[str, uuid.UUID]]:
         reported(th, {"ambient_c": 20.5, "humidity_pct": 41.0}, 1),
         requested(th, "set_target_temperature", "converged", {"target_c": 21.5}),
         step(th, CommandAccepted, "converged"),
-        desired(th, ThermostatTargetSet, "converged", {"target_c": 21.5}),
+        desired(th, "target", "converged", {"target_c": 21.5}),
         step(th, CommandDispatched, "converged"),
         step(th, CommandAcknowledged, "converged"),
         reported(th, {"target_c": 21.5}, 2),
         step(th, CommandConverged, "converged"),
         requested(th, "set_hvac_mode", "failed", {"mode": "heat"}),
         step(th, CommandAccepted, "failed"),
-        desired(th, ThermostatHvacModeSet, "failed", {"hvac_mode": "heat"}),
+        desired(th, "hvac_mode", "failed", {"hvac_mode": "heat"}),
         step(th, CommandDispatched, "failed"),
         step(th, CommandFailed, "failed", failed),
         requested(th, "set_target_temperature", "rejected", {"target_c": 99}),
@@ -143,7 +142,7 @@ def every_fact_type(home: str) -> tuple[list[Event], dict[str, uuid.UUID]]:
         lock(DeviceRegistered, DeviceRegisteredPayload(device_type="lock", name="Front")),
         requested(lock, "lock", "lock", {}),
         step(lock, CommandAccepted, "lock"),
-        desired(lock, LockDesiredStateSet, "lock", {"lock_state": "locked"}),
+        desired(lock, "lock", "lock", {"lock_state": "locked"}),
         step(lock, CommandDispatched, "lock"),
         step(lock, CommandAcknowledged, "lock"),
         reported(lock, {"lock_state": "locked"}, 1),
@@ -173,7 +172,7 @@ async def running_projector(
     """A live projector of the test's journal into ``schema``, running in a task of this loop."""
     await asyncio.to_thread(migrate, stack.postgres_dsn, schema)
     consumer = make_consumer(stack)
-    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="test-projector")
+    journal = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="test-projector")
     redis = Redis.from_url(stack.redis_url)
     await consumer.start()
     await journal.start()

@@ -105,7 +105,7 @@ async def test_a_failed_command_write_fails_the_flush_and_nothing_after_it_is_ev
     e = engine_over(path, [created(a)], notify)
     for fact in readings(("t1", 20), ("t1", 30)):
         await e.evaluate(fact)
-    path.fail_submit = ConnectionError("the broker is gone")
+    path.fail_send = ConnectionError("the broker is gone")
     with pytest.raises(FlushFailed):
         await e.flush()
     assert path.written == [] and notify.sent == []  # no run fact without its command, no notification
@@ -142,7 +142,7 @@ async def test_a_flush_asked_for_while_a_failing_one_sends_writes_nothing() -> N
     first, second = readings(("t1", 20), ("t1", 30)), readings(("t1", 20), ("t1", 40))
     for fact in first:
         await e.evaluate(fact)
-    path.fail_submit = ConnectionError("the broker is gone")
+    path.fail_send = ConnectionError("the broker is gone")
     sending = asyncio.ensure_future(e.flush())  # the feed's flush, waiting for its acks
     await asyncio.sleep(0)
     for fact in second:  # meanwhile the tick decides another run and flushes it

@@ -33,10 +33,10 @@ def _facts() -> list[Replayed]:
     facts: list[Replayed] = []
     for i in range(30):  # every 10 minutes for 5 hours: t1 swings 20 -> 30 -> 20 ..., l1 opens and closes
         at = T0 + timedelta(minutes=10 * i)
-        facts.append(("device.state_reported", "t1", at, {"ambient_c": 20 + 10 * (i % 2)}))
-        facts.append(("device.state_reported", "l1", at, {"door": "open" if i % 3 else "closed"}))
+        facts.append((("device.state_reported",), "t1", at, {"ambient_c": 20 + 10 * (i % 2)}))
+        facts.append((("device.state_reported",), "l1", at, {"door": "open" if i % 3 else "closed"}))
         if i % 4 == 0:
-            facts.append(("anomaly.detected", "t1", at, None))
+            facts.append((("anomaly.detected",), "t1", at, None))
     return facts
 
 
@@ -64,7 +64,8 @@ def test_a_homes_automations_replayed_together_count_what_each_counts_alone() ->
 
 def test_the_first_100_run_times_are_kept_and_every_run_counted() -> None:
     automation = _automation(Trigger(fact="anomaly.detected"))
-    facts: list[Replayed] = [("anomaly.detected", "t1", T0 + timedelta(minutes=i), None) for i in range(150)]
+    anomaly = ("anomaly.detected",)
+    facts: list[Replayed] = [(anomaly, "t1", T0 + timedelta(minutes=i), None) for i in range(150)]
     result = backtest(automation, facts, *STRETCH, "UTC")
     assert result.fired == 150 and len(result.fired_at) == 100 and result.fired_at[-1] == facts[99][2]
     assert result.fired_by_hour == {T0: 60, T0 + timedelta(hours=1): 60, T0 + timedelta(hours=2): 30}

@@ -24,7 +24,7 @@ from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 7, 1, 12, tzinfo=UTC)
-REPORTED = "device.state_reported"
+REPORTED = ("device.state_reported",)  # a state report's names (``fact_names``)
 HOT_FOR_2_MIN = Trigger(state=StateTest(device_id="t1", key="ambient_c", above=25, for_s=120))
 DOOR_CLOSED = StateTest(device_id="l1", key="door", equals="closed")
 

@@ -34,10 +34,10 @@ T0 = datetime(2026, 7, 1, tzinfo=UTC)
 def test_a_fact_trigger_matches_its_type_and_device() -> None:
     any_device = Trigger(fact="anomaly.detected")
     one = Trigger(fact="anomaly.detected", device_id="t1")
-    assert fact_triggers(any_device, "anomaly.detected", "t2")
-    assert fact_triggers(one, "anomaly.detected", "t1")
-    assert not fact_triggers(one, "anomaly.detected", "t2")
-    assert not fact_triggers(any_device, "command.failed", "t1")
+    assert fact_triggers(any_device, ("anomaly.detected",), "t2")
+    assert fact_triggers(one, ("anomaly.detected",), "t1")
+    assert not fact_triggers(one, ("anomaly.detected",), "t2")
+    assert not fact_triggers(any_device, ("command.failed",), "t1")
 
 
 def test_a_state_trigger_fires_on_the_edge_not_while_it_holds() -> None:
@@ -166,13 +166,14 @@ def test_a_backtest_counts_the_triggers_whose_conditions_held() -> None:
         actions=(Action(notify=NotifyAction(message="hot")),),
     )  # fmt: skip
     at = [T0 + timedelta(minutes=i) for i in range(6)]
-    facts: list[tuple[str, str, datetime, dict[str, Any] | None]] = [
-        ("device.state_reported", "l1", at[0], {"door": "closed"}),
-        ("device.state_reported", "t1", at[1], {"ambient_c": 26}),  # edge, door closed: fires
-        ("device.state_reported", "t1", at[2], {"ambient_c": 27}),  # still above: no edge
-        ("device.state_reported", "t1", at[3], {"ambient_c": 20}),
-        ("device.state_reported", "l1", at[4], {"door": "open"}),
-        ("device.state_reported", "t1", at[5], {"ambient_c": 30}),  # edge, door open: does not fire
+    reported = ("device.state_reported",)
+    facts: list[tuple[tuple[str, ...], str, datetime, dict[str, Any] | None]] = [
+        (reported, "l1", at[0], {"door": "closed"}),
+        (reported, "t1", at[1], {"ambient_c": 26}),  # edge, door closed: fires
+        (reported, "t1", at[2], {"ambient_c": 27}),  # still above: no edge
+        (reported, "t1", at[3], {"ambient_c": 20}),
+        (reported, "l1", at[4], {"door": "open"}),
+        (reported, "t1", at[5], {"ambient_c": 30}),  # edge, door open: does not fire
     ]
     result = backtest(automation, facts, T0, T0 + timedelta(days=1), "UTC")
     assert (result.facts, result.triggered, result.fired, result.fired_at) == (6, 2, 1, [at[1]])

@@ -78,7 +78,7 @@ class Broker:
         self.inbox: list[SubmitCommand] = []
         self.fail_facts = False
 
-    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None:
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
         await asyncio.sleep(0)
         self.inbox.extend(requests)
 
@@ -88,8 +88,8 @@ class Broker:
             raise ConnectionError("killed before the home journal had the facts")
         self.home_journal.extend(facts)
 
-    async def submit(self, request: SubmitCommand) -> None:
-        await self.submit_all([request])
+    async def send_request(self, request: SubmitCommand) -> None:
+        await self.send_requests([request])
 
     async def append(self, fact: HomeFact) -> None:
         await self.append_all([fact])
@@ -287,9 +287,9 @@ class HeldPath(Broker):
         super().__init__([])
         self.answer = asyncio.Event()
 
-    async def submit(self, request: SubmitCommand) -> None:
+    async def send_request(self, request: SubmitCommand) -> None:
         await self.answer.wait()
-        await super().submit(request)
+        await super().send_request(request)
 
 
 async def test_a_resume_on_its_way_stays_in_the_snapshot_and_a_restart_sends_it_under_the_same_id() -> None:

@@ -46,7 +46,7 @@ def random_trigger(rng: random.Random) -> Trigger:
 def could_fire(a: Automation, device_id: str, fact_type: str) -> bool:
     """What the rules say, tried with a report that crosses any state test of ``a`` (the worst case)."""
     trigger = a.trigger
-    if fact_triggers(trigger, fact_type, device_id):
+    if fact_triggers(trigger, (fact_type,), device_id):
         return True
     if fact_type != wire_name(StateReported):
         return False
@@ -68,11 +68,11 @@ def test_the_index_leaves_out_only_automations_no_such_fact_can_trigger(seed: in
             view.apply(created(a))
         for device in DEVICES:
             for fact_type in TYPES:
-                found = [s.definition for s in index.of(HOME).candidates(device, fact_type)]
+                found = [s.definition for s in index.of(HOME).candidates(device, (fact_type,))]
                 assert found == [a for a in made if could_fire(a, device, fact_type)]
         timed = [s.definition for s in index.of(HOME).timed]
         assert timed == [a for a in made if a.trigger.state is not None and a.trigger.state.for_s is not None]
-    assert index.of("another-home").candidates("t1", TYPES[0]) == []
+    assert index.of("another-home").candidates("t1", (TYPES[0],)) == []
 
 
 def test_a_fact_with_the_type_of_a_trigger_without_a_device_finds_it_on_every_device() -> None:
@@ -81,7 +81,7 @@ def test_a_fact_with_the_type_of_a_trigger_without_a_device_finds_it_on_every_de
     view.apply(created(anomalies))
     index = TriggerIndex(view)
     assert all(
-        [s.definition.automation_id for s in index.of(HOME).candidates(d, "anomaly.detected")]
+        [s.definition.automation_id for s in index.of(HOME).candidates(d, ("anomaly.detected",))]
         == [anomalies.automation_id]
         for d in (*DEVICES, str(uuid.uuid4()))
     )

@@ -20,9 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Members not yet checked (none: read-models joined when it was split by job, issue 11 point 1).
 NOT_YET: set[str] = set()
-# Members with one module or no inner structure worth layering; the simulator's layers come with the end
-# of its import cycle (models <-> fleet, issue 23 point 2).
-NO_LAYERS = {"shared", "sdk", "simulator"}
+# Members with one module or no inner structure worth layering (hearth_shared's folders: issue 23 point 2).
+NO_LAYERS = {"shared", "sdk"}
 
 
 def members() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The command API through its composition root, ``make_app``, with a fake journal and feed: no broker.
 
-The registry view is the real one (pure, in memory); the test plays the device actor by applying facts
+The device book is the real one (pure, in memory); the test plays the device actor by applying facts
 to it, as the journal feed would. Routes, their 4xx answers (each says what is wrong and writes nothing),
 and the bearer-token rules.
 """
@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from hearth_command_api.app import make_app
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.auth import Revocations, create_token, token_id
 from hearth_shared.events import (
@@ -31,7 +31,7 @@ from hearth_shared.events import (
     utcnow,
 )
 from hearth_shared.settings import StackSettings
-from tests.fakes import FakeClock, FakeCommandJournal, FakeFeed
+from tests.fakes import FakeClock, FakeFeed, FakeTopicWriter
 
 pytestmark = pytest.mark.unit
 
@@ -39,13 +39,13 @@ SECRET = "unit-test-secret"
 
 
 @pytest.fixture
-def journal() -> FakeCommandJournal:
-    return FakeCommandJournal()
+def writer() -> FakeTopicWriter:
+    return FakeTopicWriter()
 
 
 @pytest.fixture
-def registry() -> RegistryView:
-    view = RegistryView()
+def book() -> DeviceBook:
+    view = DeviceBook()
     view.remember_device("h1-thermostat", "h1", "thermostat")
     view.remember_device("h2-lock", "h2", "lock")
     return view
@@ -63,11 +63,11 @@ def revocations() -> Revocations:
 
 @pytest.fixture
 async def anonymous(
-    journal: FakeCommandJournal, registry: RegistryView, feed: FakeFeed, revocations: Revocations
+    writer: FakeTopicWriter, book: DeviceBook, feed: FakeFeed, revocations: Revocations
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the app with no token; each request names its own."""
     settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET), max_body_bytes=4096)
-    app = make_app(settings, journal=journal, registry=registry, feed=feed, revocations=revocations)
+    app = make_app(settings, writer=writer, book=book, feed=feed, revocations=revocations)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         yield client
 
@@ -87,7 +87,7 @@ ADMIN = bearer(create_token(SECRET, admin=True))
 
 
 async def test_a_command_is_one_inbox_request_and_202_pending(
-    api: httpx.AsyncClient, journal: FakeCommandJournal
+    api: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     answer = await api.post(
         "/v1/devices/h1-thermostat/commands",
@@ -95,29 +95,29 @@ async def test_a_command_is_one_inbox_request_and_202_pending(
     )
     assert answer.status_code == 202, answer.text
     assert answer.json()["status"] == "pending"
-    [request] = journal.requests
+    [request] = writer.requests
     assert isinstance(request, SubmitCommand)
     assert str(request.command_id) == answer.json()["command_id"] and request.params == {"target_c": 21.5}
 
 
 async def test_the_same_idempotency_key_gives_the_same_command_once(
-    api: httpx.AsyncClient, journal: FakeCommandJournal
+    api: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     body = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
     headers = {"Idempotency-Key": "k-1"}
     first = await api.post("/v1/devices/h1-thermostat/commands", json=body, headers=headers)
     again = await api.post("/v1/devices/h1-thermostat/commands", json=body, headers=headers)
     assert first.json()["command_id"] == again.json()["command_id"]
-    assert len(journal.requests) == 1
+    assert len(writer.requests) == 1
     other = await api.post(
         "/v1/devices/h1-thermostat/commands", json={**body, "params": {"target_c": 22.0}}, headers=headers
     )
     assert other.status_code == 422 and "Idempotency-Key" in other.text
-    assert len(journal.requests) == 1
+    assert len(writer.requests) == 1
 
 
 async def test_out_of_range_is_422_and_writes_nothing(
-    api: httpx.AsyncClient, journal: FakeCommandJournal
+    api: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     answer = await api.post(
         "/v1/devices/h1-thermostat/commands",
@@ -125,11 +125,11 @@ async def test_out_of_range_is_422_and_writes_nothing(
     )
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["type"] == "out_of_range"
-    assert journal.requests == []
+    assert writer.requests == []
 
 
 async def test_another_homes_device_is_404_like_one_that_does_not_exist(
-    api: httpx.AsyncClient, journal: FakeCommandJournal
+    api: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     theirs = await api.post("/v1/devices/h2-lock/commands", json={"name": "unlock", "params": {}})
     nobody = await api.post("/v1/devices/nobody-lock/commands", json={"name": "unlock", "params": {}})
@@ -137,19 +137,19 @@ async def test_another_homes_device_is_404_like_one_that_does_not_exist(
     assert theirs.json()["detail"].replace("h2-lock", "X") == nobody.json()["detail"].replace(
         "nobody-lock", "X"
     )
-    assert journal.requests == []
+    assert writer.requests == []
 
 
-async def test_wait_returns_once_the_registry_sees_the_status(
-    api: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
+async def test_wait_returns_once_the_device_book_sees_the_status(
+    api: httpx.AsyncClient, writer: FakeTopicWriter, book: DeviceBook
 ) -> None:
     async def actor() -> None:  # plays the device actor: accepts, then converges, the command
-        await journal.submitted.wait()
-        request = journal.requests[0]
+        await writer.sent.wait()
+        request = writer.requests[0]
         assert isinstance(request, SubmitCommand)
         now, ref = utcnow(), CommandRef(command_id=request.command_id)
         for version, fact in enumerate((CommandAccepted, CommandConverged), start=2):
-            registry.apply(
+            book.apply(
                 fact(
                     event_id=new_id(),
                     device_id=request.device_id,
@@ -173,7 +173,7 @@ async def test_wait_returns_once_the_registry_sees_the_status(
 
 
 async def test_an_admin_registers_a_device_and_gets_its_credentials_once(
-    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
+    anonymous: httpx.AsyncClient, writer: FakeTopicWriter, book: DeviceBook
 ) -> None:
     answer = await anonymous.post(
         "/v1/devices",
@@ -184,11 +184,11 @@ async def test_an_admin_registers_a_device_and_gets_its_credentials_once(
     assert answer.json()["home_id"] == "h1"
     credentials = answer.json()["credentials"]
     assert credentials["username"] == "h1-door" and len(credentials["password"]) >= 32
-    register, issue = journal.requests
+    register, issue = writer.requests
     assert isinstance(register, RegisterDevice) and register.device_id == "h1-door"
     assert isinstance(issue, IssueCredentials) and issue.password_hash.startswith("$7$")
     assert credentials["password"] not in issue.password_hash  # only the salted hash leaves the API
-    assert registry.devices["h1-door"].home_id == "h1"
+    assert book.devices["h1-door"].home_id == "h1"
 
 
 COMMAND = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
@@ -208,13 +208,13 @@ COMMAND = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
     ids=["none", "malformed", "another-secret", "expired"],
 )
 async def test_a_request_without_a_good_token_is_401_and_writes_nothing(
-    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, headers: dict[str, str], says: str
+    anonymous: httpx.AsyncClient, writer: FakeTopicWriter, headers: dict[str, str], says: str
 ) -> None:
     answer = await anonymous.post("/v1/devices/h1-thermostat/commands", json=COMMAND, headers=headers)
     assert answer.status_code == 401, answer.text
     assert answer.json()["detail"].startswith(says)
     assert answer.headers["www-authenticate"] == "Bearer"
-    assert journal.requests == []
+    assert writer.requests == []
 
 
 @pytest.mark.parametrize(
@@ -230,44 +230,44 @@ async def test_a_request_without_a_good_token_is_401_and_writes_nothing(
     ids=["bad-device-id", "unknown-command", "no-name", "unknown-type", "control-character", "chosen-id"],
 )
 async def test_malformed_input_is_422_naming_the_field_and_writes_nothing(
-    api: httpx.AsyncClient, journal: FakeCommandJournal, path: str, body: dict[str, Any], where: str
+    api: httpx.AsyncClient, writer: FakeTopicWriter, path: str, body: dict[str, Any], where: str
 ) -> None:
     answer = await api.post(path, json=body)
     assert answer.status_code == 422, answer.text
     errors = answer.json()["detail"]  # `where`: a field of the location, or the error type
     assert any(where in [*map(str, e["loc"]), e["type"]] for e in errors), answer.text
-    assert journal.requests == []
+    assert writer.requests == []
 
 
 async def test_a_body_over_the_limit_is_413_before_it_is_read(
-    api: httpx.AsyncClient, journal: FakeCommandJournal
+    api: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     big = {"name": "set_hvac_mode", "params": {"mode": "x" * 5000}}  # the fixture's limit: 4096 bytes
     answer = await api.post("/v1/devices/h1-thermostat/commands", json=big)
     assert answer.status_code == 413, answer.text
-    assert journal.requests == []
+    assert writer.requests == []
 
 
 async def test_a_home_token_registers_only_in_its_home_and_the_server_names_the_device(
-    api: httpx.AsyncClient, journal: FakeCommandJournal, registry: RegistryView
+    api: httpx.AsyncClient, writer: FakeTopicWriter, book: DeviceBook
 ) -> None:
     elsewhere = await api.post("/v1/devices", json={"home_id": "h2", "type": "lock", "name": "Door"})
     assert elsewhere.status_code == 403 and "h2" in elsewhere.json()["detail"]
-    assert journal.requests == []
+    assert writer.requests == []
     mine = await api.post("/v1/devices", json={"home_id": "h1", "type": "lock", "name": "Door"})
     assert mine.status_code == 201, mine.text
     device_id = mine.json()["device_id"]
-    assert device_id.startswith("lock-") and registry.devices[device_id].home_id == "h1"
-    assert [type(r) for r in journal.requests] == [RegisterDevice, IssueCredentials]
+    assert device_id.startswith("lock-") and book.devices[device_id].home_id == "h1"
+    assert [type(r) for r in writer.requests] == [RegisterDevice, IssueCredentials]
 
 
 async def test_an_admin_choosing_a_taken_id_gets_409(
-    anonymous: httpx.AsyncClient, journal: FakeCommandJournal
+    anonymous: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     body = {"device_id": "h2-lock", "home_id": "h2", "type": "lock", "name": "Door"}
     answer = await anonymous.post("/v1/devices", json=body, headers=ADMIN)
     assert answer.status_code == 409 and "h2-lock" in answer.json()["detail"]
-    assert journal.requests == []
+    assert writer.requests == []
 
 
 async def test_a_wait_that_times_out_answers_the_status_so_far(api: httpx.AsyncClient) -> None:
@@ -277,28 +277,28 @@ async def test_a_wait_that_times_out_answers_the_status_so_far(api: httpx.AsyncC
 
 
 async def test_only_an_admin_token_revokes_a_token(
-    anonymous: httpx.AsyncClient, journal: FakeCommandJournal
+    anonymous: httpx.AsyncClient, writer: FakeTopicWriter
 ) -> None:
     home = bearer(create_token(SECRET, home_id="h1"))
     refused = await anonymous.delete("/v1/tokens/some-token-id", headers=home)
-    assert refused.status_code == 403 and journal.revocations == []
+    assert refused.status_code == 403 and writer.revocations == []
     answer = await anonymous.delete("/v1/tokens/some-token-id", headers=ADMIN)
     assert answer.status_code == 200, answer.text
-    [fact] = journal.revocations
+    [fact] = writer.revocations
     assert fact.token_id == answer.json()["token_id"] == "some-token-id"
 
 
 async def test_a_revoked_token_is_401(
-    anonymous: httpx.AsyncClient, journal: FakeCommandJournal, revocations: Revocations
+    anonymous: httpx.AsyncClient, writer: FakeTopicWriter, revocations: Revocations
 ) -> None:
     token = create_token(SECRET, home_id="h1")
     revocations.add(token_id(token))  # what the revocation feed does on reading the fact
     answer = await anonymous.post("/v1/devices/h1-thermostat/commands", json=COMMAND, headers=bearer(token))
     assert answer.status_code == 401 and answer.json()["detail"] == "invalid token: token revoked"
-    assert journal.requests == []
+    assert writer.requests == []
 
 
-async def test_healthz_is_503_until_the_registry_has_caught_up(
+async def test_healthz_is_503_until_the_device_book_has_caught_up(
     anonymous: httpx.AsyncClient, feed: FakeFeed
 ) -> None:
     feed.caught_up.clear()
@@ -310,13 +310,13 @@ async def test_healthz_is_503_until_the_registry_has_caught_up(
 
 
 async def test_a_retry_after_the_command_window_is_a_new_command(
-    journal: FakeCommandJournal, feed: FakeFeed, revocations: Revocations
+    writer: FakeTopicWriter, feed: FakeFeed, revocations: Revocations
 ) -> None:
     clock = FakeClock(utcnow())
-    registry = RegistryView(window_s=3600, clock=clock)
-    registry.remember_device("h1-thermostat", "h1", "thermostat")
+    book = DeviceBook(window_s=3600, clock=clock)
+    book.remember_device("h1-thermostat", "h1", "thermostat")
     settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=3600)
-    app = make_app(settings, journal=journal, registry=registry, feed=feed, revocations=revocations)
+    app = make_app(settings, writer=writer, book=book, feed=feed, revocations=revocations)
     headers = {"Idempotency-Key": "k-1", **bearer(create_token(SECRET, home_id="h1"))}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api:
 
@@ -326,7 +326,7 @@ async def test_a_retry_after_the_command_window_is_a_new_command(
 
         first = await post({"target_c": 21.5})
         command_id = first.json()["command_id"]
-        registry.apply(  # the device actor: converged, now
+        book.apply(  # the device actor: converged, now
             CommandConverged(
                 event_id=new_id(),
                 device_id="h1-thermostat",
@@ -341,22 +341,22 @@ async def test_a_retry_after_the_command_window_is_a_new_command(
         clock.now += timedelta(seconds=3599)  # within the window: the same command, nothing written
         within = await post({"target_c": 21.5})
         assert (within.status_code, within.json()["command_id"]) == (202, command_id)
-        assert within.json()["status"] == "converged" and len(journal.requests) == 1
+        assert within.json()["status"] == "converged" and len(writer.requests) == 1
         assert (await post({"target_c": 22.0})).status_code == 422
 
         clock.now += timedelta(seconds=1)  # the window has passed: a new command, another body or not
         after = await post({"target_c": 22.0})
         assert after.status_code == 202, after.text
         assert after.json()["command_id"] != command_id and after.json()["status"] == "pending"
-        [_, request] = journal.requests
+        [_, request] = writer.requests
         assert isinstance(request, SubmitCommand) and str(request.command_id) == after.json()["command_id"]
 
 
-def test_the_command_window_is_a_setting_the_registry_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_command_window_is_a_setting_the_device_book_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEARTH_COMMAND_API_COMMAND_WINDOW_S", "7200")
     settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET))
     assert settings.command_window_s == 7200
-    registry: RegistryView = make_app(settings, journal=FakeCommandJournal(), feed=FakeFeed()).state.registry
-    assert registry.window_s == 7200
+    book: DeviceBook = make_app(settings, writer=FakeTopicWriter(), feed=FakeFeed()).state.book
+    assert book.window_s == 7200
     with pytest.raises(ValueError, match="at least max_expires_in_s / 64"):
         CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=60)

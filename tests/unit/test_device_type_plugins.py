@@ -2,7 +2,7 @@
 
 For each registered type: its facts (a registration, every command in every form, a state report) are
 decoded and taken in by every consumer (the journal codec and its storable checks, ``evolve``, the read
-models' projection, the command API's registry, the gateway's edge), its settings each get recorded,
+models' projection, the command API's book, the gateway's edge), its settings each get recorded,
 the simulator has a model for it whose state is what the type declares and which carries out its
 commands until they converge, and the analytics read every key it rolls up. A new type that misses
 any of it fails here, not in a running stack.
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hearth_analytics.schema import REPORTED
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.device_book import DeviceBook
 from hearth_device_gateway.edge import to_request
 from hearth_read_models.projection import Projection
 from hearth_shared.domain import Twin, decide, evolve, stamp
@@ -79,7 +79,7 @@ class Device:
         self.twin: Twin | None = None
         self.facts: list[Event] = []
         self.projection = Projection(twins={}, commands={})
-        self.registry = RegistryView()
+        self.book = DeviceBook()
         self.seq = 0
         self.request(RegisterDevice(request_id=uuid.uuid4(), device_id="d1", sent_at=NOW, home_id="h1",
                                     device_type=kind.name, name="Guard", simulated=True))  # fmt: skip
@@ -94,7 +94,7 @@ class Device:
             assert decoded == fact
             assert fact_type(wire) == fact.type
             self.projection.apply(decoded, wire)
-            self.registry.apply(decoded)
+            self.book.apply(decoded)
             self.twin = evolve(self.twin, decoded)
             self.facts.append(decoded)
         return facts

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_shared.domain import CommandInvalid, Twin, decide, evolve, stamp, twin_view
+from hearth_shared.domain import CommandInvalid, Twin, decide, evolve, stamp, twin_delta, twin_view
 from hearth_shared.domain.admin import validate_admin
 from hearth_shared.events import (
     CommandAcknowledged,
@@ -111,7 +111,7 @@ def test_update_firmware_converges_when_the_device_reports_the_version() -> None
     later = NOW + timedelta(seconds=5)
     twin, facts = apply(twin, report_request("d1", 2, at=later, firmware_version="2.0.1"), later)
     assert CommandConverged.__struct_config__.tag in facts
-    assert twin.delta == {}
+    assert twin_delta(twin) == {}
 
 
 def test_quarantine_fails_the_non_admin_commands_held_for_an_offline_device() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hearth_shared.domain import CommandInvalid, CommandState, Twin, decide, validate_command
+from hearth_shared.domain import CommandInvalid, CommandState, Twin, decide, twin_delta, validate_command
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.events import (
     CommandAccepted,
@@ -142,7 +142,7 @@ def test_a_report_during_a_transition_is_no_divergence_and_the_end_of_it_converg
     twin = light(desired=desired, commands=acknowledged(desired))
     midway = decide(twin, report(6, power="on", brightness_pct=45), NOW)
     assert [c.event_type for c in midway] == [StateReported]  # neither failed nor converged
-    assert twin.delta == {"power": "on", "brightness_pct": 90}
+    assert twin_delta(twin) == {"power": "on", "brightness_pct": 90}
     arrived = decide(twin, report(7, power="on", brightness_pct=89), NOW)
     assert [c.event_type for c in arrived] == [StateReported, CommandConverged]
 
@@ -150,8 +150,8 @@ def test_a_report_during_a_transition_is_no_divergence_and_the_end_of_it_converg
 def test_the_delta_uses_the_same_tolerances() -> None:
     twin = light(desired={"power": "on", "brightness_pct": 70, "color_temp_k": 3000},
                  reported={"power": "on", "brightness_pct": 69, "color_temp_k": 3040})  # fmt: skip
-    assert twin.delta == {}
-    assert light(desired={"brightness_pct": 70}, reported={"brightness_pct": 68}).delta == {
+    assert twin_delta(twin) == {}
+    assert twin_delta(light(desired={"brightness_pct": 70}, reported={"brightness_pct": 68})) == {
         "brightness_pct": 70
     }
 

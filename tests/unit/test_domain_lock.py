@@ -22,7 +22,7 @@ from hearth_shared.events import (
     CommandRejectedPayload,
     CommandRequested,
     DesiredSetPayload,
-    LockDesiredStateSet,
+    DesiredStateSet,
     ReportState,
     StateReported,
     SubmitCommand,
@@ -103,7 +103,7 @@ def test_lock_desires_locked_and_is_dispatched() -> None:
     assert [c.event_type for c in changes] == [
         CommandRequested,
         CommandAccepted,
-        LockDesiredStateSet,
+        DesiredStateSet,
         CommandDispatched,
     ]
     assert payload_of(changes[2], DesiredSetPayload).desired == {"lock_state": "locked"}

@@ -18,9 +18,8 @@ from hearth_shared.events import (
     CommandSuperseded,
     CommandSupersededPayload,
     DesiredSetPayload,
+    DesiredStateSet,
     SubmitCommand,
-    ThermostatHvacModeSet,
-    ThermostatTargetSet,
 )
 from tests.support import payload_of
 
@@ -131,7 +130,7 @@ def test_single_target_is_wrong_mode_in_heat_cool() -> None:
 def test_pair_is_accepted_once_heat_cool_is_desired() -> None:
     twin = thermostat(desired={"hvac_mode": "heat_cool"})
     changes = decide(twin, submit("set_target_temperature", {"target_low_c": 19, "target_high_c": 23}), NOW)
-    assert [c.event_type for c in changes] == [CommandRequested, CommandAccepted, ThermostatTargetSet]
+    assert [c.event_type for c in changes] == [CommandRequested, CommandAccepted, DesiredStateSet]
     assert payload_of(changes[-1], DesiredSetPayload).desired == {"target_low_c": 19.0, "target_high_c": 23.0}
 
 
@@ -141,7 +140,7 @@ def test_accepted_command_on_an_online_thermostat_is_dispatched_at_once() -> Non
     assert [c.event_type for c in changes] == [
         CommandRequested,
         CommandAccepted,
-        ThermostatHvacModeSet,
+        DesiredStateSet,
         CommandDispatched,
     ]
     assert all(c.correlation_id == request.command_id for c in changes)

@@ -25,7 +25,7 @@ class FakePath:
         self.requests: list[SubmitCommand] = []
         self.facts: list[HomeFact] = []
 
-    async def submit(self, request: SubmitCommand) -> None:
+    async def send_request(self, request: SubmitCommand) -> None:
         self.requests.append(request)
 
     async def append(self, fact: HomeFact) -> None:
@@ -119,8 +119,8 @@ class EchoingPath(FakePath):
 
     scheduler: Scheduler
 
-    async def submit(self, request: SubmitCommand) -> None:
-        await super().submit(request)
+    async def send_request(self, request: SubmitCommand) -> None:
+        await super().send_request(request)
         await self.scheduler.on_journal_fact(requested(request.command_id, request.sent_at))
 
 

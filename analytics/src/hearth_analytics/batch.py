@@ -19,8 +19,8 @@ Figures (device rows; home rows are sums, with means weighted by their counts):
 
 * Telemetry, as the device types declare it (``hearth_analytics.daily_figures``): ``readings``, every
   rolled-up metric's ``_mean/_min/_max/_count``, every minutes-in-a-state figure with its ``_cycles``
-  (``heating_minutes``, ``cooling_minutes``, a light's ``on_minutes``...), every state count (``locks``,
-  ``unlocks``, ``jams``...) and ``door_opens``.
+  (``heating_minutes``, ``cooling_minutes``, a light's ``on_minutes``...) and every state count
+  (``locks``, ``unlocks``, ``jams``, ``door_opens``...).
 * ``anomalies``: ``anomaly.detected`` facts.
 * Commands, on the day of their ``command.requested`` fact, by their terminal fact (the first one, by
   version): ``commands``, ``commands_converged`` / ``_failed`` / ``_rejected`` / ``_expired`` /

@@ -1,14 +1,20 @@
 """PNG charts of the daily report (matplotlib, Agg backend: no display needed).
 
 One chart per question a person asks of the fleet, per day: how long were devices in a state (heating,
-cooling, a light on: every minutes figure the device types declare, ``hearth_analytics.daily_figures``),
-how warm was it, how were the locks used, did commands work, what looked odd, and which homes spend the
-most time in those states. ``overview.png`` puts all six on one page.
+cooling, a light on), what did they read (one chart per unit: °C, %...), how often did they report a
+counted state (locks, jams, doors opened), did commands work, what looked odd, and which homes spend the
+most time in those states. ``overview.png`` puts them all on one page.
+
+Every figure a type declares (``hearth_shared.domain``: ``StateKey.rollup`` with its unit,
+``StateMinutes``, ``StateCount``) is drawn with no edit here: a new type's readings join the chart of
+their unit (or make one), its minutes and counts join theirs. What is here is presentation only: colours,
+and how a unit is written.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +28,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import PercentFormatter
 
-from hearth_analytics.daily_figures import MINUTES_NAMES, TELEMETRY_SUMS
+from hearth_analytics.daily_figures import METRICS, MINUTES_NAMES, STATE_COUNT_NAMES, TELEMETRY_SUMS
+from hearth_shared.domain.registry import rollup_keys
+
+Chart = Callable[[Axes, pd.DataFrame, pd.DataFrame], None]
 
 HEAT, COOL = "#e4572e", "#2e86de"
 OUTCOME_COLOURS = {
@@ -36,6 +45,9 @@ OUTCOME_COLOURS = {
 # Colours of the minutes figures the charts know; a new type's figures take the next of STATE_PALETTE.
 STATE_COLOURS = {"heating_minutes": HEAT, "cooling_minutes": COOL, "on_minutes": "#f6c445"}
 STATE_PALETTE = ("#3bb273", "#7b2cbf", "#8d99ae", "#2d3047", "#93b7be")
+# The readings of one chart, in turn; the counts' bars too.
+SERIES_PALETTE = (HEAT, COOL, "#3bb273", "#7b2cbf", "#f3a712", "#2d3047", "#93b7be", "#8d99ae")
+UNIT_LABELS = {"degC": "°C", "%": "%", "": "value"}  # how a declared unit is written on an axis
 SUMS = [
     *TELEMETRY_SUMS, "anomalies", "commands", "commands_converged", "commands_failed", "commands_rejected",
     "commands_expired", "commands_superseded", "commands_open",
@@ -48,24 +60,39 @@ def state_colours() -> dict[str, str]:
     return {m: STATE_COLOURS.get(m) or next(spare) for m in MINUTES_NAMES}
 
 
-def state_label(minutes_name: str) -> str:
-    """``heating_minutes`` -> ``heating``, ``on_minutes`` -> ``on``."""
-    return minutes_name.removesuffix("_minutes").replace("_", " ")
+def state_label(name: str) -> str:
+    """``heating_minutes`` -> ``heating``, ``on_minutes`` -> ``on``, ``door_opens`` -> ``door opens``."""
+    return name.removesuffix("_minutes").replace("_", " ")
+
+
+def reading_groups() -> dict[str, tuple[str, ...]]:
+    """The rolled-up readings the device types declare, by unit, in the types' order (e.g. ``degC``:
+    ambient_c; ``%``: humidity_pct, battery_pct, brightness_pct): one chart each."""
+    groups: dict[str, list[str]] = {}
+    for key in rollup_keys():
+        groups.setdefault(key.value.unit, []).append(key.name)
+    return {unit: tuple(names) for unit, names in groups.items()}
+
+
+def unit_slug(unit: str) -> str:
+    """A unit as a file name's part: ``degC`` -> ``degC``, ``%`` -> ``pct``, none -> ``value``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", {"%": "pct", "": "value"}.get(unit, unit)).strip("_") or "unit"
 
 
 def per_day(homes: pd.DataFrame) -> pd.DataFrame:
-    """Fleet totals per day (temperatures: means weighted by reading counts, and extremes)."""
+    """Fleet totals per day (readings: means weighted by reading counts, and extremes)."""
     frame = homes.copy()
     frame["day"] = pd.to_datetime(frame["day"])
-    for metric in ("ambient_c", "humidity_pct"):
+    totals = [f"{metric}_total" for metric in METRICS]
+    for metric in METRICS:
         frame[f"{metric}_total"] = frame[f"{metric}_mean"].fillna(0.0) * frame[f"{metric}_count"]
     grouped = frame.groupby("day", sort=True)
-    daily = grouped[[*SUMS, "ambient_c_total", "humidity_pct_total"]].sum()
-    for metric in ("ambient_c", "humidity_pct"):
+    daily = grouped[[*SUMS, *totals]].sum()
+    for metric in METRICS:
         count = daily[f"{metric}_count"]
         daily[f"{metric}_mean"] = daily[f"{metric}_total"] / count.where(count > 0)
-    daily["ambient_c_min"] = grouped["ambient_c_min"].min()
-    daily["ambient_c_max"] = grouped["ambient_c_max"].max()
+        daily[f"{metric}_min"] = grouped[f"{metric}_min"].min()
+        daily[f"{metric}_max"] = grouped[f"{metric}_max"].max()
     decided = daily[["commands_converged", "commands_failed", "commands_rejected", "commands_expired"]].sum(
         axis=1
     )
@@ -99,36 +126,42 @@ def draw_state_time(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
     _dates(ax, daily.index)
 
 
-def draw_temperature(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
-    ax.fill_between(daily.index, daily["ambient_c_min"], daily["ambient_c_max"], color=HEAT, alpha=0.15,
-                    label="min to max")  # fmt: skip
-    ax.plot(daily.index, daily["ambient_c_mean"], color=HEAT, marker="o", label="mean")
-    ax.set_title("Indoor temperature across the fleet")
-    ax.set_ylabel("°C")
-    humidity = ax.twinx()
-    humidity.plot(
-        daily.index, daily["humidity_pct_mean"], color=COOL, linestyle="--", marker=".", label="humidity"
-    )
-    humidity.set_ylabel("humidity %", color=COOL)
-    humidity.spines[["top"]].set_visible(False)
-    lines = ax.get_legend_handles_labels()
-    more = humidity.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], frameon=False, loc="upper left")
+def draw_readings(ax: Axes, daily: pd.DataFrame, unit: str, metrics: tuple[str, ...]) -> None:
+    """Readings of one unit: each one's daily mean across the fleet, over its min-to-max band."""
+    for metric, colour in zip(metrics, _series_colours(len(metrics)), strict=True):
+        ax.fill_between(daily.index, daily[f"{metric}_min"], daily[f"{metric}_max"], color=colour, alpha=0.12)
+        ax.plot(daily.index, daily[f"{metric}_mean"], color=colour, marker="o", label=f"{metric} (mean)")
+    label = UNIT_LABELS.get(unit, unit)
+    ax.set_title(f"Readings in {label} across the fleet: daily mean, and min to max")
+    ax.set_ylabel(label)
+    ax.legend(frameon=False, loc="upper left")
     _dates(ax, daily.index)
 
 
-def draw_locks(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
-    offset = pd.Timedelta(hours=5)
-    ax.bar(daily.index - offset, daily["locks"], width=0.4, color="#2d3047", label="locked")
-    ax.bar(daily.index + offset, daily["unlocks"], width=0.4, color="#93b7be", label="unlocked")
-    jammed = daily[daily["jams"] > 0]
-    if len(jammed):
-        ax.plot(jammed.index, jammed["jams"], "x", color=HEAT, markersize=9, mew=2, label="jammed")
-    ax.set_title(f"Lock use: {daily['locks'].sum():,} locks, {daily['unlocks'].sum():,} unlocks, "
-                 f"{daily['jams'].sum():,} jams")  # fmt: skip
-    ax.set_ylabel("operations")
-    ax.legend(frameon=False)
+def readings_chart(unit: str, metrics: tuple[str, ...]) -> Chart:
+    def draw(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+        draw_readings(ax, daily, unit, metrics)
+
+    return draw
+
+
+def draw_counts(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
+    """Every state count the types declare (locks, unlocks, jams, doors opened...), side by side per day."""
+    names = STATE_COUNT_NAMES
+    width = 0.8 / max(len(names), 1)  # days: the bars of a day side by side within it
+    for i, (name, colour) in enumerate(zip(names, _series_colours(len(names)), strict=True)):
+        offset = pd.Timedelta(days=width * (i - (len(names) - 1) / 2))
+        ax.bar(daily.index + offset, daily[name], width=width, color=colour, label=state_label(name))
+    totals = ", ".join(f"{int(daily[n].sum()):,} {state_label(n)}" for n in names)
+    ax.set_title(f"Counted states: {totals}" if names else "Counted states: none declared")
+    ax.set_ylabel("readings")
+    if names:
+        ax.legend(frameon=False, fontsize="small", ncols=min(len(names), 5))
     _dates(ax, daily.index)
+
+
+def _series_colours(n: int) -> list[str]:
+    return [SERIES_PALETTE[i % len(SERIES_PALETTE)] for i in range(n)]
 
 
 def draw_commands(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
@@ -181,14 +214,20 @@ def draw_top_homes(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame, top: int 
     ax.legend(frameon=True, framealpha=0.9, loc="lower right")
 
 
-CHARTS: dict[str, Callable[[Axes, pd.DataFrame, pd.DataFrame], None]] = {
-    "state_time": draw_state_time,
-    "temperature": draw_temperature,
-    "locks": draw_locks,
-    "commands": draw_commands,
-    "anomalies": draw_anomalies,
-    "top_homes": draw_top_homes,
-}
+def charts() -> dict[str, Chart]:
+    """Every chart by its file's name, in the overview's order; one ``readings_<unit>`` per unit."""
+    readings = {
+        f"readings_{unit_slug(unit)}": readings_chart(unit, metrics)
+        for unit, metrics in reading_groups().items()
+    }
+    return {
+        "state_time": draw_state_time,
+        **readings,
+        "counts": draw_counts,
+        "commands": draw_commands,
+        "anomalies": draw_anomalies,
+        "top_homes": draw_top_homes,
+    }
 
 
 def draw_all(homes: pd.DataFrame, out: Path) -> list[Path]:
@@ -197,17 +236,21 @@ def draw_all(homes: pd.DataFrame, out: Path) -> list[Path]:
         return []
     out.mkdir(parents=True, exist_ok=True)
     daily = per_day(homes)
+    every = charts()
     written = []
-    for name, draw in CHARTS.items():
+    for name, draw in every.items():
         fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
         draw(ax, daily, homes)
         path = out / f"{name}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-    fig, axes = plt.subplots(3, 2, figsize=(18, 14), layout="constrained")
-    for ax, draw in zip(axes.flat, CHARTS.values(), strict=True):
+    rows = math.ceil(len(every) / 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(18, 14 * rows / 3), layout="constrained")
+    for ax, draw in zip(axes.flat, every.values(), strict=False):
         draw(ax, daily, homes)
+    for ax in axes.flat[len(every) :]:
+        ax.set_visible(False)
     first, last = daily.index.min().date(), daily.index.max().date()
     fig.suptitle(f"Hearth: {homes['home_id'].nunique()} homes, {first} to {last}", fontsize=16)
     path = out / "overview.png"

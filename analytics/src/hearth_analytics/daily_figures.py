@@ -12,8 +12,8 @@ Per (day, home, device), over ``device.state_reported`` facts (``schema.readings
   key (any value), or, for its last such interval, until its last reading in the journal; intervals are
   split at midnight. ``<state>_cycles`` (heating_cycles, on_cycles...): such intervals that start that
   day. Ties in event time are ordered by journal version.
-* For each ``StateCount`` (locks, unlocks, lock_operations, jams...): readings reporting the key at one
-  of the values; and ``door_opens``: readings reporting door=open (a sensor key no type declares).
+* For each ``StateCount`` (locks, unlocks, lock_operations, jams, door_opens...): readings reporting the
+  key at one of the values.
 
 The column names at the top (the charts and the summary read them), the Spark expressions below.
 """
@@ -46,7 +46,6 @@ TELEMETRY_SUMS = (
     *MINUTES_NAMES,
     *CYCLES_NAMES,
     *STATE_COUNT_NAMES,
-    "door_opens",
 )
 
 
@@ -68,7 +67,7 @@ def telemetry_by_day(r: DataFrame) -> DataFrame:
     ]
     counts = [_count_if(F.col(c.key).isin(*c.values), c.name) for c in COUNTS]
     return r.groupBy(F.to_date("event_time").alias("day"), "home_id", "device_id").agg(
-        F.count("*").alias("readings"), *metrics, *counts, _count_if(F.col("door") == "open", "door_opens")
+        F.count("*").alias("readings"), *metrics, *counts
     )
 
 

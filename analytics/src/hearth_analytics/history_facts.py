@@ -46,7 +46,7 @@ from hearth_shared.ids import IDENTIFIER_PATTERN
 
 # The fact types whose payload a figure reads; every other fact is only counted.
 PARSED_TYPES = (STATE_REPORTED, ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_OUTCOMES)
-TEXT_KEYS = tuple(dict.fromkeys((*STATE_KEYS, "door")))  # reported text keys: minutes, counts, doors
+TEXT_KEYS = STATE_KEYS  # reported text keys: the ones minutes and counts are figured from
 
 _REPORTED = StructType(
     [

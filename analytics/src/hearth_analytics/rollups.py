@@ -58,7 +58,7 @@ from typing import Any
 
 import msgspec
 
-from hearth_shared.domain.registry import rollup_metrics, state_counts, state_minutes
+from hearth_shared.domain.registry import counted_state_keys, rollup_metrics, state_counts, state_minutes
 
 SCHEMA_VERSION = 1
 MINUTE_US = 60_000_000
@@ -68,7 +68,7 @@ METRICS = rollup_metrics()
 MINUTES = state_minutes()
 COUNTS = state_counts()
 # The text keys a Reading carries (those minutes and counts are figured from).
-STATE_KEYS = tuple(dict.fromkeys([*(m.key for m in MINUTES), *(c.key for c in COUNTS)]))
+STATE_KEYS = counted_state_keys()
 _MINUTE_KEYS = frozenset(m.key for m in MINUTES)
 
 # A window's figures, as a list in the state: [readings, late, expired, {metric: [count, sum, min, max]},

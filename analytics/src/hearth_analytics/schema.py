@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_shared.domain.registry import DEVICE_TYPES, rollup_metrics
+from hearth_shared.domain.registry import counted_state_keys, rollup_metrics
 from hearth_shared.ids import IDENTIFIER_PATTERN
 
 STATE_REPORTED = "device.state_reported"
@@ -45,24 +45,24 @@ COMMAND_OUTCOMES = {  # terminal command facts -> outcome
     "command.superseded": "superseded",
 }
 
-# Numeric telemetry summarised in rollups and reports (mean, min, max, count), and the text keys that
-# minutes and counts are figured from: as the device types declare them (hearth_shared.domain).
-METRICS = rollup_metrics()
-STATE_KEYS = tuple(
-    dict.fromkeys(
-        [m.key for t in DEVICE_TYPES.values() for m in t.minutes]
-        + [c.key for t in DEVICE_TYPES.values() for c in t.counts]
-    )
-)
-# Reported keys the batch report reads besides those (thermostat targets, door sensors).
-_BATCH_NUMBERS, _BATCH_TEXT = ("target_c",), ("hvac_mode", "door")
 
-REPORTED = StructType(
-    [
-        *(StructField(m, DoubleType()) for m in dict.fromkeys((*METRICS, *_BATCH_NUMBERS))),
-        *(StructField(k, StringType()) for k in dict.fromkeys((*STATE_KEYS, *_BATCH_TEXT))),
-    ]
-)
+def reported_struct() -> StructType:
+    """The reported keys the jobs read, as the device types declare them (``hearth_shared.domain``): the
+    numbers they roll up (``StateKey.rollup``, read as doubles) and the text keys of their minutes and
+    counts. A new type's keys are columns with no edit here; a key no figure reads is not parsed."""
+    return StructType(
+        [
+            *(StructField(m, DoubleType()) for m in rollup_metrics()),
+            *(StructField(k, StringType()) for k in counted_state_keys()),
+        ]
+    )
+
+
+# Numeric telemetry summarised in rollups and reports (mean, min, max, count), and the text keys that
+# minutes and counts are figured from.
+METRICS = rollup_metrics()
+STATE_KEYS = counted_state_keys()
+REPORTED = reported_struct()
 
 PAYLOAD = StructType(
     [
@@ -214,5 +214,5 @@ def readings(facts: DataFrame) -> DataFrame:
         "event_time",
         "recorded_at",
         *(F.col(f"payload.reported.{m}").alias(m) for m in METRICS),
-        *(F.col(f"payload.reported.{k}").alias(k) for k in dict.fromkeys((*STATE_KEYS, "door"))),
+        *(F.col(f"payload.reported.{k}").alias(k) for k in STATE_KEYS),
     )

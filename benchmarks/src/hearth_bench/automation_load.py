@@ -75,7 +75,7 @@ async def evaluation_rate(settings: StackSettings, facts: int) -> tuple[float, i
     from hearth_automations.settings import AutomationsSettings
 
     service = make_app(AutomationsSettings(stack=settings, default_automations=False, heartbeat_file=""))
-    await service.journal.start()
+    await service.writer.start()
     try:
         await service.homes_feed.start()
         await service.homes_feed.caught_up.wait()
@@ -88,7 +88,7 @@ async def evaluation_rate(settings: StackSettings, facts: int) -> tuple[float, i
     finally:
         await service.journal_feed.stop()
         await service.homes_feed.stop()
-        await service.journal.stop()
+        await service.writer.stop()
     return facts / took, runs
 
 

@@ -234,7 +234,7 @@ async def measure(
                 player = fleet.players[device_id]
                 assert isinstance(player.model, SimThermostat)
                 switch = time.time()
-                player.model.drift_c_per_s = drift_c_per_h / 3600.0  # the drift switch
+                player.model.drift(drift_c_per_h)  # the drift switch
                 flag = await until(
                     lambda d=device_id, t=switch: [f for f in seen.flags.get(d, []) if f.device_time >= t],
                     f"anomaly fact for {device_id}",

@@ -10,7 +10,7 @@ command API at that rate for ``duration_s`` from this process (asyncio, ``LeanHt
 ``?wait=converged&timeout_s=10``. A command's latency runs from when it was due to be sent to the
 answer: command API -> inbox -> device actor -> journal and device-bound topic -> gateway -> MQTT
 (Mosquitto) -> simulator -> ack and report over MQTT -> gateway -> inbox -> device actor -> journal -> the
-command API's registry view.
+command API's device book.
 
 The floor, in the same run with the same client at the same rate, measured just before each rate's
 commands: ``GET /healthz`` of the command API (an HTTP round trip to the same server that does no work).
@@ -57,7 +57,7 @@ STAGES = (
     ("-> actor accepted and dispatched it", "submitted", "dispatched"),
     ("-> simulator acked, actor recorded it", "dispatched", "acknowledged"),
     ("-> report in, actor recorded converged", "acknowledged", "converged"),
-    ("-> answer at the client (registry view, HTTP)", "converged", "answered"),
+    ("-> answer at the client (device book, HTTP)", "converged", "answered"),
 )
 
 

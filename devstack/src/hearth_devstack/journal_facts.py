@@ -33,16 +33,15 @@ from hearth_shared.events import (
     ConnectivityPayload,
     CredentialsIssuedPayload,
     DesiredSetPayload,
+    DesiredStateSet,
     DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
     Event,
-    LockDesiredStateSet,
     StateReported,
     StateReportedPayload,
-    ThermostatTargetSet,
     encode,
 )
 from hearth_shared.kafka import make_producer
@@ -109,10 +108,10 @@ class JournalFacts:
             draw = rng.random()
             if draw < 0.01:  # a command, accepted, dispatched, acknowledged, reported, converged
                 command_id = uuid.UUID(int=rng.getrandbits(128), version=4)
-                desired, name, setter = (
-                    ({"target_c": rng.randrange(36, 50) / 2}, "set_target_temperature", ThermostatTargetSet)
+                desired, name, setting = (
+                    ({"target_c": rng.randrange(36, 50) / 2}, "set_target_temperature", "target")
                     if kind == "thermostat"
-                    else ({"lock_state": rng.choice(("locked", "unlocked"))}, "lock", LockDesiredStateSet)
+                    else ({"lock_state": rng.choice(("locked", "unlocked"))}, "lock", "lock")
                 )
                 expires = self.clock + timedelta(minutes=5)
                 params = desired if kind == "thermostat" else {}
@@ -122,7 +121,8 @@ class JournalFacts:
                 ref = CommandRef(command_id=command_id)
                 yield fact(CommandRequested, requested, command_id)
                 yield fact(CommandAccepted, ref, command_id)
-                yield fact(setter, DesiredSetPayload(command_id=command_id, desired=desired), command_id)
+                wanted = DesiredSetPayload(command_id=command_id, desired=desired, setting=setting)
+                yield fact(DesiredStateSet, wanted, command_id)
                 yield fact(CommandDispatched, ref, command_id)
                 yield fact(CommandAcknowledged, ref, command_id)
                 seq += 1

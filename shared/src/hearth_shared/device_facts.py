@@ -9,10 +9,11 @@ one means adding it to ``EVENT_TYPES`` in ``hearth_shared.events``, or the codec
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
-from hearth_shared.record_envelope import JSON, Event, Payload
+from hearth_shared.record_envelope import JSON, Event, Payload, register_upcaster
 
 
 class DeviceRegisteredPayload(Payload, frozen=True, kw_only=True):
@@ -138,24 +139,42 @@ class CommandSuperseded(Event, frozen=True, kw_only=True, tag="command.supersede
     payload: CommandSupersededPayload
 
 
-class ThermostatTargetSet(Event, frozen=True, kw_only=True, tag="thermostat.target_set"):
-    payload: DesiredSetPayload
-
-
-class ThermostatHvacModeSet(Event, frozen=True, kw_only=True, tag="thermostat.hvac_mode_set"):
-    payload: DesiredSetPayload
-
-
-class LockDesiredStateSet(Event, frozen=True, kw_only=True, tag="lock.desired_state_set"):
-    payload: DesiredSetPayload
-
-
 class DesiredStateSet(Event, frozen=True, kw_only=True, tag="device.desired_set"):
     """A command's desired keys, for any device type (the payload names the setting): a type declares
-    its settings in its module and needs no fact of its own here. Thermostats and locks keep their
-    older type-specific facts above, which journals already hold."""
+    its settings in its module and needs no fact of its own here. Thermostats and locks had facts of their
+    own before it, which journals still hold: they are read as this one (``RETIRED_SETTING_FACTS``)."""
 
     payload: DesiredSetPayload
+
+
+# Retired facts: before ``device.desired_set``, thermostats and locks recorded a command's desired keys
+# with facts of their own, by wire type -> the setting each recorded. Journals still hold them and a fact
+# is never rewritten, so each is upcast when read (``RecordCodec``'s decode path, the slow one) into the
+# ``device.desired_set`` it means, with its setting named (older records left the payload's setting
+# empty: their type said it); nothing writes them any more. Automations triggered by these names keep
+# firing on the generic fact of that setting (``hearth_shared.domain.automation.fact_names``), and the
+# read models keep their history rows under the name on the wire (``RETIRED_INTO``). The list never
+# grows: a new type records its settings with ``device.desired_set`` from the start.
+RETIRED_SETTING_FACTS: Mapping[str, str] = {
+    "thermostat.target_set": "target",
+    "thermostat.hvac_mode_set": "hvac_mode",
+    "lock.desired_state_set": "lock",
+}
+# The facts retired ones are upcast into: a record of one may carry a retired name on the wire.
+RETIRED_INTO: frozenset[type[Event]] = frozenset({DesiredStateSet})
+
+
+def _read_retired_setting_fact(raw: JSON) -> JSON:
+    """A retired setting fact as the ``device.desired_set`` it means (envelope and ids unchanged)."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict) and not payload.get("setting"):
+        payload = {**payload, "setting": RETIRED_SETTING_FACTS[raw["type"]]}
+    generic = {"type": "device.desired_set", "schema_version": DesiredStateSet.SCHEMA_VERSION}
+    return {**raw, **generic, "payload": payload}
+
+
+for _retired in RETIRED_SETTING_FACTS:
+    register_upcaster(_retired, 1)(_read_retired_setting_fact)
 
 
 class StateReported(Event, frozen=True, kw_only=True, tag="device.state_reported"):

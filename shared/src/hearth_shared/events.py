@@ -10,7 +10,9 @@ Two record families travel through Kafka, both JSON on the wire:
   command is ``pending`` from the moment its request is in the inbox until the actor decides on it.
 
 Both families are frozen msgspec structs joined in tagged unions and decoded by one decoder each, built
-once at import. Old ``schema_version``s are upcast on the slow path (``register_upcaster``).
+once at import. Old ``schema_version``s are upcast on the slow path (``register_upcaster``), and so are
+retired facts (``RETIRED_SETTING_FACTS``: the thermostat's and lock's own setting facts, now read as
+``device.desired_set``), so every reader sees the journal as facts of today's types.
 
 The records are declared by family, each module one job: ``record_envelope`` (envelopes, payload base,
 codec, upcasters), ``device_facts`` (device and command facts, command statuses), ``admin_facts``
@@ -35,6 +37,8 @@ from hearth_shared.admin_facts import (
 )
 from hearth_shared.device_facts import (
     COMMAND_STATUS_BY_EVENT,
+    RETIRED_INTO,
+    RETIRED_SETTING_FACTS,
     STATUS_ORDER,
     TERMINAL_STATUSES,
     AnomalyDetected,
@@ -64,12 +68,9 @@ from hearth_shared.device_facts import (
     DeviceRegistered,
     DeviceRegisteredPayload,
     DeviceWentOffline,
-    LockDesiredStateSet,
     StateReported,
     StateReportedPayload,
     Status,
-    ThermostatHvacModeSet,
-    ThermostatTargetSet,
     status_reached,
 )
 from hearth_shared.inbox_requests import (
@@ -113,6 +114,8 @@ __all__ = [
     "EVENT_TYPES",
     "INBOUND_TYPES",
     "JSON",
+    "RETIRED_INTO",
+    "RETIRED_SETTING_FACTS",
     "STATUS_ORDER",
     "TERMINAL_STATUSES",
     "AcknowledgeCommand",
@@ -156,7 +159,6 @@ __all__ = [
     "Event",
     "Inbound",
     "IssueCredentials",
-    "LockDesiredStateSet",
     "MalformedRecord",
     "Payload",
     "QuarantineDevice",
@@ -172,8 +174,6 @@ __all__ = [
     "StateReportedPayload",
     "Status",
     "SubmitCommand",
-    "ThermostatHvacModeSet",
-    "ThermostatTargetSet",
     "Upcaster",
     "decode_device_command",
     "decode_event",
@@ -200,9 +200,6 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CommandFailed,
     CommandExpired,
     CommandSuperseded,
-    ThermostatTargetSet,
-    ThermostatHvacModeSet,
-    LockDesiredStateSet,
     DesiredStateSet,
     StateReported,
     DeviceWentOffline,

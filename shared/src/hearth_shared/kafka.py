@@ -216,8 +216,11 @@ def make_producer(bootstrap_servers: str, client_id: str, **overrides: Any) -> A
     )
 
 
-class KafkaJournal:
-    """Appends facts to the journal and requests to the inbox, keyed by device_id."""
+class KafkaWriter:
+    """One idempotent producer for a part's writes, keyed by device_id: ``append`` puts facts on the
+    journal (only the device actor does: it is the journal's single writer), ``send_requests`` puts
+    requests on the inbox (the command API, the gateways, automations, campaigns); ``producer`` serves
+    the part's other topics (dead letters, home facts, revocations...)."""
 
     def __init__(
         self, bootstrap_servers: str, topics: Topics, client_id: str, *, linger_ms: int | None = None
@@ -235,7 +238,7 @@ class KafkaJournal:
     @property
     def producer(self) -> AIOKafkaProducer:
         if self._producer is None:
-            raise RuntimeError("KafkaJournal.start() has not been awaited")
+            raise RuntimeError("KafkaWriter.start() has not been awaited")
         return self._producer
 
     async def start(self) -> None:
@@ -254,7 +257,7 @@ class KafkaJournal:
         ]
         await asyncio.gather(*futures)
 
-    async def submit(self, *requests: Inbound) -> None:
+    async def send_requests(self, *requests: Inbound) -> None:
         """Put requests on the inbox; returns once the broker has them (raises if one failed)."""
         futures = [
             await self.producer.send(self.topics.inbox, encode(r), key=r.device_id.encode()) for r in requests
@@ -316,7 +319,7 @@ class DeadLetters:
     reason and counted in ``failed``.
     """
 
-    def __init__(self, journal: KafkaJournal, consumer: str) -> None:
+    def __init__(self, journal: KafkaWriter, consumer: str) -> None:
         self.journal = journal
         self.topic = journal.topics.dead_letters
         self.consumer = consumer

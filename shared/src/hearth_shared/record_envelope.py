@@ -5,8 +5,9 @@
   by ``device_id``, whose ``request_id`` makes retries harmless. Subclasses add a ``payload`` (a
   ``Payload``) or their fields, and a stable wire tag.
 * ``RecordCodec``: one decoder and one encoder for a tagged union, built once at import; a record of an
-  older ``schema_version`` is upcast on the slow path by the functions ``register_upcaster`` records,
-  and a record it cannot read raises ``MalformedRecord`` with a short, machine-readable reason.
+  older ``schema_version``, or of a retired type, is upcast on the slow path by the functions
+  ``register_upcaster`` records (the fast decoder refuses both: the version check, the unknown tag), and a
+  record it cannot read raises ``MalformedRecord`` with a short, machine-readable reason.
 
 Pure: msgspec only (the purity contract in pyproject.toml).
 """
@@ -89,13 +90,16 @@ def to_builtins(struct: msgspec.Struct) -> JSON:
 
 Upcaster = Callable[[JSON], JSON]
 _UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+_MAX_UPCASTS = 16  # a chain longer than this is a bug (an upcaster that does not move the record on)
 
 
 def register_upcaster(wire_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
     """Register ``fn(raw) -> raw`` that turns a ``from_version`` record of ``wire_type`` into the next.
 
     The function receives and returns the whole record as plain JSON and must set the new
-    ``schema_version``; chains run until the record reaches the current version.
+    ``schema_version``; chains run until the record reaches the current version. A ``wire_type`` that is
+    no longer a record type (a retired fact) may be upcast into another type: the function sets the new
+    type tag too, and the chain goes on from that type's upcasters.
     """
 
     def register(fn: Upcaster) -> Upcaster:
@@ -103,6 +107,12 @@ def register_upcaster(wire_type: str, from_version: int) -> Callable[[Upcaster],
         return fn
 
     return register
+
+
+def _upcaster(tag: object, version: object) -> Upcaster | None:
+    if isinstance(tag, str) and isinstance(version, int):
+        return _UPCASTERS.get((tag, version))
+    return None
 
 
 class RecordCodec:
@@ -135,18 +145,22 @@ class RecordCodec:
             raise MalformedRecord("too_deep", "JSON nested too deeply to decode") from exc
         if not isinstance(raw, dict):
             raise MalformedRecord("not_an_object", f"expected a JSON object, got {type(raw).__name__}")
-        tag = raw.get(self._tag_field)
-        if tag not in self._current:
-            raise MalformedRecord("unknown_type", f"{self._tag_field}={tag!r} is not a known record type")
-        version = raw.get("schema_version", 1)
-        if not isinstance(version, int) or version > self._current[tag]:
-            raise MalformedRecord("unsupported_schema_version", f"{tag} schema_version={version!r}")
-        while version < self._current[tag]:
-            upcast = _UPCASTERS.get((tag, version))
+        for _ in range(_MAX_UPCASTS):
+            tag, version = raw.get(self._tag_field), raw.get("schema_version", 1)
+            current = self._current.get(tag) if isinstance(tag, str) else None
+            if current is not None:
+                if not isinstance(version, int) or version > current:
+                    raise MalformedRecord("unsupported_schema_version", f"{tag} schema_version={version!r}")
+                if version == current:
+                    break
+            upcast = _upcaster(tag, version)
+            if upcast is None and current is None:
+                raise MalformedRecord("unknown_type", f"{self._tag_field}={tag!r} is not a known record type")
             if upcast is None:
                 raise MalformedRecord("no_upcaster", f"no upcaster for {tag} from schema_version {version}")
             raw = upcast(raw)
-            version = raw["schema_version"]
+        else:
+            raise MalformedRecord("upcast_loop", f"{tag!r} is still being upcast after {_MAX_UPCASTS} steps")
         try:
             return msgspec.convert(raw, self._union)
         except msgspec.ValidationError as exc:

@@ -128,7 +128,7 @@ class KafkaSnapshotStore:
                         superseded = manifest
                         manifest = _decode_manifest.decode(record.value)
                         # The superseded snapshot's chunks are no longer wanted. Others' are kept: several
-                        # processes may share a name (every command-API process saves the registry),
+                        # processes may share a name (every command-API process saves the device book),
                         # so another writer's chunks may stand before this manifest and its own after.
                         if superseded is not None and superseded.snapshot_id != manifest.snapshot_id:
                             chunks.pop(superseded.snapshot_id, None)

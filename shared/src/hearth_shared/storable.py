@@ -8,7 +8,7 @@ version, a planted record, a bug) must become a dead letter with its reason, nev
 consumer. So each consumer asks exactly one question per record, right after decoding it:
 
 * ``fact_problem(event)``: can this journal fact be stored and projected? (projector, rebuild,
-  command API's registry view)
+  command API's device book)
 * ``request_problem(request)``: can the device actor act on this inbox request? It must not turn into
   a fact that some consumer cannot store, so the rules are the facts' rules plus the request's shape.
 

@@ -15,9 +15,9 @@ writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the br
 in flight), and one loop serves all devices: a heap of wake-up times, so a tick touches only the devices
 that have something to say.
 
-The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``)
-is ``hearth_simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring: ``run`` reads the
-journal (read only) and speaks MQTT.
+The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``,
+options.py) is ``hearth_simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring:
+``run`` reads the journal (read only) and speaks MQTT.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from hearth_shared.kafka import held_fetches, topic_partitions
 from hearth_shared.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
 from hearth_shared.storable import decode_fact
 from hearth_shared.topics import Topics
-from hearth_simulator.fleet_core import MIN_TICK_S, FleetCore, FleetOptions
+from hearth_simulator.fleet_core import MIN_TICK_S, FleetCore
+from hearth_simulator.options import FleetOptions
 
 log = logging.getLogger(__name__)
 

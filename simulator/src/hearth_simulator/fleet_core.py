@@ -7,10 +7,12 @@ what it said), ``on_command`` applies a device's command and queues its ack, ``t
 message due by then as (topic, payload). One heap of wake-up times, so a tick touches only the devices
 that have something to say.
 
-``FleetOptions`` make it a poor network on purpose: devices going silent for a while, slow or lost acks,
-reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop the older),
-and the faults of each type's model (thermostats whose reading drifts, locks that jam...: each model's
-``for_fleet`` reads its own from the options, ``fault_rates`` for those without a field here).
+``FleetOptions`` (options.py) make it a poor network on purpose: devices going silent for a while, slow
+or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop
+the older), and the faults of each type's model (thermostats whose reading drifts, locks that jam...:
+each model's ``for_fleet`` reads its own from the options, ``fault_rates`` for those without a field
+there). The core knows no model by name: it finds them by type (models.py) and speaks to every one
+through ``SimDevice`` (a drifting firmware, too: ``SimDevice.drift``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -29,40 +31,13 @@ from hearth_device import Command
 from hearth_shared.events import DeviceRegistered, Event, StateReported
 from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
 from hearth_simulator import firmware
-from hearth_simulator.devices.sim_thermostat import SimThermostat
-from hearth_simulator.firmware import DeviceFirmware, FirmwareOptions
+from hearth_simulator.firmware import DeviceFirmware
 from hearth_simulator.models import SIM_MODELS, SimDevice
+from hearth_simulator.options import FleetOptions
 
 Record = tuple[str, bytes]  # (MQTT topic, payload) to publish
 
 MIN_TICK_S = 0.01  # a device played is next due this long after now at the soonest
-
-
-@dataclass(frozen=True)
-class FleetOptions:
-    rate: float = 1.0  # telemetry reports per second per device
-    offline_fraction: float = 0.0  # about this share of devices is silent at any time
-    offline_s: tuple[float, float] = (90.0, 300.0)  # how long a silence lasts (the actor notices after 60 s)
-    ack_delay_s: float = 0.0
-    lost_ack_fraction: float = 0.0
-    duplicate_fraction: float = 0.0  # reports sent twice
-    reorder_fraction: float = 0.0  # reports held back and sent after the next one
-    drifting_ids: frozenset[str] = frozenset()  # thermostats whose reading drifts
-    drifting_fraction: float = 0.0  # ... or this share of all thermostats
-    drift_c_per_h: float | None = None  # how fast a drifting reading drifts (signed); None: ±1-3 °C/h, drawn
-    jam_probability: float = 0.0  # per lock move
-    fault_rates: Mapping[str, float] = field(default_factory=dict)  # by name, as a model documents them
-    seed: int = 0
-    client_id: str = "hearth-simulator"  # the journal reader's Kafka client id
-    firmware: FirmwareOptions = field(
-        default_factory=FirmwareOptions
-    )  # installs, reboots and their failure modes (firmware.py)
-
-    def __post_init__(self) -> None:
-        if self.rate <= 0:
-            raise ValueError("rate must be positive")
-        if not 0 <= self.offline_fraction < 1:
-            raise ValueError("offline_fraction must be in [0, 1)")
 
 
 @dataclass(eq=False, slots=True)
@@ -153,9 +128,8 @@ class FleetCore:
         was_drifting = player.firmware.drifting
         firmware.apply(player.firmware, outcome)
         player.model.firmware_version = player.firmware.version  # its telemetry says what it now runs
-        if isinstance(player.model, SimThermostat) and player.firmware.drifting != was_drifting:
-            drift = self.options.firmware.drift_c_per_h if outcome.drifts else 0.0
-            player.model.drift_c_per_s = drift / 3600.0
+        if player.firmware.drifting != was_drifting:  # each model says what a drifting firmware does to it
+            player.model.drift(self.options.firmware.drift_c_per_h if outcome.drifts else 0.0)
         if outcome.silent_s:
             player.silent_until = now + outcome.silent_s
             player.held = None

@@ -10,7 +10,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from hearth_shared.mqtt import PLATFORM_PORT
 from hearth_shared.settings import StackSettings
 from hearth_simulator.firmware import FirmwareOptions
-from hearth_simulator.fleet import FleetOptions, MqttEndpoint
+from hearth_simulator.fleet import MqttEndpoint
+from hearth_simulator.options import FleetOptions
 
 
 class SimulatorSettings(BaseSettings):

@@ -12,18 +12,17 @@ the same readings. Each model answers:
   ``1/rate`` s), the discrete keys that changed (a mode, a target, a lock state...) as soon as they
   change, else None;
 * ``state``: the whole current state; ``wake_at``: when ``step`` will next have something to say
-  (a caller may step more often; a command may make it say something sooner).
+  (a caller may step more often; a command may make it say something sooner);
+* ``drift(per_h)``: what a drifting firmware does to it (the core calls it without knowing the model).
 """
 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from hearth_shared.domain import CommandInvalid
-
-if TYPE_CHECKING:
-    from hearth_simulator.fleet import FleetOptions
+from hearth_simulator.options import FleetOptions
 
 JSON = dict[str, Any]
 
@@ -101,6 +100,11 @@ class SimDevice:
         if isinstance(reported.get("firmware_version"), str):
             self.firmware_version = reported["firmware_version"]
         self._restore(reported)
+
+    def drift(self, per_h: float) -> None:
+        """A firmware that ``drifts`` started (``per_h``, its ``FirmwareOptions.drift_c_per_h``) or was
+        replaced (0.0). Each model says what that does to it (a thermostat's reading drifts); by default,
+        nothing."""
 
     def _restore(self, reported: JSON) -> None:
         """The type's own keys of ``restore``."""

@@ -1,4 +1,4 @@
-"""The automations service's composition root: ``make_app(settings, *, journal=None, clock=None)``.
+"""The automations service's composition root: ``make_app(settings, *, writer=None, clock=None)``.
 
 Nothing connects at import or in ``make_app``; ``AutomationsService.start()`` starts the producer,
 restores the latest snapshot, reads the home journal to its end, then the device journal (so holds
@@ -82,7 +82,7 @@ from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, utcn
 from hearth_shared.home_facts import HomeFact, decode_home_fact
 from hearth_shared.home_journal import append_home_fact, append_home_facts
 from hearth_shared.home_view import HomesView
-from hearth_shared.kafka import KafkaJournal, partition_of
+from hearth_shared.kafka import KafkaWriter, partition_of
 from hearth_shared.snapshots import SnapshotStore
 from hearth_shared.storable import decode_fact
 from hearth_shared.topic_follower import TopicFollower, snapshot_policy
@@ -98,40 +98,40 @@ _REQUESTED = wire_name(CommandRequestedFact)
 
 class KafkaCommandPath:
     """The scheduler's and the engine's effects on Kafka: command requests on the inbox (the command
-    API's path, the same ``KafkaJournal.submit``), their own facts on the home journal. One at a time
+    API's path, the same ``KafkaWriter.send_requests``), their own facts on the home journal. One at a time
     (the scheduler, the notifier) or many at once (the engine's flush: sent together, then awaited)."""
 
-    def __init__(self, journal: KafkaJournal) -> None:
-        self.journal = journal
+    def __init__(self, writer: KafkaWriter) -> None:
+        self.writer = writer
 
-    async def submit(self, request: SubmitCommand) -> None:
-        await self.journal.submit(request)
+    async def send_request(self, request: SubmitCommand) -> None:
+        await self.writer.send_requests(request)
 
     async def append(self, fact: HomeFact) -> None:
-        await append_home_fact(self.journal.producer, self.journal.topics, fact)
+        await append_home_fact(self.writer.producer, self.writer.topics, fact)
 
-    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None:
-        await self.journal.submit(*requests)
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
+        await self.writer.send_requests(*requests)
 
     async def append_all(self, facts: Sequence[HomeFact]) -> None:
-        await append_home_facts(self.journal.producer, self.journal.topics, facts)
+        await append_home_facts(self.writer.producer, self.writer.topics, facts)
 
 
 class AutomationsService:
     def __init__(
         self,
         settings: AutomationsSettings,
-        journal: KafkaJournal,
+        writer: KafkaWriter,
         clock: Callable[[], datetime],
         snapshots: SnapshotStore | None,
     ):
         self.settings = settings
-        self.journal = journal
+        self.writer = writer
         stack = settings.stack
         view = self.view = HomesView(runs_kept=REPLAY_RUNS_KEPT, deliveries_kept=0)
         self.scheduler = Scheduler(
             view,
-            KafkaCommandPath(journal),
+            KafkaCommandPath(writer),
             owns=self.owns,
             clock=clock,
             expires_in_s=settings.command_expires_in_s,
@@ -143,7 +143,7 @@ class AutomationsService:
             backoff_s=settings.webhook_backoff_s,
             max_backoff_s=settings.webhook_max_backoff_s,
         )
-        path = KafkaCommandPath(journal)
+        path = KafkaCommandPath(writer)
         self.notifier = Notifier(view, path, sender, clock)
         self.engine = Engine(
             view,
@@ -191,7 +191,7 @@ class AutomationsService:
         await self.engine.evaluate(event)
 
     async def start(self) -> None:
-        await self.journal.start()
+        await self.writer.start()
         await self.read_journals()
         self.view.keep_runs(LIVE_RUNS_KEPT)
         await self.scheduler.go_live()
@@ -211,7 +211,7 @@ class AutomationsService:
         await self.http.aclose()
         await self.journal_feed.stop()
         await self.homes_feed.stop()
-        await self.journal.stop()
+        await self.writer.stop()
 
     async def run(self) -> None:
         await self.start()
@@ -237,11 +237,11 @@ class AutomationsService:
 def make_app(
     settings: AutomationsSettings | None = None,
     *,
-    journal: KafkaJournal | None = None,
+    writer: KafkaWriter | None = None,
     clock: Callable[[], datetime] = utcnow,
     snapshots: SnapshotStore | None = None,
 ) -> AutomationsService:
     settings = settings or AutomationsSettings()
     stack = settings.stack
-    journal = journal or KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="automations")
-    return AutomationsService(settings, journal, clock, snapshots)
+    writer = writer or KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="automations")
+    return AutomationsService(settings, writer, clock, snapshots)

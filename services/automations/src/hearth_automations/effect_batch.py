@@ -37,7 +37,7 @@ class EnginePath(Protocol):
     """Where the engine's effects go. Each returns once the broker has every item (acks=all), and raises
     if any could not be written."""
 
-    async def submit_all(self, requests: Sequence[SubmitCommand]) -> None: ...
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None: ...
 
     async def append_all(self, facts: Sequence[HomeFact]) -> None: ...
 
@@ -88,7 +88,7 @@ class EffectBatch:
             self.commands, self.facts, self.after = [], [], []
             try:
                 if commands:
-                    await self.path.submit_all(commands)
+                    await self.path.send_requests(commands)
                 if facts:
                     await self.path.append_all(facts)
             except BaseException as error:  # a cancellation too: whether it was sent is not known

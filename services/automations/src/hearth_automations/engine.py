@@ -48,12 +48,19 @@ import msgspec
 
 from hearth_automations.defaults import TRIGGER_DEVICE, default_automations
 from hearth_automations.effect_batch import EffectBatch, EnginePath
-from hearth_automations.rules import LoopBreaker, admit, conditions_hold, fact_triggers, state_triggers
+from hearth_automations.rules import (
+    LoopBreaker,
+    admit,
+    conditions_hold,
+    fact_names,
+    fact_triggers,
+    state_triggers,
+)
 from hearth_automations.run_facts import ran_fact, suspended_fact
 from hearth_automations.run_notifications import notification_content, undelivered
 from hearth_automations.trigger_index import TriggerIndex
 from hearth_automations.triggers import Cause, DelayedTriggers
-from hearth_shared.domain.automation import Automation, action_id, run_id
+from hearth_shared.domain.automation import Automation, FactNames, action_id, run_id
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
@@ -165,11 +172,11 @@ class Engine:
         for state in home.timed:
             if not state.active:
                 self.delayed.forget(state.definition.automation_id)  # switched on, it waits for a new edge
-        fact_type = event.type
-        for state in home.candidates(event.device_id, fact_type):
+        names = fact_names(event)
+        for state in home.candidates(event.device_id, names):
             automation = state.definition
             if state.active and event.occurred_at > automation.created_at:
-                self._consider(automation, event, fact_type, before)
+                self._consider(automation, event, names, before)
 
     def _observe(self, event: Event) -> dict[str, Any]:
         """Keep the devices' reported state and quarantines; the device's state before this fact."""
@@ -183,7 +190,9 @@ class Engine:
             self.quarantined.pop(event.device_id, None)
         return before
 
-    def _consider(self, automation: Automation, event: Event, fact_type: str, before: dict[str, Any]) -> None:
+    def _consider(
+        self, automation: Automation, event: Event, names: FactNames, before: dict[str, Any]
+    ) -> None:
         trigger = automation.trigger
         reported = event.payload.reported if isinstance(event, StateReported) else None
         if trigger.state is not None and trigger.state.for_s is not None:
@@ -192,7 +201,7 @@ class Engine:
                 if held is not None:  # it had held for for_s before this report broke it
                     self._trigger(automation, held)
             return
-        hit = fact_triggers(trigger, fact_type, event.device_id) or (
+        hit = fact_triggers(trigger, names, event.device_id) or (
             reported is not None and state_triggers(trigger, event.device_id, before, reported)
         )
         if hit:

@@ -26,9 +26,9 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hearth_shared.domain.automation import Mode, conditions_hold, fact_triggers, state_triggers
+from hearth_shared.domain.automation import Mode, conditions_hold, fact_names, fact_triggers, state_triggers
 
-__all__ = ["LoopBreaker", "admit", "conditions_hold", "fact_triggers", "state_triggers"]
+__all__ = ["LoopBreaker", "admit", "conditions_hold", "fact_names", "fact_triggers", "state_triggers"]
 
 Admission = Literal["start", "drop", "queue"]
 

@@ -1,7 +1,7 @@
 """The scheduler: folds the home journal into ``DeviceSchedule``s (``HomesView``), notices holds in the
 device journal, and sends due transitions through the command path.
 
-Order of a firing: the command request goes to the inbox first (``KafkaJournal.submit``, the command
+Order of a firing: the command request goes to the inbox first (``KafkaWriter.send_requests``, the command
 API's own path), then the ``schedule.transition_fired`` fact to the home journal. A crash between the two
 means the fact is missing and the transition is due again on restart: it is sent again **with the same
 command id** (derived from device and instant), and the device actor records a command id once. The
@@ -67,7 +67,7 @@ REQUEST_NAMESPACE = uuid.UUID("0d5f7c9a-31f4-4c8b-b7a6-52e1f0c3d9b4")
 class CommandPath(Protocol):
     """Where the scheduler's effects go: the inbox (commands) and the home journal (its facts)."""
 
-    async def submit(self, request: SubmitCommand) -> None: ...
+    async def send_request(self, request: SubmitCommand) -> None: ...
 
     async def append(self, fact: HomeFact) -> None: ...
 
@@ -217,7 +217,7 @@ class Scheduler:
             params=dict(t.command.params),
             expires_at=now + self.expires_in,
         )
-        await self._written(self.path.submit(request))
+        await self._written(self.path.send_request(request))
         fact = ScheduleTransitionFired(
             fact_id=firing.command_id,
             home_id=state.home_id,

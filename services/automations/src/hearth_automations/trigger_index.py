@@ -14,18 +14,19 @@ at each fact, not cached). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from hearth_shared.domain.automation import FactNames
 from hearth_shared.events import StateReported, wire_name
 from hearth_shared.home_view import AutomationState, HomesView
 
 _REPORTED = wire_name(StateReported)
 
 
-def can_trigger(state: AutomationState, device_id: str, fact_type: str) -> bool:
-    """Whether a fact of ``fact_type`` from ``device_id`` can trigger the automation at all."""
+def can_trigger(state: AutomationState, device_id: str, names: FactNames) -> bool:
+    """Whether a fact of these ``names`` (``fact_names``) from ``device_id`` can trigger the automation."""
     trigger = state.definition.trigger
-    if trigger.fact == fact_type and trigger.device_id in (None, device_id):
+    if trigger.fact in names and trigger.device_id in (None, device_id):
         return True
-    return trigger.state is not None and trigger.state.device_id == device_id and fact_type == _REPORTED
+    return trigger.state is not None and trigger.state.device_id == device_id and _REPORTED in names
 
 
 def waits(state: AutomationState) -> bool:
@@ -40,13 +41,13 @@ class HomeTriggers:
     def __init__(self, automations: list[AutomationState]) -> None:
         self.automations = automations
         self.timed = [s for s in automations if waits(s)]
-        self.by_fact: dict[tuple[str, str], list[AutomationState]] = {}
+        self.by_fact: dict[tuple[str, FactNames], list[AutomationState]] = {}
 
-    def candidates(self, device_id: str, fact_type: str) -> list[AutomationState]:
-        key = (device_id, fact_type)
+    def candidates(self, device_id: str, names: FactNames) -> list[AutomationState]:
+        key = (device_id, names)
         found = self.by_fact.get(key)
         if found is None:
-            found = self.by_fact[key] = [s for s in self.automations if can_trigger(s, device_id, fact_type)]
+            found = self.by_fact[key] = [s for s in self.automations if can_trigger(s, device_id, names)]
         return found
 
 

@@ -87,7 +87,7 @@ from hearth_shared.domain.campaign_decide import (
 )
 from hearth_shared.domain.campaign_gates import wave_health
 from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
-from hearth_shared.kafka import KafkaJournal, topic_partitions
+from hearth_shared.kafka import KafkaWriter, topic_partitions
 from hearth_shared.snapshot_format import SnapshotCodec
 from hearth_shared.snapshots import SnapshotStore
 from hearth_shared.storable import decode_fact
@@ -128,7 +128,7 @@ class CampaignDriver:
         self._forgot_at: datetime | None = None  # when old evidence was last forgotten (tick)
         self.ready = asyncio.Event()
         bootstrap = settings.stack.kafka_bootstrap_servers
-        self.out = KafkaJournal(bootstrap, self.topics, client_id="hearth-campaigns")
+        self.out = KafkaWriter(bootstrap, self.topics, client_id="hearth-campaigns")
         self._polled: list[CampaignFact] = []  # this poll's campaign facts, folded at its end
         self._handed_over = asyncio.Event()  # set after each poll the follower handed over
         self._recorded: dict[int, int] = {}  # campaigns partition -> offset after its last fact recorded
@@ -357,7 +357,7 @@ class CampaignDriver:
         device = self.fleet.devices.get(device_id)
         if device is None:
             return
-        await self.out.submit(
+        await self.out.send_requests(
             SubmitCommand(
                 request_id=new_id(),
                 device_id=device_id,

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field, field_validator
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
+from hearth_command_api.deps import Book, CurrentPrincipal, Writer
 from hearth_command_api.schemas import DeviceId, printable
 from hearth_shared.auth import Principal
 from hearth_shared.domain.admin import MAX_REASON_LENGTH, validate_admin
@@ -55,8 +55,8 @@ class QuarantineRequested(BaseModel):
     status: str = Field("pending", description="The device actor records device.quarantined next")
 
 
-def _known(registry: Registry, device_id: str) -> None:
-    if device_id not in registry.devices:
+def _known(book: Book, device_id: str) -> None:
+    if device_id not in book.devices:
         raise not_found(f"device {device_id}")
 
 
@@ -70,14 +70,14 @@ async def quarantine_device(
     device_id: DeviceId,
     body: QuarantineBody,
     principal: CurrentPrincipal,
-    journal: Journal,
-    registry: Registry,
+    writer: Writer,
+    book: Book,
 ) -> QuarantineRequested:
     require_admin(principal, "quarantine devices")
-    _known(registry, device_id)
+    _known(book, device_id)
     now = utcnow()
     request = QuarantineDevice(request_id=new_id(), device_id=device_id, sent_at=now, reason=body.reason)
-    await journal.submit(request)
+    await writer.send_request(request)
     return QuarantineRequested(device_id=device_id, reason=body.reason, requested_at=now)
 
 
@@ -88,11 +88,11 @@ async def quarantine_device(
     responses=error_responses(400, 401, 403, 404, 413),
 )
 async def release_device(
-    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    device_id: DeviceId, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> Response:
     require_admin(principal, "release devices from quarantine")
-    _known(registry, device_id)
-    await journal.submit(ReleaseDevice(request_id=new_id(), device_id=device_id, sent_at=utcnow()))
+    _known(book, device_id)
+    await writer.send_request(ReleaseDevice(request_id=new_id(), device_id=device_id, sent_at=utcnow()))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -1,10 +1,11 @@
-"""The command API's composition root: ``make_app(settings, *, journal=None, ...)``.
+"""The command API's composition root: ``make_app(settings, *, writer=None, ...)``.
 
-Nothing connects at import time; the lifespan starts the journal producer, the registry feed and the
+Nothing connects at import time; the lifespan starts the topic writer (one producer), the device book's
+feed and the
 revocation feed (tokens revoked anywhere are refused here within a second).
 
-The registry feed is a ``TopicFollower`` over the journal that restarts from a snapshot of the view
-(``REGISTRY_SNAPSHOT`` on the snapshots topic) and reads only the journal's tail: every command-API
+The device book's feed is a ``TopicFollower`` over the journal that restarts from a snapshot of the book
+(``DEVICE_BOOK_SNAPSHOT`` on the snapshots topic) and reads only the journal's tail: every command-API
 process folds the journal alike, so they share the one snapshot name. /healthz answers 503 until it has
 caught up, and shows what its last start read (``restart``).
 """
@@ -23,8 +24,8 @@ from hearth_command_api.admin import router as admin_router
 from hearth_command_api.automations import router as automations_router
 from hearth_command_api.campaigns import router as campaigns_router
 from hearth_command_api.credentials import router as credentials_router
-from hearth_command_api.ports import CaughtUpFeed, CommandJournal
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.ports import CaughtUpFeed, TopicWriter
 from hearth_command_api.routes import router
 from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
@@ -32,28 +33,34 @@ from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.auth import Revocations
 from hearth_shared.campaign_events import CampaignRequest, encode_campaign_record
 from hearth_shared.campaign_feed import CampaignFeed
+from hearth_shared.events import Inbound
 from hearth_shared.home_facts import HomeFact
 from hearth_shared.home_journal import append_home_fact
 from hearth_shared.http_errors import install_edge
-from hearth_shared.kafka import KafkaJournal
+from hearth_shared.kafka import KafkaWriter
 from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import TopicFollower, snapshot_policy
 
-REGISTRY_SNAPSHOT = "command-api-registry"
+# The name the device book's snapshots are saved under: it was the "registry" when they were first saved,
+# and snapshots already on the topic under this name must still load, so the name stays.
+DEVICE_BOOK_SNAPSHOT = "command-api-registry"
 
 
 class Health(BaseModel):
     status: str
     restart: dict[str, Any] | None = Field(
         None,
-        description="What the registry's journal feed read at its start: `started_from` (`snapshot` or "
+        description="What the device book's journal feed read at its start: `started_from` (`snapshot` or "
         "`first offset ...`), `replayed` records, `gap`, `caught_up_s`, `snapshot_age_s`...",
     )
 
 
-class KafkaCommandJournal(KafkaJournal):
-    """``CommandJournal`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
+class KafkaTopicWriter(KafkaWriter):
+    """``TopicWriter`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
+
+    async def send_request(self, request: Inbound) -> None:
+        await self.send_requests(request)
 
     async def revoke(self, fact: TokenRevoked) -> None:
         await publish_revocation(self.producer, self.topics, fact)
@@ -66,23 +73,23 @@ class KafkaCommandJournal(KafkaJournal):
         await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
 
 
-def registry_feed(stack: StackSettings, registry: RegistryView) -> TopicFollower:
-    """The journal, folded into ``registry`` from its latest snapshot (or the first offset)."""
+def device_book_feed(stack: StackSettings, book: DeviceBook) -> TopicFollower:
+    """The journal, folded into ``book`` from its latest snapshot (or the first offset)."""
     return TopicFollower(
         stack.kafka_bootstrap_servers,
         [stack.topics.journal],
-        registry.on_journal_record,
-        REGISTRY_SNAPSHOT,
-        after_poll=registry.after_poll,
-        snapshots=snapshot_policy(stack, REGISTRY_SNAPSHOT, registry),
+        book.on_journal_record,
+        DEVICE_BOOK_SNAPSHOT,
+        after_poll=book.after_poll,
+        snapshots=snapshot_policy(stack, DEVICE_BOOK_SNAPSHOT, book),
     )
 
 
 def make_app(
     settings: CommandApiSettings | None = None,
     *,
-    journal: CommandJournal | None = None,
-    registry: RegistryView | None = None,
+    writer: TopicWriter | None = None,
+    book: DeviceBook | None = None,
     feed: CaughtUpFeed | None = None,
     revocations: Revocations | None = None,
     revocation_feed: RevocationFeed | None = None,
@@ -90,11 +97,11 @@ def make_app(
 ) -> FastAPI:
     settings = settings or CommandApiSettings()
     stack = settings.stack
-    registry = registry or RegistryView(
+    book = book or DeviceBook(
         window_s=settings.command_window_s, longest_deadline_s=settings.max_expires_in_s
     )
-    journal = journal or KafkaCommandJournal(stack.kafka_bootstrap_servers, stack.topics, "command-api")
-    feed = feed or registry_feed(stack, registry)
+    writer = writer or KafkaTopicWriter(stack.kafka_bootstrap_servers, stack.topics, "command-api")
+    feed = feed or device_book_feed(stack, book)
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = revocation_feed or RevocationFeed(
         stack.kafka_bootstrap_servers, stack.topics, revocations
@@ -104,7 +111,7 @@ def make_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await journal.start()
+        await writer.start()
         await feed.start()
         await revocation_feed.start()
         await campaign_feed.start()
@@ -114,7 +121,7 @@ def make_app(
             await campaign_feed.stop()
             await revocation_feed.stop()
             await feed.stop()
-            await journal.stop()
+            await writer.stop()
 
     app = FastAPI(
         title="Hearth command API",
@@ -126,8 +133,8 @@ def make_app(
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
     app.state.revocations = revocations
-    app.state.journal = journal
-    app.state.registry = registry
+    app.state.writer = writer
+    app.state.book = book
     app.state.campaign_feed = campaign_feed
     app.include_router(router)
     app.include_router(tokens_router)
@@ -142,7 +149,7 @@ def make_app(
 
     @app.get(
         "/healthz",
-        summary="200 once the API can serve (its registry view has caught up)",
+        summary="200 once the API can serve (its device book has caught up)",
         responses={503: {"model": Health, "description": "Still catching up with the journal"}},
     )
     async def healthz(response: Response) -> Health:

@@ -15,8 +15,8 @@ import msgspec
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, require_home
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.deps import Book, CurrentPrincipal, Writer, require_home
+from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.schedules import HomeId, ProgramCommandBody
 from hearth_command_api.schemas import printable
 from hearth_shared.domain import CommandInvalid, validate_command
@@ -119,7 +119,7 @@ class NotificationsBody(BaseModel):
     secret: Text = Field(min_length=16, max_length=256, description="Signs each webhook (HMAC-SHA256)")
 
 
-def _check_devices(body: AutomationBody, registry: RegistryView) -> None:
+def _check_devices(body: AutomationBody, book: DeviceBook) -> None:
     """Every device named is one of the home's; every command passes its type's checks."""
     named: list[tuple[tuple[str | int, ...], str]] = []
     if body.trigger.device_id:
@@ -131,12 +131,12 @@ def _check_devices(body: AutomationBody, registry: RegistryView) -> None:
         if action.command is not None:
             named.append((("body", "actions", i, "command", "device_id"), action.command.device_id))
     for loc, device_id in named:
-        device = registry.devices.get(device_id)
+        device = book.devices.get(device_id)
         if device is None or device.home_id != body.home_id:
             raise unprocessable(loc, "unknown_device", f"{device_id} is not a device of home {body.home_id}")
     for i, action in enumerate(body.actions):
         if action.command is not None:
-            device = registry.devices[action.command.device_id]
+            device = book.devices[action.command.device_id]
             try:
                 action.command.params = validate_command(
                     device.device_type, action.command.name, action.command.params
@@ -152,13 +152,13 @@ def _check_devices(body: AutomationBody, registry: RegistryView) -> None:
     responses=error_responses(400, 401, 403, 413),
 )
 async def create_automation(
-    body: AutomationBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    body: AutomationBody, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"this token may not add automations to {body.home_id}"
         )
-    _check_devices(body, registry)
+    _check_devices(body, book)
     now = utcnow()
     automation_id = new_id()
     raw = body.model_dump(exclude_none=True, mode="json")
@@ -174,7 +174,7 @@ async def create_automation(
     fact = AutomationCreated(
         fact_id=automation_id, home_id=body.home_id, occurred_at=now, recorded_at=now, payload=automation
     )
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"automation_id": str(automation_id), **msgspec.to_builtins(automation)}
 
 
@@ -194,7 +194,7 @@ async def switch_automation(
     automation_id: Annotated[uuid.UUID, Path()],
     body: SwitchBody,
     principal: CurrentPrincipal,
-    journal: Journal,
+    writer: Writer,
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
         raise HTTPException(
@@ -205,7 +205,7 @@ async def switch_automation(
         fact_id=new_id(), home_id=body.home_id, occurred_at=now, recorded_at=now,
         payload=SwitchPayload(automation_id=automation_id, enabled=body.enabled),
     )  # fmt: skip
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"automation_id": str(automation_id), "enabled": body.enabled}
 
 
@@ -215,7 +215,7 @@ async def switch_automation(
     responses=error_responses(400, 401, 403, 413),
 )
 async def put_notifications(
-    home_id: HomeId, body: NotificationsBody, principal: CurrentPrincipal, journal: Journal
+    home_id: HomeId, body: NotificationsBody, principal: CurrentPrincipal, writer: Writer
 ) -> dict[str, str]:
     require_home(principal, home_id)
     now = utcnow()
@@ -223,5 +223,5 @@ async def put_notifications(
         fact_id=new_id(), home_id=home_id, occurred_at=now, recorded_at=now,
         payload=NotificationsPayload(webhook_url=str(body.webhook_url), secret=body.secret),
     )  # fmt: skip
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"home_id": home_id, "webhook_url": str(body.webhook_url)}

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry
+from hearth_command_api.deps import Book, CurrentPrincipal, Writer
 from hearth_command_api.schemas import printable
 from hearth_shared.campaign_events import (
     AbortCampaign,
@@ -116,17 +116,17 @@ def _feed(request: Request) -> CampaignFeed:
     return feed
 
 
-def _checked_target(body: CampaignBody, registry: Registry) -> None:
+def _checked_target(body: CampaignBody, book: Book) -> None:
     kind, target = body.device_type, body.target
     if target.device_ids:
         for device_id in target.device_ids:
-            device = registry.devices.get(device_id)
+            device = book.devices.get(device_id)
             if device is None or device.device_type != kind:
                 what = "no such device" if device is None else f"a {device.device_type}, not a {kind}"
                 raise unprocessable(("body", "target", "device_ids"), "bad_target", f"{device_id}: {what}")
     else:
         homes = set(target.home_ids or ())
-        if not any(d.home_id in homes and d.device_type == kind for d in registry.devices.values()):
+        if not any(d.home_id in homes and d.device_type == kind for d in book.devices.values()):
             raise unprocessable(("body", "target", "home_ids"), "empty_target", f"no {kind} in those homes")
     try:
         wave_sizes(1, body.waves)
@@ -141,14 +141,14 @@ def _checked_target(body: CampaignBody, registry: Registry) -> None:
     responses=error_responses(400, 401, 403, 409, 413),
 )
 async def register_firmware(
-    body: FirmwareBody, principal: CurrentPrincipal, journal: Journal, request: Request
+    body: FirmwareBody, principal: CurrentPrincipal, writer: Writer, request: Request
 ) -> dict[str, Any]:
     require_admin(principal, "register firmware")
     firmware = body.firmware()
     known = _feed(request).catalog.get((firmware.device_type, firmware.version))
     if known is not None and (known.url, known.sha256) != (firmware.url, firmware.sha256):
         raise HTTPException(status.HTTP_409_CONFLICT, f"{firmware.version} is registered with another image")
-    await journal.request_campaign(
+    await writer.request_campaign(
         firmware.version, RegisterFirmware(request_id=new_id(), sent_at=utcnow(), firmware=firmware)
     )
     return {"device_type": firmware.device_type, "version": firmware.version, "status": "pending"}
@@ -161,11 +161,11 @@ async def register_firmware(
     responses=error_responses(400, 401, 403, 413),
 )
 async def start_campaign(
-    body: CampaignBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    body: CampaignBody, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> CampaignCreated:
     require_admin(principal, "start firmware campaigns")
     firmware = body.firmware()
-    _checked_target(body, registry)
+    _checked_target(body, book)
     campaign_id = uuid.uuid4()
     start = StartCampaign(
         request_id=new_id(),
@@ -179,7 +179,7 @@ async def start_campaign(
         abort=AbortThresholds(**body.abort.model_dump()),
         job_timeout_s=body.job_timeout_s,
     )
-    await journal.request_campaign(str(campaign_id), start)
+    await writer.request_campaign(str(campaign_id), start)
     return CampaignCreated(campaign_id=campaign_id)
 
 
@@ -219,7 +219,7 @@ async def get_campaign(
 async def abort_campaign(
     campaign_id: Annotated[uuid.UUID, Path()],
     principal: CurrentPrincipal,
-    journal: Journal,
+    writer: Writer,
     request: Request,
     body: AbortBody | None = None,
 ) -> dict[str, Any]:
@@ -227,7 +227,7 @@ async def abort_campaign(
     if await _feed(request).wait_for(str(campaign_id), 0) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"campaign {campaign_id} not found")
     reason = (body or AbortBody()).text()
-    await journal.request_campaign(
+    await writer.request_campaign(
         str(campaign_id),
         AbortCampaign(request_id=new_id(), sent_at=utcnow(), campaign_id=campaign_id, reason=reason),
     )

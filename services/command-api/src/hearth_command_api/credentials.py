@@ -19,9 +19,9 @@ import uuid
 from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
-from hearth_command_api.ports import CommandJournal
-from hearth_command_api.registry import DeviceEntry
+from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
+from hearth_command_api.device_book import DeviceEntry
+from hearth_command_api.ports import TopicWriter
 from hearth_command_api.schemas import DeviceId
 from hearth_shared.auth import Principal
 from hearth_shared.credentials import hash_secret, new_credential_id, new_secret
@@ -42,11 +42,11 @@ class DeviceCredentials(BaseModel):
 
 
 async def issue_credential(
-    journal: CommandJournal, device_id: str, mqtt_url: str, credential_id: uuid.UUID | None = None
+    writer: TopicWriter, device_id: str, mqtt_url: str, credential_id: uuid.UUID | None = None
 ) -> DeviceCredentials:
     """Make a secret, put its hash on the inbox for the device, and return the plaintext (once)."""
     secret, credential_id = new_secret(), credential_id or new_credential_id()
-    await journal.submit(
+    await writer.send_request(
         IssueCredentials(
             request_id=new_id(),
             device_id=device_id,
@@ -60,8 +60,8 @@ async def issue_credential(
     )
 
 
-def _device(registry: Registry, principal: Principal, device_id: str) -> DeviceEntry:
-    device = registry.devices.get(device_id)
+def _device(book: Book, principal: Principal, device_id: str) -> DeviceEntry:
+    device = book.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
     if device.simulated:
@@ -80,10 +80,10 @@ def _device(registry: Registry, principal: Principal, device_id: str) -> DeviceE
     responses=error_responses(400, 401, 404, 409, 413),
 )
 async def rotate_credentials(
-    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry, settings: Settings
+    device_id: DeviceId, principal: CurrentPrincipal, writer: Writer, book: Book, settings: Settings
 ) -> DeviceCredentials:
-    _device(registry, principal, device_id)
-    return await issue_credential(journal, device_id, settings.mqtt_url)
+    _device(book, principal, device_id)
+    return await issue_credential(writer, device_id, settings.mqtt_url)
 
 
 @router.delete(
@@ -93,10 +93,10 @@ async def rotate_credentials(
     responses=error_responses(400, 401, 404, 409, 413),
 )
 async def revoke_credentials(
-    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    device_id: DeviceId, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> Response:
-    _device(registry, principal, device_id)
-    await journal.submit(RevokeCredentials(request_id=new_id(), device_id=device_id, sent_at=utcnow()))
+    _device(book, principal, device_id)
+    await writer.send_request(RevokeCredentials(request_id=new_id(), device_id=device_id, sent_at=utcnow()))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

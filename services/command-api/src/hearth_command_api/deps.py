@@ -10,21 +10,21 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
-from hearth_command_api.ports import CommandJournal
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.ports import TopicWriter
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.auth import Principal
 from hearth_shared.http import CurrentPrincipal
 
 
-async def _journal(request: Request) -> CommandJournal:
-    journal: CommandJournal = request.app.state.journal
-    return journal
+async def _writer(request: Request) -> TopicWriter:
+    writer: TopicWriter = request.app.state.writer
+    return writer
 
 
-async def _registry(request: Request) -> RegistryView:
-    registry: RegistryView = request.app.state.registry
-    return registry
+async def _book(request: Request) -> DeviceBook:
+    book: DeviceBook = request.app.state.book
+    return book
 
 
 async def _settings(request: Request) -> CommandApiSettings:
@@ -32,8 +32,8 @@ async def _settings(request: Request) -> CommandApiSettings:
     return settings
 
 
-Journal = Annotated[CommandJournal, Depends(_journal)]
-Registry = Annotated[RegistryView, Depends(_registry)]
+Writer = Annotated[TopicWriter, Depends(_writer)]
+Book = Annotated[DeviceBook, Depends(_book)]
 Settings = Annotated[CommandApiSettings, Depends(_settings)]
 
 
@@ -43,4 +43,4 @@ def require_home(principal: Principal, home_id: str) -> None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"this token may not change home {home_id}")
 
 
-__all__ = ["CurrentPrincipal", "Journal", "Registry", "Settings", "require_home"]
+__all__ = ["Book", "CurrentPrincipal", "Settings", "Writer", "require_home"]

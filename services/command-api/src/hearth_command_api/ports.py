@@ -1,5 +1,5 @@
 """What the command API needs of the outside world, as protocols: the composition root (``make_app``)
-wires Kafka in (``KafkaCommandJournal``, a ``TopicFollower`` of the journal), the unit tests wire fakes
+wires Kafka in (``KafkaTopicWriter``, a ``TopicFollower`` of the journal), the unit tests wire fakes
 (tests/fakes.py).
 
 The routes see only these methods, so a request that reaches them can be checked without a broker, and
@@ -18,15 +18,16 @@ from hearth_shared.revocations import TokenRevoked
 from hearth_shared.topic_follower import RestartReport
 
 
-class CommandJournal(Protocol):
-    """Where the API's writes go: requests to the inbox (the device actor decides), token revocations to
-    their compacted topic. Each returns once the broker has it."""
+class TopicWriter(Protocol):
+    """Where the API's writes go: requests to the inbox (``send_request``: the device actor decides and
+    writes the journal, which nothing here writes), token revocations to their compacted topic, home facts
+    to the home journal, campaign requests to the campaign driver. Each returns once the broker has it."""
 
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
 
-    async def submit(self, request: Inbound) -> None: ...
+    async def send_request(self, request: Inbound) -> None: ...
 
     async def revoke(self, fact: TokenRevoked) -> None: ...
 
@@ -38,7 +39,7 @@ class CommandJournal(Protocol):
 
 
 class CaughtUpFeed(Protocol):
-    """A follower of a topic that the health check waits for (the registry's journal feed), and what
+    """A follower of a topic that the health check waits for (the device book's journal feed), and what
     its last start read (shown by the health check)."""
 
     caught_up: asyncio.Event

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
 from hearth_command_api.admin import admin_params
 from hearth_command_api.credentials import issue_credential
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, Settings
-from hearth_command_api.registry import RegistryView, fingerprint
+from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
+from hearth_command_api.device_book import DeviceBook, fingerprint
 from hearth_command_api.schemas import (
     CommandAccepted,
     DeviceId,
@@ -38,7 +38,7 @@ IDEMPOTENCY_KEY_DESCRIPTION = (
 )
 
 
-def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: RegistryView) -> str:
+def chosen_device_id(principal: Principal, body: RegisterDeviceBody, book: DeviceBook) -> str:
     """The new device's id. Only an admin token (provisioning, the simulator) may choose one, and gets
     409 for a taken one; a home token may not (422), the server names it ``{type}-{random}``: so a home
     token's answer never depends on which ids other homes' devices have (a 409 told a stranger)."""
@@ -55,12 +55,12 @@ def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: R
                     }
                 ],
             )
-        if body.device_id in registry.devices:
+        if body.device_id in book.devices:
             raise HTTPException(status.HTTP_409_CONFLICT, f"device {body.device_id} is already registered")
         return body.device_id
     while True:  # 48 random bits: a repeat is all but impossible, and then it is drawn again
         device_id = f"{body.type}-{uuid.uuid4().hex[:12]}"
-        if device_id not in registry.devices:
+        if device_id not in book.devices:
             return device_id
 
 
@@ -86,15 +86,15 @@ def chosen_device_id(principal: Principal, body: RegisterDeviceBody, registry: R
 async def register_device(
     body: RegisterDeviceBody,
     principal: CurrentPrincipal,
-    journal: Journal,
-    registry: Registry,
+    writer: Writer,
+    book: Book,
     settings: Settings,
 ) -> dict[str, Any]:
     if not principal.may_see(body.home_id):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"this token may not register devices in {body.home_id}"
         )
-    device_id = chosen_device_id(principal, body, registry)
+    device_id = chosen_device_id(principal, body, book)
     now = utcnow()
     request = RegisterDevice(
         request_id=new_id(),
@@ -105,10 +105,10 @@ async def register_device(
         name=body.name,
         simulated=body.simulated,
     )
-    await journal.submit(request)
-    registry.remember_device(device_id, body.home_id, body.type, body.simulated)
+    await writer.send_request(request)
+    book.remember_device(device_id, body.home_id, body.type, body.simulated)
     # Its MQTT credential, answered this once (a simulated device has none: the simulator hub plays it).
-    credentials = None if body.simulated else await issue_credential(journal, device_id, settings.mqtt_url)
+    credentials = None if body.simulated else await issue_credential(writer, device_id, settings.mqtt_url)
     # The twin the device actor will create: the same pure functions, applied here to show it.
     twin = None
     for event in stamp(
@@ -150,8 +150,8 @@ async def submit_command(
     device_id: DeviceId,
     body: SubmitCommandBody,
     principal: CurrentPrincipal,
-    journal: Journal,
-    registry: Registry,
+    writer: Writer,
+    book: Book,
     settings: Settings,
     idempotency_key: Annotated[
         str | None, Header(max_length=200, description=IDEMPOTENCY_KEY_DESCRIPTION)
@@ -164,10 +164,10 @@ async def submit_command(
     """A command request on the inbox, or the command an ``Idempotency-Key`` already names.
 
     The key's command id is derived from the device, the key and the window's generation
-    (``RegistryView.keyed_command``): a retry within the window after the command finished gets the
+    (``DeviceBook.keyed_command``): a retry within the window after the command finished gets the
     same command (a different body: 422); after the window, a new id, so a new command that runs (the
     device actor drops a request whose command id it has seen, and would drop a reused one)."""
-    device = registry.devices.get(device_id)
+    device = book.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
     try:
@@ -185,9 +185,9 @@ async def submit_command(
             f"expires_in_s may be at most {settings.max_expires_in_s:g}",
         )
     print_ = fingerprint(body.name, params)
-    now = registry.clock()
+    now = book.clock()
     if idempotency_key:
-        command_id, known = registry.keyed_command(device_id, idempotency_key, now)
+        command_id, known = book.keyed_command(device_id, idempotency_key, now)
         if known is not None and known.fingerprint != print_:
             raise unprocessable(
                 ("header", "Idempotency-Key"),
@@ -198,7 +198,7 @@ async def submit_command(
         command_id, known = uuid.uuid4(), None
     if known is None:
         expires_at = now + timedelta(seconds=expires_in)
-        await journal.submit(
+        await writer.send_request(
             SubmitCommand(
                 request_id=new_id(),
                 device_id=device_id,
@@ -210,7 +210,7 @@ async def submit_command(
                 expires_at=expires_at,
             )
         )
-        entry = registry.remember_command(command_id, device_id, print_, expires_at)
+        entry = book.remember_command(command_id, device_id, print_, expires_at)
     else:
         entry = known
     result = CommandAccepted(
@@ -218,7 +218,7 @@ async def submit_command(
     )
     code = status.HTTP_202_ACCEPTED
     if wait is not None:
-        result.status, result.timed_out = await registry.wait_for(
+        result.status, result.timed_out = await book.wait_for(
             command_id, wait, min(timeout_s, settings.max_wait_s)
         )
         code = status.HTTP_200_OK

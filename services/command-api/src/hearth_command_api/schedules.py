@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal, Registry, require_home
+from hearth_command_api.deps import Book, CurrentPrincipal, Writer, require_home
 from hearth_command_api.schemas import CommandBody, DeviceId
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program, zone
@@ -68,7 +68,7 @@ class ScheduleBody(BaseModel):
     responses=error_responses(400, 401, 403, 413),
 )
 async def put_home(
-    home_id: HomeId, body: HomeBody, principal: CurrentPrincipal, journal: Journal
+    home_id: HomeId, body: HomeBody, principal: CurrentPrincipal, writer: Writer
 ) -> dict[str, str]:
     require_home(principal, home_id)
     try:
@@ -80,7 +80,7 @@ async def put_home(
         fact_id=new_id(), home_id=home_id, occurred_at=now, recorded_at=now,
         payload=TimezonePayload(timezone=body.timezone),
     )  # fmt: skip
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"home_id": home_id, "timezone": body.timezone}
 
 
@@ -93,9 +93,9 @@ async def put_home(
     responses=error_responses(400, 401, 404, 413),
 )
 async def put_schedule(
-    device_id: DeviceId, body: ScheduleBody, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    device_id: DeviceId, body: ScheduleBody, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> dict[str, Any]:
-    device = registry.devices.get(device_id)
+    device = book.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
     program: list[ProgramEntry] = []
@@ -120,7 +120,7 @@ async def put_schedule(
         fact_id=new_id(), home_id=device.home_id, device_id=device_id, occurred_at=now, recorded_at=now,
         payload=ProgramPayload(program=tuple(program), device_type=device.device_type),
     )  # fmt: skip
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"device_id": device_id, "home_id": device.home_id, "program": [_entry_json(e) for e in program]}
 
 
@@ -131,9 +131,9 @@ async def put_schedule(
     responses=error_responses(400, 401, 404, 413),
 )
 async def resume_schedule(
-    device_id: DeviceId, principal: CurrentPrincipal, journal: Journal, registry: Registry
+    device_id: DeviceId, principal: CurrentPrincipal, writer: Writer, book: Book
 ) -> dict[str, Any]:
-    device = registry.devices.get(device_id)
+    device = book.devices.get(device_id)
     if device is None or not principal.may_see(device.home_id):
         raise not_found(f"device {device_id}")
     now = utcnow()
@@ -141,7 +141,7 @@ async def resume_schedule(
     fact = ScheduleResumed(
         fact_id=resume_id, home_id=device.home_id, device_id=device_id, occurred_at=now, recorded_at=now
     )
-    await journal.append_home(fact)
+    await writer.append_home(fact)
     return {"device_id": device_id, "resume_id": str(resume_id)}
 
 

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Journal
+from hearth_command_api.deps import CurrentPrincipal, Writer
 from hearth_shared.ids import IDENTIFIER_PATTERN
 from hearth_shared.revocations import token_revoked
 
@@ -35,10 +35,10 @@ class TokenRevokedView(BaseModel):
 async def revoke_token(
     token_id: Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The token's id (jti)")],
     principal: CurrentPrincipal,
-    journal: Journal,
+    writer: Writer,
 ) -> TokenRevokedView:
     if not principal.admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "only an admin token may revoke tokens")
     fact = token_revoked(token_id, reason="revoked through the command API", by=principal.token_id or "")
-    await journal.revoke(fact)
+    await writer.revoke(fact)
     return TokenRevokedView(token_id=token_id, revoked_at=fact.revoked_at)

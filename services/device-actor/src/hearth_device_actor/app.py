@@ -32,7 +32,7 @@ from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.events import DeviceCommand, Event, decode_model, encode
 from hearth_shared.kafka import (
     DeadLetters,
-    KafkaJournal,
+    KafkaWriter,
     ensure_topics,
     partition_of,
     send_batched,
@@ -80,7 +80,7 @@ class TwinTable(faust.Table[bytes, bytes]):
 class KafkaOutbox:
     """Appends facts to the journal, dispatches commands to devices, dead-letters bad records."""
 
-    def __init__(self, journal: KafkaJournal) -> None:
+    def __init__(self, journal: KafkaWriter) -> None:
         self.journal = journal
         self.dead_letters = DeadLetters(journal, consumer="device-actor")
 
@@ -119,14 +119,14 @@ async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
 
 
 def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wired here; each is flat)
-    settings: DeviceActorSettings | None = None, *, journal: KafkaJournal | None = None
+    settings: DeviceActorSettings | None = None, *, journal: KafkaWriter | None = None
 ) -> faust.App:
     settings = settings or DeviceActorSettings()
     stack = settings.stack
     topics = stack.topics
     # No producer linger: ``KafkaOutbox.send`` queues a whole batch's facts and device commands at once
     # (``send_batched``), so they leave in one produce request without waiting.
-    kafka_journal = journal or KafkaJournal(
+    kafka_journal = journal or KafkaWriter(
         stack.kafka_bootstrap_servers, topics, client_id="device-actor", linger_ms=0
     )
     app = faust.App(

@@ -30,7 +30,7 @@ from hearth_device_gateway.inbox_writer import InboxWriter
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_device_gateway.uplink import Uplink
 from hearth_shared.events import utcnow
-from hearth_shared.kafka import DeadLetters, KafkaJournal
+from hearth_shared.kafka import DeadLetters, KafkaWriter
 from hearth_shared.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
 from hearth_shared.mqtt_link import MqttLink
 
@@ -53,7 +53,7 @@ class DeviceGateway:
         s = self.settings
         topics = s.stack.topics
         client_id = f"hearth-gateway-{s.instance}"
-        journal = KafkaJournal(s.stack.kafka_bootstrap_servers, topics, client_id=client_id)
+        journal = KafkaWriter(s.stack.kafka_bootstrap_servers, topics, client_id=client_id)
         link = MqttLink(
             client_id=client_id,
             username=s.mqtt_username,

@@ -24,6 +24,7 @@ from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import (
     COMMAND_STATUS_BY_EVENT,
     EVENT_TYPES,
+    RETIRED_INTO,
     AnomalyDetected,
     CommandFailed,
     CommandRejected,
@@ -33,6 +34,7 @@ from hearth_shared.events import (
     Event,
     MalformedRecord,
     encode,
+    fact_type,
     status_reached,
     wire_name,
 )
@@ -45,7 +47,8 @@ _json = msgspec.json.Encoder()
 
 class HistoryRow(NamedTuple):
     """A device_events row, COPYed in PostgreSQL's binary format (``HISTORY_TYPES``): the envelope as
-    decoded, and the fact as on the wire (json's binary form is its text)."""
+    decoded (its ``type`` as on the wire: a retired fact keeps its name), and the fact as on the wire (json's
+    binary form is its text)."""
 
     device_id: str
     version: int
@@ -149,8 +152,11 @@ class Projection:
         wire = wire or encode(event)
         self.twins[device_id] = twin
         self.changed_twins.add(device_id)
+        # A retired fact (``RETIRED_SETTING_FACTS``) was upcast when read: its row keeps the name on the
+        # wire, so a rebuild writes the rows the live projector wrote before the fact was retired.
+        name = fact_type(wire) if cls in RETIRED_INTO else _WIRE_NAMES[cls]
         self.history.append(
-            _new_row(HistoryRow, (device_id, version, event.event_id, _WIRE_NAMES[cls], event.home_id,
+            _new_row(HistoryRow, (device_id, version, event.event_id, name, event.home_id,
                      event.occurred_at, event.recorded_at, event.correlation_id, wire))
         )  # fmt: skip
         if view is not None:

@@ -15,7 +15,7 @@ from hearth_read_models.live_sink import LiveSink
 from hearth_read_models.projector import Projector, tune_gc
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.view_store import ViewStore
-from hearth_shared.kafka import DeadLetters, KafkaJournal
+from hearth_shared.kafka import DeadLetters, KafkaWriter
 from hearth_shared.settings import StackSettings
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     await asyncio.to_thread(migrate, stack.postgres_dsn, settings.schema_name)
     redis = Redis.from_url(stack.redis_url)
     consumer = make_consumer(stack)
-    journal = KafkaJournal(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
+    journal = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
     await consumer.start()
     await journal.start()
     stop = stop or asyncio.Event()

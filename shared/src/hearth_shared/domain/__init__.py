@@ -5,7 +5,8 @@
 * ``stamp(twin, changes, ...)`` -> those facts as journal events, numbered version+1, +2, ...
 * ``evolve(twin, event)`` -> the twin after one fact; folding a device's journal rebuilds its twin.
 * ``detect_anomalies(twin, report, model)`` -> anomaly facts for a reading, scored with the model.
-* Device types: one module each (thermostat.py, lock.py), listed in registry.py.
+* ``twin_view(twin)`` -> the twin as the contract shows it, with its ``twin_delta``.
+* Device types: one module each (thermostat.py, lock.py, light.py), listed in registry.py.
 """
 
 from hearth_shared.domain.anomaly import DEFAULT_MODEL, detect_anomalies
@@ -13,7 +14,8 @@ from hearth_shared.domain.decide import Change, decide, stamp, tick
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.evolve import evolve
 from hearth_shared.domain.registry import device_type_names, validate_command
-from hearth_shared.domain.twin import CommandState, Twin, twin_view
+from hearth_shared.domain.twin import CommandState, Twin
+from hearth_shared.domain.twin_view import twin_delta, twin_view
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -27,6 +29,7 @@ __all__ = [
     "evolve",
     "stamp",
     "tick",
+    "twin_delta",
     "twin_view",
     "validate_command",
 ]

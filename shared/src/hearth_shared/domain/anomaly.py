@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hearth_shared.domain.decide import Change
+from hearth_shared.domain.change import Change
 from hearth_shared.domain.registry import DEVICE_TYPES, scored_metrics
 from hearth_shared.domain.twin import Twin
 from hearth_shared.events import (

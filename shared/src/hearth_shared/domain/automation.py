@@ -9,6 +9,12 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
   trigger ``{"time": {"at", "days"?}}`` fires at that wall-clock time in the home's zone, with the
   schedules' DST rules. A time run's trigger id is derived from (automation, instant) (``time_trigger_id``),
   so its run and command ids are too: each instant acts once, restarts included.
+* A fact trigger names a wire type, and a fact answers to its own (``fact_names``) and, for a
+  ``device.desired_set`` of a thermostat's or lock's setting, to the name of the retired fact that
+  recorded that setting before (``thermostat.target_set``, ``thermostat.hvac_mode_set``,
+  ``lock.desired_state_set``; ``hearth_shared.device_facts.RETIRED_SETTING_FACTS``): the contract's
+  triggers name wire types, so an automation written against a retired name fires as it did, on old
+  facts (upcast when read) and new ones alike.
 * ``not_equals`` is a test the corrective defaults use (``hearth_automations.defaults``); the API takes the
   contract's ``above`` / ``below`` / ``equals``.
 """
@@ -22,12 +28,15 @@ from typing import Any, Literal
 import msgspec
 
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program
+from hearth_shared.events import RETIRED_SETTING_FACTS, DesiredStateSet, Event
 
 AUTOMATION_NAMESPACE = uuid.UUID("5e2b8f61-0c4a-4b7e-a1d3-9f6c2e8b7a05")
 Mode = Literal["single", "restart", "queued", "parallel"]
 DEFAULT_MAX_RUNS_PER_MINUTE = 20
 MAX_FOR_S = 7 * 24 * 3600.0  # a week: a longer wait is a time trigger's job
 TIME_TRIGGER = "time"  # a time run's trigger type (no journal fact is its trigger)
+FactNames = tuple[str, ...]  # the names a fact answers to in a fact trigger (``fact_names``)
+_RETIRED_NAME_OF_SETTING = {setting: name for name, setting in RETIRED_SETTING_FACTS.items()}
 
 
 class RuleInvalid(ValueError):
@@ -154,8 +163,19 @@ def action_id(run: uuid.UUID, index: int) -> uuid.UUID:
     return uuid.uuid5(AUTOMATION_NAMESPACE, f"action\n{run}\n{index}")
 
 
-def fact_triggers(trigger: Trigger, fact_type: str, device_id: str) -> bool:
-    return trigger.fact == fact_type and (trigger.device_id is None or trigger.device_id == device_id)
+def fact_names(event: Event) -> FactNames:
+    """The names a fact answers to in a fact trigger: its wire type, and for a ``device.desired_set`` of a
+    setting a retired fact recorded, that fact's name too (``thermostat.target_set``...)."""
+    if isinstance(event, DesiredStateSet):
+        retired = _RETIRED_NAME_OF_SETTING.get(event.payload.setting)
+        if retired is not None:
+            return (event.type, retired)
+    return (event.type,)
+
+
+def fact_triggers(trigger: Trigger, names: FactNames, device_id: str) -> bool:
+    """A fact trigger names one of the fact's names (``fact_names``), and its device if it names one."""
+    return trigger.fact in names and (trigger.device_id is None or trigger.device_id == device_id)
 
 
 def state_triggers(trigger: Trigger, device_id: str, before: dict[str, Any], after: dict[str, Any]) -> bool:

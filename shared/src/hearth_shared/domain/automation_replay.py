@@ -14,7 +14,8 @@ What they agree on:
 * **The order**: a home's facts are replayed by ``REPLAY_ORDER`` (``recorded_at``, then ``version``, then
   ``device_id``): its devices' facts are spread over the journal's partitions, each device's stay in
   version order, and the last key makes ties between devices come out the same in both readers.
-* **What a fact is to the rules**: ``replayed(event)`` (its type, device, time, and reported state).
+* **What a fact is to the rules**: ``replayed(event)`` (its names, ``fact_names``; its device, time, and
+  reported state).
 * **Delayed triggers, as the live engine counts them** (the rules are ``automation_timers``', not a copy):
   a ``for_s`` state trigger's timer starts on the report that makes the test hold, a report that breaks
   it before it is due cancels it, and it fires at its due time (a report breaking it at or after the due
@@ -37,7 +38,9 @@ import msgspec
 
 from hearth_shared.domain.automation import (
     Automation,
+    FactNames,
     conditions_hold,
+    fact_names,
     fact_triggers,
     state_triggers,
 )
@@ -48,8 +51,8 @@ from hearth_shared.events import Event, StateReported
 REPLAY_ORDER = ("recorded_at", "version", "device_id")
 FIRED_AT_KEPT = 100
 
-# (fact type, device, occurred_at, reported state or None): what the rules look at in a fact
-Replayed = tuple[str, str, datetime, dict[str, Any] | None]
+# (fact names, device, occurred_at, reported state or None): what the rules look at in a fact
+Replayed = tuple[FactNames, str, datetime, dict[str, Any] | None]
 
 
 class BacktestResult(msgspec.Struct, kw_only=True):
@@ -71,7 +74,7 @@ def in_stretch(event: Event, home_id: str, start: datetime, end: datetime) -> bo
 
 def replayed(event: Event) -> Replayed:
     state = event.payload.reported if isinstance(event, StateReported) else None
-    return event.type, event.device_id, event.occurred_at, state
+    return fact_names(event), event.device_id, event.occurred_at, state
 
 
 def _hour(at: datetime) -> datetime:
@@ -102,7 +105,7 @@ class HomeReplay:
         )
 
     def feed(self, fact: Replayed) -> None:
-        fact_type, device_id, at, state = fact
+        names, device_id, at, state = fact
         self._due_before(at)
         before = dict(self.reported.get(device_id, {})) if state is not None else {}
         if state is not None:
@@ -113,7 +116,7 @@ class HomeReplay:
             if trigger.state is not None and trigger.state.for_s is not None:
                 if state is not None:
                     self._on_report(n, device_id, at, before, state)
-            elif fact_triggers(trigger, fact_type, device_id) or (
+            elif fact_triggers(trigger, names, device_id) or (
                 state is not None and state_triggers(trigger, device_id, before, state)
             ):
                 self._triggered(automation, at)

@@ -36,6 +36,7 @@ from hearth_shared.events import (
     CredentialsIssuedPayload,
     CredentialsRevokedPayload,
     DesiredSetPayload,
+    DesiredStateSet,
     DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
@@ -136,7 +137,7 @@ def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:
         requested,
         _about(command_id, CommandAccepted),
         *superseded,
-        _about(command_id, admin.ADMIN_SETTINGS.get(setting) or kind.setting_fact(setting), desired_set),
+        _about(command_id, admin.ADMIN_SETTINGS.get(setting) or DesiredStateSet, desired_set),
     ]
     if twin.online:
         changes.append(_about(command_id, CommandDispatched))

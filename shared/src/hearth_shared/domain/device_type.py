@@ -5,9 +5,9 @@ that builds one ``DeviceType`` and is listed once in registry.py; everything els
 * the **JSON schema** of its state and commands (``schema()``: the query API serves it, the live page
   draws its controls from it, the command API's OpenAPI description lists it),
 * **convergence** with per-key tolerances (``converged``; the twin's ``delta`` uses the same rule),
-* the **facts** that record its settings: the generic ``device.desired_set`` unless a setting names an
-  older, type-specific fact already in journals (thermostat, lock), so a new type needs no edit in
-  events.py,
+* its **settings** (supersede groups), each recorded with the generic ``device.desired_set`` fact, so a
+  new type needs no edit in the event schema (the thermostat's and lock's older facts of their own are
+  read as that fact: ``hearth_shared.device_facts.RETIRED_SETTING_FACTS``),
 * **analytics**: the telemetry keys rolled up (``StateKey.rollup``) and scored (``StateKey.baseline``,
   which is also the default anomaly model's type-level baseline), time-in-state minutes (``durations``)
   and state-entry counts (``counts``).
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON, DesiredStateSet, Event
+from hearth_shared.events import JSON
 
 JsonType = Literal["number", "integer", "string", "boolean"]
 # plan(twin, command, params) -> (setting, desired keys), or raise CommandInvalid (the state rules).
@@ -169,11 +169,12 @@ class Command:
 
 @dataclass(frozen=True)
 class Setting:
-    """A supersede group (a newer accepted command for it supersedes an older one not yet dispatched),
-    and the fact that records its desired keys: ``device.desired_set`` unless a type already had its own."""
+    """A supersede group (a newer accepted command for it supersedes an older one not yet dispatched);
+    ``device.desired_set`` records its desired keys with its name. The names the retired thermostat and
+    lock facts recorded (``target``, ``hvac_mode``, ``lock``) are theirs alone: an automation triggered by
+    a retired fact's name matches the generic fact by that setting (tests/unit/test_retired_facts.py)."""
 
     name: str
-    fact: type[Event] = DesiredStateSet
 
 
 @dataclass(frozen=True)
@@ -207,8 +208,8 @@ SHARED_STATE: tuple[StateKey, ...] = (
     StateKey("firmware_version", Value("string"), description="the firmware the device runs"),
 )
 # Commands every device takes (admin commands: reboot, update_firmware...), declared once here with
-# ``admin=True`` and their own ``plan`` (the same for every type); a setting they name that a type does
-# not declare is recorded with the generic ``device.desired_set``.
+# ``admin=True`` and their own ``plan`` (the same for every type); a setting they name is recorded with
+# its admin fact (``hearth_shared.domain.admin.ADMIN_SETTINGS``) or the generic ``device.desired_set``.
 SHARED_COMMANDS: tuple[Command, ...] = ()
 
 
@@ -253,13 +254,6 @@ class DeviceType:
     def plan_command(self, twin: Twin, command: str, params: JSON) -> tuple[str, JSON]:
         """``(setting, desired keys)`` for validated params: the command's own planner, else the type's."""
         return (self.command(command).plan or self.plan)(twin, command, params)
-
-    def setting_fact(self, setting: str) -> type[Event]:
-        return next((s.fact for s in self.settings if s.name == setting), DesiredStateSet)
-
-    def setting_of(self, fact: type[Event]) -> str:
-        """The setting a type-specific fact records ("" for the generic fact: its payload says)."""
-        return next((s.name for s in self.settings if s.fact is fact and fact is not DesiredStateSet), "")
 
     def matches(self, key: str, desired: Any, reported: JSON) -> bool:
         """Whether the device reports ``key`` at ``desired``, within the key's tolerance."""

@@ -78,11 +78,11 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         return {"quarantine": None}
     if isinstance(event, DeviceCameOnline | DeviceWentOffline):
         return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
-    if isinstance(payload, DesiredSetPayload):  # device.desired_set, thermostat.target_set, ...
+    if isinstance(payload, DesiredSetPayload):  # device.desired_set, device.reboot_requested, ...
         return {
             "desired": {**twin.desired, **payload.desired},
             "commands": _update(
-                twin, str(payload.command_id), setting=_setting(twin, payload, event), desired=payload.desired
+                twin, str(payload.command_id), setting=_setting(payload, event), desired=payload.desired
             ),
         }
     if isinstance(event, CommandRequested):
@@ -114,11 +114,9 @@ def _update(twin: Twin, command_id: str, **changes: Any) -> dict[str, CommandSta
     return {**twin.commands, command_id: msgspec.structs.replace(command, **changes)}
 
 
-def _setting(twin: Twin, payload: DesiredSetPayload, event: Event) -> str:
-    """The setting a desired-state fact records: its payload says (older facts: their type does)."""
-    setting = payload.setting
-    kind = DEVICE_TYPES.get(twin.device_type)
-    if setting:
-        return setting
-    admin_setting = next((name for name, fact in ADMIN_SETTINGS.items() if fact is type(event)), "")
-    return admin_setting or (kind.setting_of(type(event)) if kind else "")
+def _setting(payload: DesiredSetPayload, event: Event) -> str:
+    """The setting a desired-state fact records: its payload says (older admin facts: their type does;
+    the retired thermostat and lock facts get theirs from the upcaster that reads them)."""
+    if payload.setting:
+        return payload.setting
+    return next((name for name, fact in ADMIN_SETTINGS.items() if fact is type(event)), "")

@@ -3,7 +3,8 @@
 Commands ``lock`` {} and ``unlock`` {} desire ``lock_state`` "locked" / "unlocked". A lock refuses to
 lock with its door open (``door_open``), and a jammed lock refuses every command (``device_jammed``)
 until it reports a good state; a jam reported while a command is in flight fails that command.
-Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations) and jams are counted.
+Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations), jams and door opens
+(readings reporting the door open) are counted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON, LockDesiredStateSet
+from hearth_shared.events import JSON
 
 LOCK_STATES = ("locked", "unlocked", "locking", "unlocking", "jammed", "open")
 TARGET_STATE = {"lock": "locked", "unlock": "unlocked"}
@@ -45,7 +46,7 @@ TYPE = DeviceType(
         StateKey("battery_pct", Value("number", 0, 100, unit="%"), rollup=True),
     ),
     commands=(Command("lock", description="Lock (the door must be closed)"), Command("unlock")),
-    settings=(Setting("lock", LockDesiredStateSet),),
+    settings=(Setting("lock"),),
     plan=_plan,
     failure=_failure,
     initial_reported={"lock_state": "locked", "door": "closed"},
@@ -54,5 +55,6 @@ TYPE = DeviceType(
         StateCount("unlocks", "lock_state", ("unlocked",)),
         StateCount("lock_operations", "lock_state", ("locked", "unlocked")),
         StateCount("jams", "lock_state", ("jammed",)),
+        StateCount("door_opens", "door", ("open",)),
     ),
 )

@@ -1,4 +1,5 @@
-"""Every device type Hearth knows. Adding a type: write its module, add one line here.
+"""Every device type Hearth knows. Adding a type: write its module, and name it here (the import and
+``_TYPE_MODULES``).
 
 A command every type shares (an admin command such as ``reboot``) is declared once, in
 ``device_type.SHARED_COMMANDS`` with ``admin=True``; a type lists only its own commands.
@@ -6,28 +7,27 @@ A command every type shares (an admin command such as ``reboot``) is declared on
 
 from __future__ import annotations
 
-import importlib
 import json
+from types import ModuleType
 
-from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateMinutes
+from hearth_shared.domain import light, lock, thermostat
+from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateKey, StateMinutes
 from hearth_shared.events import JSON
 
-# One line per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>.
-_TYPE_MODULES = (
-    "thermostat",
-    "lock",
-    "light",
-)
+# One entry per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>. Imported,
+# not looked up by name, so the import contracts see that the registry sits above every type module.
+_TYPE_MODULES: tuple[ModuleType, ...] = (thermostat, lock, light)
 
 
-def _load(module_name: str) -> DeviceType:
-    kind = importlib.import_module(f"hearth_shared.domain.{module_name}").TYPE
+def _load(module: ModuleType) -> DeviceType:
+    kind = module.TYPE
+    module_name = module.__name__.rpartition(".")[2]
     if not isinstance(kind, DeviceType) or kind.name != module_name:
-        raise TypeError(f"hearth_shared.domain.{module_name}.TYPE must be the DeviceType {module_name!r}")
+        raise TypeError(f"{module.__name__}.TYPE must be the DeviceType {module_name!r}")
     return kind
 
 
-DEVICE_TYPES: dict[str, DeviceType] = {name: _load(name) for name in _TYPE_MODULES}
+DEVICE_TYPES: dict[str, DeviceType] = {kind.name: kind for kind in map(_load, _TYPE_MODULES)}
 
 
 def device_type_names() -> list[str]:
@@ -57,9 +57,20 @@ def commands_description() -> str:
     return "\n".join(lines)
 
 
+def rollup_keys() -> tuple[StateKey, ...]:
+    """The numeric telemetry keys the analytics roll up (``StateKey.rollup``), over every type, each name
+    once (the first type's declaration: its unit labels the analytics' charts)."""
+    keys: dict[str, StateKey] = {}
+    for kind in DEVICE_TYPES.values():
+        for key in kind.state:
+            if key.rollup:
+                keys.setdefault(key.name, key)
+    return tuple(keys.values())
+
+
 def rollup_metrics() -> tuple[str, ...]:
-    """The numeric telemetry keys the analytics roll up, over every type (each once)."""
-    return tuple(dict.fromkeys(k.name for t in DEVICE_TYPES.values() for k in t.state if k.rollup))
+    """The names of ``rollup_keys``."""
+    return tuple(k.name for k in rollup_keys())
 
 
 def state_minutes() -> tuple[StateMinutes, ...]:
@@ -70,6 +81,11 @@ def state_minutes() -> tuple[StateMinutes, ...]:
 def state_counts() -> tuple[StateCount, ...]:
     """The state-count figures the analytics roll up, over every type, in the types' order."""
     return tuple(c for t in DEVICE_TYPES.values() for c in t.counts)
+
+
+def counted_state_keys() -> tuple[str, ...]:
+    """The reported text keys that minutes and counts are figured from, over every type, each once."""
+    return tuple(dict.fromkeys([*(m.key for m in state_minutes()), *(c.key for c in state_counts())]))
 
 
 def scored_metrics(device_type: str) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON, ThermostatHvacModeSet, ThermostatTargetSet
+from hearth_shared.events import JSON
 
 MODES = ("off", "heat", "cool", "heat_cool", "auto")
 ACTIONS = ("off", "idle", "heating", "cooling")
@@ -76,7 +76,7 @@ TYPE = DeviceType(
             label="Set mode",
         ),
     ),
-    settings=(Setting("target", ThermostatTargetSet), Setting("hvac_mode", ThermostatHvacModeSet)),
+    settings=(Setting("target"), Setting("hvac_mode")),
     plan=_plan,
     check=_check,
     initial_reported={"hvac_mode": "off", "hvac_action": "off"},

@@ -2,6 +2,12 @@
 
 A twin is never edited in place: ``evolve`` (evolve.py) folds the device's facts into a new one, so
 replaying the journal rebuilds exactly the same twin.
+
+Data only, at the bottom of the domain: the device types' planners take a ``Twin`` (device_type.py), so
+this module imports no type. What needs a type's rules to read a twin (its ``delta`` under the type's
+tolerances, the view the contract shows) is ``twin_view.py``, above the registry; an import of the
+registry from here would close the cycle twin -> registry -> device_type -> twin (the layers contract in
+pyproject.toml fails on it, also from inside a function).
 """
 
 from __future__ import annotations
@@ -62,42 +68,5 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     # Set by device.quarantined, cleared by device.released: it refuses every non-admin command meanwhile.
     quarantine: Quarantine | None = None
 
-    @property
-    def delta(self) -> JSON:
-        """The desired keys the device has not reported (yet), within its type's tolerances (the same
-        rule that converges a command)."""
-        from hearth_shared.domain.registry import reported_matches  # the registry imports this module
-
-        return {
-            key: value
-            for key, value in self.desired.items()
-            if not reported_matches(self.device_type, key, value, self.reported)
-        }
-
 
 FINISHED_KEPT = 16
-
-
-def twin_view(twin: Twin) -> JSON:
-    """The twin as the public contract shows it (JSON-ready)."""
-    return {
-        "device_id": twin.device_id,
-        "home_id": twin.home_id,
-        "type": twin.device_type,
-        "name": twin.name,
-        "desired": dict(twin.desired),
-        "reported": dict(twin.reported),
-        "delta": twin.delta,
-        "version": twin.version,
-        "connectivity": {
-            "online": twin.online,
-            "last_seen": twin.last_seen.isoformat() if twin.last_seen else None,
-        },
-        "firmware_version": twin.reported.get("firmware_version"),
-        "updated_at": twin.updated_at.isoformat(),
-        "quarantine": (
-            {"reason": twin.quarantine.reason, "since": twin.quarantine.since.isoformat()}
-            if twin.quarantine
-            else None
-        ),
-    }

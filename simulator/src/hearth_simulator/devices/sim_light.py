@@ -14,13 +14,10 @@ until it is replaced ``replace_s`` later; ``slow_transition``, the share of bulb
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 from hearth_shared.domain import light as light_type
+from hearth_simulator.options import FleetOptions
 from hearth_simulator.sim_device import JSON, SimDevice
-
-if TYPE_CHECKING:
-    from hearth_simulator.fleet import FleetOptions
 
 REPORT_EVERY_S = 1.0  # during a transition
 

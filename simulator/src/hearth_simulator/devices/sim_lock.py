@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
 
 from hearth_shared.domain import lock as lock_type
+from hearth_simulator.options import FleetOptions
 from hearth_simulator.sim_device import JSON, SimDevice
-
-if TYPE_CHECKING:
-    from hearth_simulator.fleet import FleetOptions
 
 
 class SimLock(SimDevice):

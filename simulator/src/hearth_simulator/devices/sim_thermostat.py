@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
 
 from hearth_shared.domain import thermostat as thermostat_type
+from hearth_simulator.options import FleetOptions
 from hearth_simulator.sim_device import DAY_S, JSON, SimDevice
-
-if TYPE_CHECKING:
-    from hearth_simulator.fleet import FleetOptions
 
 
 class SimThermostat(SimDevice):
@@ -86,6 +83,10 @@ class SimThermostat(SimDevice):
             outside_swing_c=rng.uniform(3.0, 7.0),
             drift_c_per_h=_drift_c_per_h(options, rng) if drifting else 0.0,
         )
+
+    def drift(self, per_h: float) -> None:
+        """A drifting firmware: the reading drifts ``per_h`` °C an hour from now on (0.0: no more)."""
+        self.drift_c_per_s = per_h / 3600.0
 
     @property
     def readings(self) -> JSON:

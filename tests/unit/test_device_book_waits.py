@@ -1,4 +1,4 @@
-"""The command API's ``?wait=``: ``RegistryView.wait_for`` wakes a waiter once, when a fact reaches the
+"""The command API's ``?wait=``: ``DeviceBook.wait_for`` wakes a waiter once, when a fact reaches the
 status it waits for (or a terminal one), not at every step of the command's lifecycle; a timeout
 answers the status so far; nothing is left behind in the view (pure, in memory: no broker)."""
 
@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from hearth_command_api.registry import RegistryView
+from hearth_command_api.device_book import DeviceBook
 from hearth_shared.events import (
     CommandAccepted,
     CommandAcknowledged,
@@ -47,8 +47,8 @@ def _fact(kind: type[Event], command_id: uuid.UUID, version: int) -> Event:
     )
 
 
-def _view(command_id: uuid.UUID) -> RegistryView:
-    view = RegistryView()
+def _view(command_id: uuid.UUID) -> DeviceBook:
+    view = DeviceBook()
     view.remember_device(DEVICE, "h1", "thermostat")
     view.remember_command(command_id, DEVICE, b"print", utcnow() + timedelta(seconds=30))
     return view

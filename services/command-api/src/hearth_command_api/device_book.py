@@ -1,5 +1,6 @@
-"""The command API's small view of the journal: which devices exist (for auth and existence checks)
-and where each command is in its lifecycle (for idempotent retries and ``?wait=``).
+"""The command API's device book: its small view of the journal, which devices exist (for auth and
+existence checks) and where each command is in its lifecycle (for idempotent retries and ``?wait=``).
+Not ``hearth_shared.domain.registry`` (the device types): this one is a fold of facts.
 
 It is a fold of the journal, fed by a ``TopicFollower`` (wired in ``app.make_app``); queries never touch
 Kafka. A record it cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.storable`` says
@@ -9,7 +10,7 @@ follows the journal past it (the read-model projector dead-letters it).
 Invariants:
 
 * **It restarts from a snapshot.** ``snapshot()`` / ``restore()`` save and restore the devices and the
-  commands as a versioned msgpack struct (``RegistrySnapshotV1``) that this module owns and keeps
+  commands as a versioned msgpack struct (``DeviceBookSnapshotV1``) that this module owns and keeps
   readable: with a retention window set, a snapshot may be all that is left of a device's registration.
   Every command-API process folds the same journal alike, so they share one snapshot name. The ``?wait=``
   waiters are not state: they are never saved, and a restore happens before the API serves.
@@ -134,16 +135,16 @@ class CommandRecord(msgspec.Struct, array_like=True, frozen=True):
     finished_at: datetime | None
 
 
-class RegistrySnapshotV1(msgspec.Struct, kw_only=True):
+class DeviceBookSnapshotV1(msgspec.Struct, kw_only=True):
     format: int
     devices: list[DeviceRecord]
     commands: list[CommandRecord]
 
 
-_CODEC = SnapshotCodec("registry", RegistrySnapshotV1, SNAPSHOT_FORMAT)
+_CODEC = SnapshotCodec("device book", DeviceBookSnapshotV1, SNAPSHOT_FORMAT)
 
 
-class RegistryView:
+class DeviceBook:
     """Devices and command statuses, applied fact by fact. Pure in-memory; fed by a ``TopicFollower``
     (``on_journal_record``, ``after_poll``) and saved by its snapshots (``snapshot``, ``restore``)."""
 
@@ -180,7 +181,7 @@ class RegistryView:
             event = decode_fact(value)
         except MalformedRecord as error:
             self.skipped += 1
-            log.warning("registry view skips %s[%d]@%d: %s", topic, partition, offset, error)
+            log.warning("book view skips %s[%d]@%d: %s", topic, partition, offset, error)
             return
         self.apply(event)
 
@@ -287,7 +288,7 @@ class RegistryView:
     def snapshot(self) -> bytes:
         """The devices and commands (not the waiters) in snapshot format 1."""
         return _CODEC.encode(
-            RegistrySnapshotV1(
+            DeviceBookSnapshotV1(
                 format=SNAPSHOT_FORMAT,
                 devices=[
                     DeviceRecord(device_id, d.home_id, d.device_type, d.simulated)

@@ -1,4 +1,4 @@
-"""The command API's registry view as a fold that restarts from a snapshot and forgets finished commands
+"""The command API's device book as a fold that restarts from a snapshot and forgets finished commands
 (pure, in memory: no broker; the device actor is played by the domain's own ``decide``/``stamp``/
 ``evolve``, so the facts are the ones it records).
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from hearth_command_api.registry import (
+from hearth_command_api.device_book import (
     CommandEntry,
-    RegistryView,
+    DeviceBook,
     fingerprint,
     keyed_command_id,
     unversioned_command_id,
@@ -98,20 +98,20 @@ class PlayedDevice:
         )
 
 
-def view_at(clock: FakeClock) -> RegistryView:
-    return RegistryView(
+def view_at(clock: FakeClock) -> DeviceBook:
+    return DeviceBook(
         window_s=WINDOW.total_seconds(), longest_deadline_s=DEADLINE.total_seconds(), clock=clock
     )
 
 
-async def fold(view: RegistryView, facts: list[Event]) -> None:
+async def fold(view: DeviceBook, facts: list[Event]) -> None:
     """The facts as the follower hands them over: encoded records, then ``after_poll``."""
     for offset, fact in enumerate(facts):
         await view.on_journal_record("journal", 0, offset, encode(fact))
     await view.after_poll()
 
 
-def state(view: RegistryView) -> tuple[dict[str, Any], dict[uuid.UUID, tuple[Any, ...]]]:
+def state(view: DeviceBook) -> tuple[dict[str, Any], dict[uuid.UUID, tuple[Any, ...]]]:
     """What the view knows, waiters aside."""
     commands = {
         command_id: (c.device_id, c.fingerprint, c.status, c.expires_at, c.finished_at)
@@ -210,8 +210,8 @@ FORMAT_1 = bytes.fromhex(
 )
 
 
-def format_1_view() -> RegistryView:
-    view = RegistryView()
+def format_1_view() -> DeviceBook:
+    view = DeviceBook()
     view.remember_device("kitchen-1", "h1", "thermostat")
     view.remember_device("lock-7", "h2", "lock", simulated=True)
     done = view.remember_command(
@@ -229,7 +229,7 @@ def format_1_view() -> RegistryView:
 
 
 def test_a_format_1_snapshot_still_restores() -> None:
-    restored = RegistryView()
+    restored = DeviceBook()
     restored.restore(FORMAT_1)
     assert state(restored) == state(format_1_view())
     assert restored.devices["lock-7"].simulated is True

@@ -25,7 +25,7 @@ from hearth_shared.auth import create_token
 from hearth_shared.settings import StackSettings
 
 if TYPE_CHECKING:
-    from hearth_read_models.rebuild import ReplayProgress
+    from hearth_read_models.rebuild.run import ReplayProgress
 
 app = typer.Typer(
     help="Hearth: run, simulate, benchmark and operate the smart-home platform.", no_args_is_help=True
@@ -135,8 +135,8 @@ def rebuild(
     """Replay the journal (or, --from-archive, its archive table and then the journal beyond it) into
     fresh read models, check them and swap them in; the live projector and the query API keep serving
     meanwhile (settings from HEARTH_* variables, as the services)."""
-    from hearth_read_models.rebuild import RebuildFailed
-    from hearth_read_models.rebuild import rebuild as run_rebuild
+    from hearth_read_models.rebuild.run import RebuildFailed
+    from hearth_read_models.rebuild.run import rebuild as run_rebuild
     from hearth_read_models.settings import ReadModelSettings
 
     archive = table_path(table, home) if from_archive else None
@@ -177,7 +177,7 @@ def verify(
 ) -> None:
     """Replay the journal into a scratch schema up to the live offsets and compare every table with the
     live views; exits 1 if any row differs (the scratch schema is dropped either way)."""
-    from hearth_read_models.rebuild import verify as run_verify
+    from hearth_read_models.rebuild.run import verify as run_verify
     from hearth_read_models.settings import ReadModelSettings
 
     progress, on_progress = _replay_progress("verify")

@@ -3,7 +3,7 @@
 Temporary servers come from ``bench_stack``. The journal is filled first with realistic facts
 (``JournalFacts``: devices registered, then mostly telemetry, now and then a command run to convergence,
 an anomaly, a connectivity blip). The floor is a raw read of that same journal (``raw_consume_rate``) with
-the projector's consumer settings, in the same run. Then ``hearth_read_models.rebuild.rebuild`` replays it
+the projector's consumer settings, in the same run. Then ``hearth_read_models.rebuild.run.rebuild`` replays it
 into a fresh schema, checks it and swaps it in, as `hearth rebuild` does; throughput is events / replay
 time (first fetch to last commit and the history index build; checks and swap excluded). The result also
 tells each part's CPU while the rebuild ran (the rebuild's processes, PostgreSQL, Kafka, everything else).
@@ -38,8 +38,8 @@ from rich.progress import (
 from hearth.bench.options import option
 from hearth.bench.results import ratio_rows
 from hearth.bench.stack import BenchStack, bench_stack, raw_consume_rate
-from hearth_read_models.rebuild import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
-from hearth_read_models.service import make_consumer
+from hearth_read_models.projection.app import make_consumer
+from hearth_read_models.rebuild.run import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.credentials import hash_secret
 from hearth_shared.events import (

@@ -30,9 +30,16 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_read_models.journal_source import JournalSource, Offsets, Record, Records, RecordSource
-from hearth_read_models.projection import Projection, RollupRow, TwinRow, command_ids, rollup_row, twin_row
-from hearth_read_models.view_store import Batch, ViewStore
+from hearth_read_models.projection.journal_source import JournalSource, Offsets, Record, Records, RecordSource
+from hearth_read_models.projection.rules import (
+    Projection,
+    RollupRow,
+    TwinRow,
+    command_ids,
+    rollup_row,
+    twin_row,
+)
+from hearth_read_models.projection.view_store import Batch, ViewStore
 from hearth_shared.domain import Twin
 from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord
 from hearth_shared.kafka import DeadLetters

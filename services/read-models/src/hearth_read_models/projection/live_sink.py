@@ -24,13 +24,13 @@ import msgspec
 import psycopg
 from redis.asyncio import Redis
 
-from hearth_read_models.db import swap_lock
-from hearth_read_models.journal_source import Records
-from hearth_read_models.live_channels import CHANGE, change_message, home_channel, twin_key
-from hearth_read_models.projection import Projection
-from hearth_read_models.projector import Projector
-from hearth_read_models.view_meta import read_generation
-from hearth_read_models.view_store import Batch
+from hearth_read_models.projection.journal_source import Records
+from hearth_read_models.projection.projector import Projector
+from hearth_read_models.projection.rules import Projection
+from hearth_read_models.projection.view_meta import read_generation
+from hearth_read_models.projection.view_store import Batch
+from hearth_read_models.store.db import swap_lock
+from hearth_read_models.store.live_channels import CHANGE, change_message, home_channel, twin_key
 from hearth_shared.events import MalformedRecord
 
 log = logging.getLogger(__name__)

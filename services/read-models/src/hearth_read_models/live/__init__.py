@@ -1,0 +1,1 @@
+"""The read models' live: see the package's docstring."""

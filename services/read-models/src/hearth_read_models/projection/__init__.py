@@ -1,0 +1,1 @@
+"""The read models' projection: see the package's docstring."""

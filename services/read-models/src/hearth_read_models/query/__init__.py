@@ -1,0 +1,1 @@
+"""The read models' query: see the package's docstring."""

@@ -1,0 +1,1 @@
+"""The read models' rebuild: see the package's docstring."""

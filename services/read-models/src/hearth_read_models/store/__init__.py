@@ -1,0 +1,1 @@
+"""The read models' store: see the package's docstring."""

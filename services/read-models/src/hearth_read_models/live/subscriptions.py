@@ -1,6 +1,6 @@
 """``WS /v1/subscribe`` (a home's or some devices' twins, then every change, live): the endpoint, which
 authenticates, reads the subscribe message, scopes it, and runs a ``Feed`` (subscription_feed.py) fed by
-the process's ``Hub`` (subscription_hub.py); and the live page (live_page.py).
+the process's ``Hub`` (subscription_hub.py); and the live page (page.py).
 
 Close codes: 4400 bad subscribe message (hearth_read_models.live.subscribe_message), 4401 no or bad token,
 4403 a home the token may not see, 4408 too slow (its queue overflowed, or it did not answer a ping:
@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 import msgspec
 from fastapi import APIRouter, FastAPI, HTTPException, WebSocket, WebSocketDisconnect
 
-from hearth_read_models.live import page as live_page
+from hearth_read_models.live import page
 from hearth_read_models.live.subscribe_message import (
     BAD_REQUEST,
     FEED_LOST,
@@ -57,7 +57,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 router = APIRouter(lifespan=_lifespan)
-router.include_router(live_page.router)
+router.include_router(page.router)
 
 
 @router.websocket("/v1/subscribe")

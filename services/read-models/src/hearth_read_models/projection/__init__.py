@@ -1,1 +1,2 @@
-"""The read models' projection: see the package's docstring."""
+"""The live projector: the journal into the views and the Redis cache, exactly once into PostgreSQL (the
+package's docstring says what each folder may import)."""

@@ -5,7 +5,7 @@ At least once into Redis, made harmless: the twin cache and the per-home change 
 one MULTI before the PostgreSQL commit; a crash between the two replays the batch, which sets the same
 twins again and publishes changes whose versions subscribers have seen (they drop them).
 
-Generations: a rebuild builds a new schema and swaps it in (swap.py) while this projector runs. The
+Generations: a rebuild builds a new schema and swaps it in (rebuild/swap.py) while this projector runs. The
 live projector takes the swap's advisory lock first in every batch transaction and then reads the
 schema's ``meta.generation``; when it is not the one it started from, the batch is dropped and the
 projector reloads its positions (and empties its caches) from the schema that is live now.

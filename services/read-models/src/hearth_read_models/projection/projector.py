@@ -1,6 +1,6 @@
 """The projection core: reads the journal (and the rollups topic) in batches, decodes and folds each batch
 into in-memory caches of twins and commands, and has a ``Sink`` commit it; the live projector and a
-rebuild's replay are this one class with a different sink (live_sink.py, replay_sink.py).
+rebuild's replay are this one class with a different sink (live_sink.py, rebuild/replay_sink.py).
 
 Exactly once into PostgreSQL: a batch's rows and the consumed offsets are written in one transaction
 (view_store.py), and a (re)start seeks to the offsets stored. The sink decides what surrounds that

@@ -1,1 +1,2 @@
-"""The read models' query: see the package's docstring."""
+"""The query API: HTTP reads of the views, never the write path (the package's docstring says what each
+folder may import)."""

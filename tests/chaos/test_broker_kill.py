@@ -43,7 +43,7 @@ from hearth_devstack.local import Services
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port
 from hearth_devstack.redis import RedisServer
-from hearth_read_models.rebuild import verify
+from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.events import TERMINAL_STATUSES, decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions

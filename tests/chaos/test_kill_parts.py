@@ -32,9 +32,9 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack
-from hearth_read_models.db import connect
-from hearth_read_models.rebuild import verify
+from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.store.db import connect
 from hearth_shared.auth import create_token
 from hearth_shared.events import TERMINAL_STATUSES, CommandRequested, decode_event
 from hearth_shared.kafka import topic_partitions

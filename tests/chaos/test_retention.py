@@ -36,7 +36,7 @@ from hearth_analytics.archive_table import journal_ranges
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack
-from hearth_read_models.rebuild import RebuildFailed, rebuild, verify
+from hearth_read_models.rebuild.run import RebuildFailed, rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token, token_id
 from hearth_shared.kafka import topic_partitions

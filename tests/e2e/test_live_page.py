@@ -19,9 +19,9 @@ from redis.asyncio import Redis
 
 from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
-from hearth_read_models.db import libpq_dsn
-from hearth_read_models.rebuild import rebuild
+from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.store.db import libpq_dsn
 from hearth_shared.auth import create_token
 from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink

@@ -19,7 +19,7 @@ from hearth.cli import app
 from hearth_analytics.archive import start_archive
 from hearth_analytics.automation_backtest import automations_from_home_journal, spark_backtest
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_read_models.backtest_views import read_stretch
+from hearth_read_models.query.backtest_views import read_stretch
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, Trigger
 from hearth_shared.domain.automation_replay import BacktestResult, backtest, replayed
 from hearth_shared.settings import StackSettings

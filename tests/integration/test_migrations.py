@@ -1,4 +1,4 @@
-"""The migrations build exactly the tables the code defines (``hearth_read_models.tables``).
+"""The migrations build exactly the tables the code defines (``hearth_read_models.store.tables``).
 
 Two ways a schema reaches the newest migration: from nothing, through every frozen migration in turn; and
 from a schema made before 0001 was frozen (when 0001 created the then current tables, modelled here by
@@ -18,8 +18,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from hearth_devstack.postgres import PostgresServer
-from hearth_read_models.db import MIGRATIONS, migrate, sync_engine
-from hearth_read_models.tables import metadata
+from hearth_read_models.store.db import MIGRATIONS, migrate, sync_engine
+from hearth_read_models.store.tables import metadata
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth_read_models import projector as projector_module
-from hearth_read_models.rebuild import rebuild
+from hearth_read_models.projection import projector as projector_module
+from hearth_read_models.rebuild.run import rebuild
 from hearth_shared.events import (
     CommandRejected,
     CommandRejectedPayload,

@@ -23,12 +23,12 @@ from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
 from hearth_devstack.journal_facts import JournalFacts, fill_journal
-from hearth_read_models.db import libpq_dsn, migrate
-from hearth_read_models.journal_source import Batching, JournalSource
-from hearth_read_models.live_sink import LiveSink
-from hearth_read_models.projector import Projector
-from hearth_read_models.service import make_consumer
-from hearth_read_models.view_store import ViewStore
+from hearth_read_models.projection.app import make_consumer
+from hearth_read_models.projection.journal_source import Batching, JournalSource
+from hearth_read_models.projection.live_sink import LiveSink
+from hearth_read_models.projection.projector import Projector
+from hearth_read_models.projection.view_store import ViewStore
+from hearth_read_models.store.db import libpq_dsn, migrate
 from hearth_shared.domain import evolve, twin_view
 from hearth_shared.events import (
     AnomalyDetected,

@@ -18,8 +18,8 @@ import pytest
 from redis.asyncio import Redis
 
 from hearth_devstack.journal_facts import JournalFacts, fill_journal
-from hearth_read_models.api import make_app
-from hearth_read_models.rebuild import rebuild, verify
+from hearth_read_models.query.app import make_app
+from hearth_read_models.rebuild.run import rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token
 from hearth_shared.events import Event

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from hearth.cli import app
 from hearth_analytics.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_read_models.db import connect
-from hearth_read_models.rebuild import COMPARED, rebuild
+from hearth_read_models.rebuild.run import COMPARED, rebuild
+from hearth_read_models.rebuild.table_diff import compare_table
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.table_diff import compare_table
+from hearth_read_models.store.db import connect
 from hearth_shared.settings import StackSettings
 from tests.archive_support import POISON, facts_across_days, plant_gap_and_duplicate, produce
 from tests.integration.test_projector import query

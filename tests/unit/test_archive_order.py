@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_read_models.archive_order import ArchiveOutOfOrder, OffsetOrder, Run, split_runs
+from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder, OffsetOrder, Run, split_runs
 
 pytestmark = pytest.mark.unit
 

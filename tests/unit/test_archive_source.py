@@ -12,9 +12,14 @@ import pytest
 from aiokafka import TopicPartition
 
 from hearth_analytics.archive_compact import compact_archive
-from hearth_read_models.archive_order import ArchiveOutOfOrder
-from hearth_read_models.archive_source import ArchiveSnapshot, ArchiveSource, snapshot_archive, uncovered
-from hearth_read_models.journal_source import Batching
+from hearth_read_models.projection.journal_source import Batching
+from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder
+from hearth_read_models.rebuild.archive_source import (
+    ArchiveSnapshot,
+    ArchiveSource,
+    snapshot_archive,
+    uncovered,
+)
 from tests.archive_support import write_table_by_hand
 
 pytestmark = pytest.mark.unit

@@ -1,11 +1,11 @@
 """The messages the projector and a rebuild publish are what the query side's hub and feed read: one
-shape, declared in ``hearth_read_models.live_channels``."""
+shape, declared in ``hearth_read_models.store.live_channels``."""
 
 from __future__ import annotations
 
 import msgspec
 
-from hearth_read_models.live_channels import (
+from hearth_read_models.store.live_channels import (
     CHANGE,
     SNAPSHOT,
     change_message,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_read_models.live_page import STATIC
+from hearth_read_models.live.page import STATIC
 from hearth_shared.domain import CommandInvalid, device_type_names
 from hearth_shared.domain.admin import ADMIN_COMMANDS, admin_command_schemas, validate_admin
 

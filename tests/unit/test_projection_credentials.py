@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hearth_read_models.projection import REDACTED, Projection
+from hearth_read_models.projection.rules import REDACTED, Projection
 from hearth_shared.credentials import hash_secret, new_secret
 from hearth_shared.events import (
     CredentialsIssuedPayload,

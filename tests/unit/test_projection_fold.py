@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from hearth_devstack.journal_facts import JournalFacts
-from hearth_read_models.projection import Projection
+from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, evolve
 from hearth_shared.events import (
     AnomalyDetected,

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hearth_read_models.projection import Projection
+from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import CommandState, Twin, evolve
 from hearth_shared.domain.automation import Trigger, fact_names, fact_triggers
 from hearth_shared.domain.registry import DEVICE_TYPES

@@ -154,10 +154,10 @@ def _same_report(from_kafka: pd.DataFrame, from_archive: pd.DataFrame) -> None:
 
 def rebuild_figures(stack: BenchStack, table: Path, facts: int) -> dict[str, Any]:
     """The read models rebuilt from the journal and from the archive: events/s each, views equal."""
-    from hearth_read_models.db import connect
-    from hearth_read_models.rebuild import COMPARED
+    from hearth_read_models.rebuild.run import COMPARED
+    from hearth_read_models.rebuild.table_diff import compare_table
     from hearth_read_models.settings import ReadModelSettings
-    from hearth_read_models.table_diff import compare_table
+    from hearth_read_models.store.db import connect
 
     prefix = stack.settings.topic_prefix
     journal = ReadModelSettings(stack=stack.settings, schema_name=f"{prefix}_journal")

@@ -96,7 +96,7 @@ def backtest_rates(
     settings: StackSettings, work: Path, found: list[Automation], facts: int, *, spark: bool
 ) -> dict[str, Any]:
     """The query API's reader over one home's stretch, and the Spark job over every automation."""
-    from hearth_read_models.backtest_views import read_stretch
+    from hearth_read_models.query.backtest_views import read_stretch
     from hearth_shared.domain.automation_replay import backtest, replayed
     from hearth_shared.home_view import DEFAULT_TIMEZONE
 

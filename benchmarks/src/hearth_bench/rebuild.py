@@ -4,9 +4,9 @@ Temporary servers come from ``bench_stack``. The journal is filled first with re
 (``hearth_devstack.journal_facts``: devices registered, then mostly telemetry, now and then a command run to
 convergence, an anomaly, a connectivity blip). The floor is a raw read of that same journal
 (``raw_consume_rate``) with the projector's consumer settings, in the same run. Then
-``hearth_read_models.rebuild.rebuild`` replays it into a fresh schema, checks it and swaps it in, as `hearth
-rebuild` does; throughput is events / replay time (first fetch to last commit and the history index build;
-checks and swap excluded). The result also tells each part's CPU while the rebuild ran (the rebuild's
+``hearth_read_models.rebuild.run.rebuild`` replays it into a fresh schema, checks it and swaps it in, as
+`hearth rebuild` does; throughput is events / replay time (first fetch to last commit and the history
+index build; checks and swap excluded). The result also tells each part's CPU while the rebuild ran (the rebuild's
 processes, PostgreSQL, Kafka, everything else).
 """
 
@@ -36,8 +36,8 @@ from hearth_bench.options import option
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_devstack.journal_facts import JournalFacts, fill_journal
-from hearth_read_models.rebuild import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
-from hearth_read_models.service import make_consumer
+from hearth_read_models.projection.app import make_consumer
+from hearth_read_models.rebuild.run import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.kafka import ensure_topics
 from hearth_shared.settings import StackSettings

@@ -29,7 +29,7 @@ from hearth.stack_dir import DEFAULT_HOME, Home
 from hearth.token_cli import token_app
 
 if TYPE_CHECKING:
-    from hearth_read_models.rebuild import ReplayProgress
+    from hearth_read_models.rebuild.run import ReplayProgress
 
 app = typer.Typer(
     help="Hearth: run, simulate, benchmark and operate the smart-home platform.", no_args_is_help=True
@@ -97,8 +97,8 @@ def rebuild(
     """Replay the journal (or, --from-archive, its archive table and then the journal beyond it) into
     fresh read models, check them and swap them in; the live projector and the query API keep serving
     meanwhile (settings from HEARTH_* variables, as the services)."""
-    from hearth_read_models.rebuild import RebuildFailed
-    from hearth_read_models.rebuild import rebuild as run_rebuild
+    from hearth_read_models.rebuild.run import RebuildFailed
+    from hearth_read_models.rebuild.run import rebuild as run_rebuild
     from hearth_read_models.settings import ReadModelSettings
 
     archive = table_path(table, home) if from_archive else None
@@ -146,8 +146,8 @@ def verify(
     scratch schema up to the live offsets and compare every table with the live views; exits 1 if any
     row differs, or if what it would replay is not the whole history (the scratch schema is dropped
     either way)."""
-    from hearth_read_models.rebuild import RebuildFailed
-    from hearth_read_models.rebuild import verify as run_verify
+    from hearth_read_models.rebuild.run import RebuildFailed
+    from hearth_read_models.rebuild.run import verify as run_verify
     from hearth_read_models.settings import ReadModelSettings
 
     archive = table_path(table, home) if from_archive else None

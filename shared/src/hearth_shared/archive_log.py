@@ -12,7 +12,7 @@ Spark's ``MetadataLogFileIndex`` reads): a Parquet file under the table that no 
 output of a micro-batch that was killed before it committed, or a file compaction replaced, and must not
 be read. Hence ``committed_files`` rather than a directory listing, everywhere: the analytics and the
 ``hearth archive`` commands (``hearth_analytics.archive_table``) and ``hearth rebuild --from-archive``
-(``hearth_read_models.archive_source``) read the table through it. (Spark 4.3's file sink no longer
+(``hearth_read_models.rebuild.archive_source``) read the table through it. (Spark 4.3's file sink no longer
 writes or honours ``"action": "delete"``; an entry with it is taken as a removal here, which no writer
 of this project produces.)
 

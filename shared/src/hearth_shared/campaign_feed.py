@@ -1,6 +1,6 @@
 """The APIs' view of the firmware campaigns: the campaigns topic folded (``CampaignBook``, the same fold
 the driver uses), and a campaign as ``GET /v1/campaigns[/{id}]`` shows it. The command API (its campaign
-routes) and the query API (the live page's campaign panel, hearth_read_models.campaign_views) both fold
+routes) and the query API (the live page's campaign panel, hearth_read_models.query.campaign_views) both fold
 it with this one class, so both show a campaign alike.
 
 Followed with ``TopicFollower`` and restarted from a snapshot (``SnapshotPolicy`` named

@@ -11,20 +11,20 @@ USAGE = "usage: python -m hearth_read_models projector|api|migrate|init"
 def main() -> None:
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "projector":
-        from hearth_read_models.service import main as projector
+        from hearth_read_models.projection.app import main as projector
 
         projector()
     elif what == "api":
         import uvicorn
 
-        from hearth_read_models import subscribe_message, ws_protocol
-        from hearth_read_models.api import make_app
+        from hearth_read_models.live import subscribe_message, ws_protocol
+        from hearth_read_models.query.app import make_app
         from hearth_read_models.settings import ReadModelSettings
 
         settings = ReadModelSettings()
         uvicorn.run(
             # one process: the app itself; several: each worker builds it (from the same environment)
-            make_app(settings) if settings.api_workers == 1 else "hearth_read_models.api:make_app",
+            make_app(settings) if settings.api_workers == 1 else "hearth_read_models.query.app:make_app",
             factory=settings.api_workers > 1,
             workers=settings.api_workers,
             host=settings.host,
@@ -41,8 +41,8 @@ def main() -> None:
     elif what in ("migrate", "init"):
         import asyncio
 
-        from hearth_read_models.db import migrate
         from hearth_read_models.settings import ReadModelSettings
+        from hearth_read_models.store.db import migrate
         from hearth_shared.kafka import ensure_topics
 
         settings = ReadModelSettings()

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import psycopg
 from psycopg import sql
 
-from hearth_read_models.view_store import Batch
+from hearth_read_models.projection.view_store import Batch
 
 LOW60 = "('x' || right(replace({}::text, '-', ''), 15))::bit(60)::bigint"  # a UUID's last 60 bits
 DIGEST = "('x' || left(md5({}), 16))::bit(64)::bigint"  # md5's first 64 bits, signed

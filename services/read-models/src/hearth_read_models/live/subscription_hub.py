@@ -23,8 +23,8 @@ import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from hearth_read_models.live_channels import CHANGE, SNAPSHOT, decode_published, home_channel
-from hearth_read_models.subscribe_message import FEED_LOST, GOING_AWAY, TOO_SLOW
+from hearth_read_models.live.subscribe_message import FEED_LOST, GOING_AWAY, TOO_SLOW
+from hearth_read_models.store.live_channels import CHANGE, SNAPSHOT, decode_published, home_channel
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ A share (k, n) is the journal's partitions p with p % n == k: a rebuild's replay
 processes; a device's facts are all in one partition, so each share's twins, commands and alerts are its
 own. Rollups are read only by a source that is given their topic.
 
-``RecordSource`` is what a projector needs of a source; the other one is ``archive_source.ArchiveSource``
-(a rebuild from the journal's archive).
+``RecordSource`` is what a projector needs of a source; the other one is
+``rebuild.archive_source.ArchiveSource`` (a rebuild from the journal's archive).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ import msgspec
 from fastapi import APIRouter, Path, Query, Request
 from sqlalchemy import select
 
-from hearth_read_models import tables as t
-from hearth_read_models.query_params import HomeIdFilter
+from hearth_read_models.query.query_params import HomeIdFilter
+from hearth_read_models.store import tables as t
 from hearth_shared.home_view import DELIVERIES_KEPT, RUNS_KEPT, Delivery, HomesView
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses, unprocessable

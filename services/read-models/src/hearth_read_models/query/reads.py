@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import tables as t
-from hearth_read_models.live_channels import twin_key
+from hearth_read_models.store import tables as t
+from hearth_read_models.store.live_channels import twin_key
 from hearth_shared.auth import Principal
 from hearth_shared.http import not_found
 

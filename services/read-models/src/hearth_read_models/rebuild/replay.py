@@ -26,17 +26,17 @@ from dataclasses import dataclass
 import psycopg
 from aiokafka import TopicPartition
 
-from hearth_read_models.archive_order import ArchiveOutOfOrder
-from hearth_read_models.archive_source import ArchiveSnapshot, ArchiveSource, uncovered
-from hearth_read_models.checksums import TableCheck, Tally, check_tables
-from hearth_read_models.db import check_schema, connect, migrate
-from hearth_read_models.journal_source import Batching, JournalSource, Offsets
-from hearth_read_models.projector import Projector
-from hearth_read_models.replay_shares import RebuildFailed, ReplayShare, replay_projector
-from hearth_read_models.service import make_consumer
+from hearth_read_models.projection.app import make_consumer
+from hearth_read_models.projection.journal_source import Batching, JournalSource, Offsets
+from hearth_read_models.projection.projector import Projector
+from hearth_read_models.projection.view_meta import read_offsets
+from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder
+from hearth_read_models.rebuild.archive_source import ArchiveSnapshot, ArchiveSource, uncovered
+from hearth_read_models.rebuild.checksums import TableCheck, Tally, check_tables
+from hearth_read_models.rebuild.replay_shares import RebuildFailed, ReplayShare, replay_projector
+from hearth_read_models.rebuild.swap import drop_schema
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.swap import drop_schema
-from hearth_read_models.view_meta import read_offsets
+from hearth_read_models.store.db import check_schema, connect, migrate
 
 # Processes sharing the bulk of a replay by journal partition: the fold is pure Python (one core per
 # process), and PostgreSQL and the broker take their share of the cores too.

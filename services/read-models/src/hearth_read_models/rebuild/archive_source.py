@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from hearth_read_models.archive_order import ArchiveOutOfOrder, OffsetOrder, Run
-from hearth_read_models.journal_source import Batching, Offsets, Record, Records
+from hearth_read_models.projection.journal_source import Batching, Offsets, Record, Records
+from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder, OffsetOrder, Run
 from hearth_shared.archive_log import committed_files
 
 PARTITION, OFFSET, VALUE = "kafka_partition", "kafka_offset", "value"

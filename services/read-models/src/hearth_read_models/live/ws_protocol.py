@@ -19,9 +19,9 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from hearth_read_models.subscribe_message import TOO_SLOW
+from hearth_read_models.live.subscribe_message import TOO_SLOW
 
-PATH = "hearth_read_models.ws_protocol:SlowClientClosingProtocol"  # uvicorn's ``ws=``
+PATH = "hearth_read_models.live.ws_protocol:SlowClientClosingProtocol"  # uvicorn's ``ws=``
 
 
 class SlowClientClosingProtocol(WebSocketsSansIOProtocol):

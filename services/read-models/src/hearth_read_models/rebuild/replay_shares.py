@@ -16,14 +16,14 @@ from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_read_models.archive_source import ArchiveSnapshot, ArchiveSource
-from hearth_read_models.checksums import Tally
-from hearth_read_models.journal_source import Batching, JournalSource, Offsets, RecordSource
-from hearth_read_models.projector import Projector
-from hearth_read_models.replay_sink import ReplaySink
-from hearth_read_models.service import make_consumer
+from hearth_read_models.projection.app import make_consumer
+from hearth_read_models.projection.journal_source import Batching, JournalSource, Offsets, RecordSource
+from hearth_read_models.projection.projector import Projector
+from hearth_read_models.projection.view_store import Batch, ViewStore
+from hearth_read_models.rebuild.archive_source import ArchiveSnapshot, ArchiveSource
+from hearth_read_models.rebuild.checksums import Tally
+from hearth_read_models.rebuild.replay_sink import ReplaySink
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.view_store import Batch, ViewStore
 
 REPLAY_WAIT_MS = 200  # a replay's fetch waits this long for records (it reads a backlog)
 

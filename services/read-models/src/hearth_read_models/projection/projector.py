@@ -1,6 +1,6 @@
 """The projection core: reads the journal (and the rollups topic) in batches, decodes and folds each batch
 into in-memory caches of twins and commands, and has a ``Sink`` commit it; the live projector and a
-rebuild's replay are this one class with a different sink (live_sink.py, replay_sink.py).
+rebuild's replay are this one class with a different sink (live_sink.py, rebuild/replay_sink.py).
 
 Exactly once into PostgreSQL: a batch's rows and the consumed offsets are written in one transaction
 (view_store.py), and a (re)start seeks to the offsets stored. The sink decides what surrounds that
@@ -30,9 +30,16 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_read_models.journal_source import JournalSource, Offsets, Record, Records, RecordSource
-from hearth_read_models.projection import Projection, RollupRow, TwinRow, command_ids, rollup_row, twin_row
-from hearth_read_models.view_store import Batch, ViewStore
+from hearth_read_models.projection.journal_source import JournalSource, Offsets, Record, Records, RecordSource
+from hearth_read_models.projection.rules import (
+    Projection,
+    RollupRow,
+    TwinRow,
+    command_ids,
+    rollup_row,
+    twin_row,
+)
+from hearth_read_models.projection.view_store import Batch, ViewStore
 from hearth_shared.domain import Twin
 from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord
 from hearth_shared.kafka import DeadLetters

@@ -1,10 +1,10 @@
 """``WS /v1/subscribe`` (a home's or some devices' twins, then every change, live): the endpoint, which
 authenticates, reads the subscribe message, scopes it, and runs a ``Feed`` (subscription_feed.py) fed by
-the process's ``Hub`` (subscription_hub.py); and the live page (live_page.py).
+the process's ``Hub`` (subscription_hub.py); and the live page (page.py).
 
-Close codes: 4400 bad subscribe message (hearth_read_models.subscribe_message), 4401 no or bad token,
+Close codes: 4400 bad subscribe message (hearth_read_models.live.subscribe_message), 4401 no or bad token,
 4403 a home the token may not see, 4408 too slow (its queue overflowed, or it did not answer a ping:
-hearth_read_models.ws_protocol), 1011 the live feed was lost (subscribe again with ``after``), 1001
+hearth_read_models.live.ws_protocol), 1011 the live feed was lost (subscribe again with ``after``), 1001
 shutting down.
 """
 
@@ -20,9 +20,8 @@ from contextlib import asynccontextmanager
 import msgspec
 from fastapi import APIRouter, FastAPI, HTTPException, WebSocket, WebSocketDisconnect
 
-from hearth_read_models import live_page
-from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.subscribe_message import (
+from hearth_read_models.live import page
+from hearth_read_models.live.subscribe_message import (
     BAD_REQUEST,
     FEED_LOST,
     FORBIDDEN,
@@ -33,8 +32,9 @@ from hearth_read_models.subscribe_message import (
     check_size,
     parse_subscribe,
 )
-from hearth_read_models.subscription_feed import Feed, load_twins
-from hearth_read_models.subscription_hub import Hub, Listener
+from hearth_read_models.live.subscription_feed import Feed, load_twins
+from hearth_read_models.live.subscription_hub import Hub, Listener
+from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import Principal, Revocations
 from hearth_shared.http import authenticate, token_from
 
@@ -57,7 +57,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 router = APIRouter(lifespan=_lifespan)
-router.include_router(live_page.router)
+router.include_router(page.router)
 
 
 @router.websocket("/v1/subscribe")

@@ -7,7 +7,7 @@ Frozen: these are the tables as 0001 first created them (history as ``jsonb``; n
 alert indexes yet: 0002 and 0003 add and change those). A migration never reads today's table
 definitions, or an old database and a fresh one would go through different steps.
 tests/integration/test_migrations.py upgrades an empty schema through every migration and compares the
-result with ``hearth_read_models.tables``.
+result with ``hearth_read_models.store.tables``.
 """
 
 import sqlalchemy as sa

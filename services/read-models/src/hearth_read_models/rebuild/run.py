@@ -31,19 +31,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hearth_read_models import tables as t
-from hearth_read_models.archive_order import ArchiveOutOfOrder
-from hearth_read_models.archive_source import ArchiveSnapshot, snapshot_archive
-from hearth_read_models.cache_refresh import refresh_cache
-from hearth_read_models.checksums import TableCheck
-from hearth_read_models.db import check_schema, connect, migrate, swap_lock
-from hearth_read_models.journal_source import Offsets
-from hearth_read_models.replay import REPLAY_PROCESSES, ProgressCallback, Replay, ReplayProgress
-from hearth_read_models.replay_shares import RebuildFailed
+from hearth_read_models.projection.journal_source import Offsets
+from hearth_read_models.projection.view_meta import read_generation, read_offsets
+from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder
+from hearth_read_models.rebuild.archive_source import ArchiveSnapshot, snapshot_archive
+from hearth_read_models.rebuild.cache_refresh import refresh_cache
+from hearth_read_models.rebuild.checksums import TableCheck
+from hearth_read_models.rebuild.replay import REPLAY_PROCESSES, ProgressCallback, Replay, ReplayProgress
+from hearth_read_models.rebuild.replay_shares import RebuildFailed
+from hearth_read_models.rebuild.swap import stamp, swap_in, swap_locked
+from hearth_read_models.rebuild.table_diff import Difference, compare_table
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.swap import stamp, swap_in, swap_locked
-from hearth_read_models.table_diff import Difference, compare_table
-from hearth_read_models.view_meta import read_generation, read_offsets
+from hearth_read_models.store import tables as t
+from hearth_read_models.store.db import check_schema, connect, migrate, swap_lock
 from hearth_shared.archive_log import ArchiveUnreadable
 
 __all__ = [

@@ -14,18 +14,15 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import (
+from hearth_read_models.live import session, subscriptions
+from hearth_read_models.query import (
     automation_views,
     backtest_views,
     campaign_views,
     schedule_views,
-    session,
-    subscriptions,
     type_schemas,
 )
-from hearth_read_models import tables as t
-from hearth_read_models.db import async_engine
-from hearth_read_models.query_params import (
+from hearth_read_models.query.query_params import (
     AfterCommand,
     AfterDevice,
     AfterVersion,
@@ -45,8 +42,10 @@ from hearth_read_models.query_params import (
     encode_cursor,
     page,
 )
-from hearth_read_models.reads import poll, read_your_writes, visible_twin
+from hearth_read_models.query.reads import poll, read_your_writes, visible_twin
 from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.store import tables as t
+from hearth_read_models.store.db import async_engine
 from hearth_shared.auth import Revocations
 from hearth_shared.http import CurrentPrincipal, not_found
 from hearth_shared.http_errors import error_responses, install_edge, unprocessable

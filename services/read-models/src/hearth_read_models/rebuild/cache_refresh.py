@@ -7,8 +7,8 @@ from __future__ import annotations
 import msgspec
 from redis.asyncio import Redis
 
-from hearth_read_models.live_channels import SNAPSHOT, change_message, home_channel, twin_key
-from hearth_read_models.swap import ChangedTwin
+from hearth_read_models.rebuild.swap import ChangedTwin
+from hearth_read_models.store.live_channels import SNAPSHOT, change_message, home_channel, twin_key
 
 
 async def refresh_cache(redis_url: str, changed: list[ChangedTwin]) -> int:

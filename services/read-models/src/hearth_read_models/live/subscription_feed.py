@@ -23,10 +23,10 @@ from redis.asyncio import Redis
 from sqlalchemy import Text, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hearth_read_models import tables as t
-from hearth_read_models.live_channels import CHANGE, change_message, twin_key
+from hearth_read_models.live.subscription_hub import HEARTBEAT, Listener, Live
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.subscription_hub import HEARTBEAT, Listener, Live
+from hearth_read_models.store import tables as t
+from hearth_read_models.store.live_channels import CHANGE, change_message, twin_key
 from hearth_shared.domain import Twin, evolve, twin_view
 from hearth_shared.events import decode_event, utcnow
 

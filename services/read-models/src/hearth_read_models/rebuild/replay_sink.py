@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from hearth_read_models.journal_source import Records
-from hearth_read_models.projector import Projector
+from hearth_read_models.projection.journal_source import Records
+from hearth_read_models.projection.projector import Projector
 
 MAX_DIRTY_TWINS = 100_000  # a replay writes its twins when this many changed, and when it stops
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 
-from hearth_read_models.query_params import DeviceId
+from hearth_read_models.query.query_params import DeviceId
 from hearth_shared.domain.schedule import Transition, upcoming, zone
 from hearth_shared.domain.schedule_hold import DeviceSchedule
 from hearth_shared.events import MalformedRecord, utcnow

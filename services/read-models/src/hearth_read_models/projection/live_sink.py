@@ -5,7 +5,7 @@ At least once into Redis, made harmless: the twin cache and the per-home change 
 one MULTI before the PostgreSQL commit; a crash between the two replays the batch, which sets the same
 twins again and publishes changes whose versions subscribers have seen (they drop them).
 
-Generations: a rebuild builds a new schema and swaps it in (swap.py) while this projector runs. The
+Generations: a rebuild builds a new schema and swaps it in (rebuild/swap.py) while this projector runs. The
 live projector takes the swap's advisory lock first in every batch transaction and then reads the
 schema's ``meta.generation``; when it is not the one it started from, the batch is dropped and the
 projector reloads its positions (and empties its caches) from the schema that is live now.
@@ -24,13 +24,13 @@ import msgspec
 import psycopg
 from redis.asyncio import Redis
 
-from hearth_read_models.db import swap_lock
-from hearth_read_models.journal_source import Records
-from hearth_read_models.live_channels import CHANGE, change_message, home_channel, twin_key
-from hearth_read_models.projection import Projection
-from hearth_read_models.projector import Projector
-from hearth_read_models.view_meta import read_generation
-from hearth_read_models.view_store import Batch
+from hearth_read_models.projection.journal_source import Records
+from hearth_read_models.projection.projector import Projector
+from hearth_read_models.projection.rules import Projection
+from hearth_read_models.projection.view_meta import read_generation
+from hearth_read_models.projection.view_store import Batch
+from hearth_read_models.store.db import swap_lock
+from hearth_read_models.store.live_channels import CHANGE, change_message, home_channel, twin_key
 from hearth_shared.events import MalformedRecord
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import sql
 
-from hearth_read_models.db import check_schema, connect, swap_lock
+from hearth_read_models.projection.view_meta import read_generation
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.view_meta import read_generation
+from hearth_read_models.store.db import check_schema, connect, swap_lock
 
 log = logging.getLogger(__name__)
 

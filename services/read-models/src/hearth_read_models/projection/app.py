@@ -9,12 +9,12 @@ import signal
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
-from hearth_read_models.db import migrate
-from hearth_read_models.journal_source import Batching, JournalSource
-from hearth_read_models.live_sink import LiveSink
-from hearth_read_models.projector import Projector, tune_gc
+from hearth_read_models.projection.journal_source import Batching, JournalSource
+from hearth_read_models.projection.live_sink import LiveSink
+from hearth_read_models.projection.projector import Projector, tune_gc
+from hearth_read_models.projection.view_store import ViewStore
 from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.view_store import ViewStore
+from hearth_read_models.store.db import migrate
 from hearth_shared.kafka import DeadLetters, KafkaWriter
 from hearth_shared.settings import StackSettings
 

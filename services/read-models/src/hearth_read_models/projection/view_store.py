@@ -19,10 +19,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import BytesBinaryDumper
 
-from hearth_read_models import tables as t
-from hearth_read_models.db import connect
-from hearth_read_models.journal_source import Offsets
-from hearth_read_models.projection import (
+from hearth_read_models.projection.journal_source import Offsets
+from hearth_read_models.projection.rules import (
     ALERT_COLUMNS,
     HISTORY_COLUMNS,
     HISTORY_TYPES,
@@ -33,7 +31,9 @@ from hearth_read_models.projection import (
     TwinRow,
     decode_twin,
 )
-from hearth_read_models.view_meta import read_generation, read_offsets
+from hearth_read_models.projection.view_meta import read_generation, read_offsets
+from hearth_read_models.store import tables as t
+from hearth_read_models.store.db import connect
 from hearth_shared.domain import Twin
 
 COMMAND_COLUMNS = tuple(c.name for c in t.commands.columns)

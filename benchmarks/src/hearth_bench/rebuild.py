@@ -6,8 +6,8 @@ convergence, an anomaly, a connectivity blip). The floor is a raw read of that s
 (``raw_consume_rate``) with the projector's consumer settings, in the same run. Then
 ``hearth_read_models.rebuild.run.rebuild`` replays it into a fresh schema, checks it and swaps it in, as
 `hearth rebuild` does; throughput is events / replay time (first fetch to last commit and the history
-index build; checks and swap excluded). The result also tells each part's CPU while the rebuild ran (the rebuild's
-processes, PostgreSQL, Kafka, everything else).
+index build; checks and swap excluded). The result also tells each part's CPU while the rebuild ran (the
+rebuild's processes, PostgreSQL, Kafka, everything else).
 """
 
 from __future__ import annotations

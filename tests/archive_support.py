@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch
-from hearth_shared.events import StateReported, StateReportedPayload, encode
-from hearth_shared.kafka import make_producer
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import StateReported, StateReportedPayload, encode
 
 DAY1 = datetime(2026, 11, 20, 23, 0, tzinfo=UTC)
 POISON = b"\x00not json at all"

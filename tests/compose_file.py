@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic_settings import BaseSettings
 
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())

@@ -25,9 +25,9 @@ from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import start_healthy, start_kafka, start_mosquitto, start_postgres, start_redis
-from hearth_shared.auth import create_token
-from hearth_shared.kafka import ensure_topics
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
 
 pytest_plugins = ["tests.durations"]  # per-test durations kept from each run
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import AnomalyDetected, AnomalyDetectedPayload, Event, Inbound
+from hearth_shared.schema.events import AnomalyDetected, AnomalyDetectedPayload, Event, Inbound
 
 
 class DeviceJournal:

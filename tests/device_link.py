@@ -13,9 +13,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.events import DeviceCommand, decode_device_command
-from hearth_shared.kafka import KafkaWriter, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import DeviceCommand, decode_device_command
 from tests.support import ack_request, report_request
 
 

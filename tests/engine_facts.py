@@ -10,9 +10,9 @@ from typing import Any
 
 from hearth_automations.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Mode, NotifyAction, Trigger
-from hearth_shared.events import CommandConverged, CommandRef, StateReported, StateReportedPayload
-from hearth_shared.home_facts import AutomationCreated, HomeFact
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_facts import AutomationCreated, HomeFact
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import CommandConverged, CommandRef, StateReported, StateReportedPayload
 from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 HOME = "h"

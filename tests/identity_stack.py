@@ -25,9 +25,9 @@ from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
-from hearth_shared.events import decode_event
-from hearth_shared.kafka import ensure_topics, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import decode_event
 from tests.conftest import Platform, make_settings
 from tests.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
 

@@ -10,11 +10,11 @@ from typing import TypeVar
 import msgspec
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.campaign_events import CampaignFact, decode_campaign_fact
-from hearth_shared.events import Event, decode_event, encode
-from hearth_shared.kafka import make_producer, topic_partitions
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import Manifest
+from hearth_shared.adapters.kafka import make_producer, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import Manifest
+from hearth_shared.schema.campaign_events import CampaignFact, decode_campaign_fact
+from hearth_shared.schema.events import Event, decode_event, encode
 
 Record = TypeVar("Record")
 

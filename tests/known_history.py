@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AnomalyDetected,
     AnomalyDetectedPayload,
     CommandAccepted,

@@ -12,7 +12,7 @@ from pathlib import Path
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.process import free_port
-from hearth_shared.credentials import hash_secret, new_secret
+from hearth_shared.schema.credentials import hash_secret, new_secret
 
 NOT_AUTHORISED = 5
 

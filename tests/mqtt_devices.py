@@ -13,7 +13,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 
 from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.adapters.kafka import topic_partitions
 
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str = "thermostat") -> tuple[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     RegisterDevice,
     ReportState,

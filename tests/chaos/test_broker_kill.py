@@ -45,9 +45,9 @@ from hearth_devstack.process import ManagedProcess, free_port
 from hearth_devstack.redis import RedisServer
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.events import TERMINAL_STATUSES, decode_event
-from hearth_shared.kafka import ensure_topics, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import TERMINAL_STATUSES, decode_event
 from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
 

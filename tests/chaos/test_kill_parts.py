@@ -35,10 +35,10 @@ from hearth_devstack.local import LocalStack
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import connect
-from hearth_shared.auth import create_token
-from hearth_shared.events import TERMINAL_STATUSES, CommandRequested, decode_event
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
+from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested, decode_event
 from tests.mqtt_devices import connected
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1500)]

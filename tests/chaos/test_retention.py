@@ -38,9 +38,9 @@ from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack
 from hearth_read_models.rebuild.run import RebuildFailed, rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import create_token, token_id
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token, token_id
 from tests.automation_support import automation_listed, runs
 from tests.campaign_start import start_recorded_campaign
 from tests.chaos.conftest import supervised
@@ -63,7 +63,7 @@ KILLED = [
     "campaigns",
 ]
 SHA = "0" * 64
-# Every fold that must outlive the window (hearth_shared.topic_follower snapshot names).
+# Every fold that must outlive the window (hearth_shared.adapters.topic_follower snapshot names).
 FOLDS = {"command-api-registry", "query-api-homes", "automations-0-of-1", "campaign-driver", "campaign-feed"}
 BROKER_ACCESS = "broker-access-"  # + the broker's platform listener
 

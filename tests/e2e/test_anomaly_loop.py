@@ -25,9 +25,9 @@ from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import start_training
 from hearth_analytics.train import MODEL_NAME, ModelTrainer
 from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.anomaly import DEFAULT_MODEL
-from hearth_shared.events import encode, utcnow
-from hearth_shared.kafka import make_producer
+from hearth_shared.schema.events import encode, utcnow
 from hearth_simulator.registration import fleet_devices
 from tests.conftest import Platform
 from tests.home_fleet import playing, simulator_endpoint

@@ -22,7 +22,7 @@ from hearth_devstack.process import free_port
 from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
-from hearth_shared.auth import create_token
+from hearth_shared.schema.auth import create_token
 from tests.conftest import SECRET, Platform
 from tests.device_link import DeviceLink
 from tests.live_browser import CHROMIUM, CHROMIUM_ARGS

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.async_api import ConsoleMessage, async_playwright, expect
 
-from hearth_shared.kafka import make_producer
+from hearth_shared.adapters.kafka import make_producer
 from tests.conftest import Platform
 from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
 from tests.live_browser import CHROMIUM, CHROMIUM_ARGS

@@ -20,7 +20,9 @@ import pytest
 
 from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     Event,
     RegisterDevice,
     ReportState,
@@ -29,8 +31,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import make_producer
-from hearth_shared.settings import StackSettings
 from tests.journal import read_journal
 from tests.support import eventually
 

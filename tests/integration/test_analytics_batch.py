@@ -17,13 +17,13 @@ from hearth_analytics.batch import build_report, print_summary
 from hearth_analytics.schema import read_topic
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.train import run_train
-from hearth_shared.events import (
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     AnomalyModel,
     Baseline,
     decode_model,
     encode,
 )
-from hearth_shared.settings import StackSettings
 from tests.journal import produce, produce_facts
 from tests.known_history import DAY1, DAY2, Journal, at, known_history
 

@@ -19,7 +19,8 @@ from hearth_analytics.rollups import figure_names
 from hearth_analytics.schema import read_topic
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import run_stream
-from hearth_shared.events import (
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     DeviceRegistered,
     DeviceRegisteredPayload,
     Event,
@@ -27,7 +28,6 @@ from hearth_shared.events import (
     StateReportedPayload,
     decode_model,
 )
-from hearth_shared.settings import StackSettings
 from tests.journal import produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -20,8 +20,8 @@ from hearth.archive_cli import archive_app, inspect_archive
 from hearth_analytics.archive import start_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_shared.archive_log import log_files
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.archive_log import log_files
+from hearth_shared.adapters.settings import StackSettings
 from tests.archive_support import facts_across_days, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

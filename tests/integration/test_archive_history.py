@@ -15,7 +15,7 @@ from hearth_analytics.batch import KEYS, build_report
 from hearth_analytics.history import read_history
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.train import train_from_history
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 from tests.journal import produce_facts
 from tests.known_history import known_history
 

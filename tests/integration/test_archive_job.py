@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from hearth.archive_cli import archive_app, inspect_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
-from hearth_shared.events import decode_event
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import decode_event
 from tests.archive_support import (
     POISON,
     archive_env,

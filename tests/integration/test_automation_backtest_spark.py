@@ -20,9 +20,9 @@ from hearth_analytics.archive import start_archive
 from hearth_analytics.automation_backtest import automations_from_home_journal, spark_backtest
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.query.backtest_views import read_stretch
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, Trigger
 from hearth_shared.domain.automation_replay import BacktestResult, backtest, replayed
-from hearth_shared.settings import StackSettings
 from tests.conftest import SECRET, Platform
 from tests.journal import produce_facts_at_their_time
 from tests.known_history import DAY1, DAY2, at, known_history

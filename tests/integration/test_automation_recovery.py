@@ -24,9 +24,9 @@ import pytest
 from hearth_automations.defaults import default_id
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_shared.adapters.kafka import KafkaWriter
 from hearth_shared.domain.automation import action_id, fact_names, run_id
-from hearth_shared.events import CommandRequested, Event, SubmitCommand, utcnow
-from hearth_shared.kafka import KafkaWriter
+from hearth_shared.schema.events import CommandRequested, Event, SubmitCommand, utcnow
 from tests.automation_support import automation_listed, receiving, runs, signed_by
 from tests.conftest import Platform
 from tests.home_fleet import playing, simulator_endpoint

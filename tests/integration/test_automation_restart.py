@@ -21,16 +21,10 @@ from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess
 from hearth_devstack.servers import start_healthy
 from hearth_devstack.service_processes import follower_reports_dir
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import KafkaSnapshotStore
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Trigger, action_id, run_id
-from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
-from hearth_shared.events import (
-    AnomalyDetected,
-    AnomalyDetectedPayload,
-    SubmitCommand,
-    decode_inbound,
-    utcnow,
-)
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     AutomationCreated,
     AutomationRan,
     HomeFact,
@@ -40,8 +34,14 @@ from hearth_shared.home_facts import (
     decode_home_fact,
     encode_home_fact,
 )
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import KafkaSnapshotStore
+from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
+from hearth_shared.schema.events import (
+    AnomalyDetected,
+    AnomalyDetectedPayload,
+    SubmitCommand,
+    decode_inbound,
+    utcnow,
+)
 from tests.journal import pass_retention, produce, produce_facts, read_topic
 from tests.support import eventually
 

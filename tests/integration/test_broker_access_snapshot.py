@@ -25,8 +25,10 @@ from hearth_device_gateway.broker_access import BrokerAccessFollower, make_follo
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
-from hearth_shared.credentials import hash_secret, new_secret
-from hearth_shared.events import (
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import REPORTS_ENV
+from hearth_shared.schema.credentials import hash_secret, new_secret
+from hearth_shared.schema.events import (
     CredentialsIssuedPayload,
     CredentialsRevokedPayload,
     DeviceCredentialsIssued,
@@ -35,9 +37,7 @@ from hearth_shared.events import (
     DeviceRegisteredPayload,
     Event,
 )
-from hearth_shared.mqtt import availability_topic
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import REPORTS_ENV
+from hearth_shared.schema.mqtt import availability_topic
 from tests.journal import pass_retention, produce_facts
 from tests.mosquitto_clients import NOT_AUTHORISED, broker_on_free_ports, publish, retained, wait_connect_code
 from tests.support import eventually

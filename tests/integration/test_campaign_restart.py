@@ -18,12 +18,17 @@ import pytest
 
 from hearth_campaigns.driver import CampaignDriver
 from hearth_campaigns.settings import CampaignSettings
-from hearth_shared.campaign_events import AbortThresholds, Firmware, StartCampaign, encode_campaign_record
-from hearth_shared.campaign_feed import CampaignFeed, campaign_view
+from hearth_shared.adapters.campaign_feed import CampaignFeed, campaign_view
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.campaign import Campaign
 from hearth_shared.domain.campaign_decide import job_command_id
-from hearth_shared.events import SubmitCommand, decode_inbound, utcnow
-from hearth_shared.settings import StackSettings
+from hearth_shared.schema.campaign_events import (
+    AbortThresholds,
+    Firmware,
+    StartCampaign,
+    encode_campaign_record,
+)
+from hearth_shared.schema.events import SubmitCommand, decode_inbound, utcnow
 from tests.device_journal import DeviceJournal
 from tests.journal import pass_retention, produce, produce_facts, read_topic
 from tests.support import ack_request, eventually, register_request, report_request

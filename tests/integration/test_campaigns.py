@@ -18,8 +18,8 @@ import pytest
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
-from hearth_shared.campaign_events import JobMoved
-from hearth_shared.events import CommandRequested
+from hearth_shared.schema.campaign_events import JobMoved
+from hearth_shared.schema.events import CommandRequested
 from tests.conftest import Platform
 from tests.journal import read_campaign_facts, read_journal
 from tests.support import eventually

@@ -20,12 +20,12 @@ import pytest
 
 from hearth_command_api.app import make_app
 from hearth_command_api.settings import CommandApiSettings
-from hearth_shared.auth import create_token
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain import decide, evolve, stamp
+from hearth_shared.domain.storable import decode_request
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import Event, Inbound, utcnow
-from hearth_shared.settings import StackSettings
-from hearth_shared.storable import decode_request
+from hearth_shared.schema.auth import create_token
+from hearth_shared.schema.events import Event, Inbound, utcnow
 from tests.conftest import SECRET
 from tests.journal import pass_retention, produce_facts, read_topic
 from tests.support import ack_request, poll_until, report_request

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.events import TERMINAL_STATUSES
+from hearth_shared.schema.events import TERMINAL_STATUSES
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.registration import register_device

@@ -15,8 +15,14 @@ import msgspec
 import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
-from hearth_shared.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
-from hearth_shared.mqtt import MAX_PAYLOAD_BYTES, acks_topic, availability_topic, commands_topic, state_topic
+from hearth_shared.schema.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
+from hearth_shared.schema.mqtt import (
+    MAX_PAYLOAD_BYTES,
+    acks_topic,
+    availability_topic,
+    commands_topic,
+    state_topic,
+)
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import final_command, send, twin_when
 from tests.mosquitto_clients import Subscriber, publish, wait_connect_code

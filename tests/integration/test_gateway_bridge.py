@@ -19,7 +19,9 @@ from hearth_device_gateway.app import DeviceGateway, make_app
 from hearth_device_gateway.edge import request_id
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import KafkaWriter
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     DeadLetter,
     DeviceCommand,
     ReportAvailability,
@@ -28,9 +30,7 @@ from hearth_shared.events import (
     encode,
     utcnow,
 )
-from hearth_shared.kafka import KafkaWriter
-from hearth_shared.mqtt import state_topic
-from hearth_shared.settings import StackSettings
+from hearth_shared.schema.mqtt import state_topic
 from tests.mqtt_devices import read_topic
 from tests.support import poll_until
 

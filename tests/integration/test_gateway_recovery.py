@@ -25,7 +25,9 @@ from hearth_device import DeviceConnection
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     RegisterDevice,
     ReportState,
     StateReported,
@@ -33,8 +35,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import KafkaWriter, topic_partitions
-from hearth_shared.settings import StackSettings
 from tests.integration.test_actor_recovery import journal_with_reports, worker
 
 pytestmark = pytest.mark.integration

@@ -20,10 +20,10 @@ from hearth_device_actor.actor import DeviceActors
 from hearth_device_actor.app import KafkaOutbox
 from hearth_device_actor.catch_up import JournalCatchUp
 from hearth_device_actor.inbox import InboxFeed
-from hearth_shared.events import Inbound, SubmitCommand, encode
-from hearth_shared.kafka import KafkaWriter, make_producer
-from hearth_shared.settings import StackSettings
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.adapters.kafka import KafkaWriter, make_producer
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topics import PARTITIONS
+from hearth_shared.schema.events import Inbound, SubmitCommand, encode
 from tests.journal import read_journal
 from tests.support import command_request, eventually, register_request, report_request
 

@@ -14,8 +14,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.local import retention_warning
-from hearth_shared.kafka import apply_topic_config, ensure_topics
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
+from hearth_shared.adapters.settings import StackSettings
 from tests.archive_support import produce, readings
 from tests.support import eventually
 

@@ -15,8 +15,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from hearth_devstack.kafka import KafkaBroker, kafka_answers
 from hearth_devstack.process import ManagedProcess, StartupError, free_port
-from hearth_shared.kafka import ensure_topics, wait_until_every_broker_knows
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.kafka import ensure_topics, wait_until_every_broker_knows
+from hearth_shared.adapters.topics import Topics
 from tests.journal import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -1,7 +1,7 @@
 """The query API's reads made for the live page, on the real stack: ``GET /v1/campaigns`` (admin only)
 shows a campaign exactly as the command API's ``GET /v1/campaigns`` does (both fold the campaigns topic
-with ``hearth_shared.campaign_feed``), and ``GET /v1/homes/{id}/schedules`` lists a home's schedules as
-the per-device ``GET .../schedule`` shows each, and another home's as a 404."""
+with ``hearth_shared.adapters.campaign_feed``), and ``GET /v1/homes/{id}/schedules`` lists a home's schedules
+as the per-device ``GET .../schedule`` shows each, and another home's as a 404."""
 
 from __future__ import annotations
 

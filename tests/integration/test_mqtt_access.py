@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_shared.events import StateReported
-from hearth_shared.mqtt import state_topic
+from hearth_shared.schema.events import StateReported
+from hearth_shared.schema.mqtt import state_topic
 from tests.conftest import Platform
 from tests.identity_stack import Identity, account, register
 from tests.integration.test_device_gateway import journal_of

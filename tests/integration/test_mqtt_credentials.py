@@ -15,8 +15,8 @@ import pytest
 from hearth_device_gateway.broker_access import make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_devstack.mosquitto import MqttAccount
-from hearth_shared.credentials import ITERATIONS
-from hearth_shared.events import DeviceCredentialsIssued
+from hearth_shared.schema.credentials import ITERATIONS
+from hearth_shared.schema.events import DeviceCredentialsIssued
 from tests.identity_stack import Identity, account, connected_device, journal_facts, register
 from tests.mosquitto_clients import NOT_AUTHORISED, publish, wait_connect_code
 

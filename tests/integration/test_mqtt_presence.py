@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_shared.events import DeviceCredentialsRevoked, DeviceWentOffline
-from hearth_shared.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
+from hearth_shared.schema.events import DeviceCredentialsRevoked, DeviceWentOffline
+from hearth_shared.schema.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
 from tests.conftest import Platform
 from tests.integration.test_command_lifecycle import twin_when
 from tests.integration.test_device_gateway import THERMOSTAT, journal_of

@@ -18,7 +18,9 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_read_models.projection import projector as projector_module
 from hearth_read_models.rebuild.run import rebuild
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import (
     CommandRejected,
     CommandRejectedPayload,
     CommandRequested,
@@ -35,8 +37,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES
-from hearth_shared.settings import StackSettings
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.integration.test_command_lifecycle import final_command, register, send, twin_when

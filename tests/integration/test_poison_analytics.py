@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     DeviceRegistered,
     DeviceRegisteredPayload,
     StateReported,

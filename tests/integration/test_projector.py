@@ -29,8 +29,10 @@ from hearth_read_models.projection.live_sink import LiveSink
 from hearth_read_models.projection.projector import Projector
 from hearth_read_models.projection.view_store import ViewStore
 from hearth_read_models.store.db import libpq_dsn, migrate
+from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter, make_producer
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain import evolve, twin_view
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AnomalyDetected,
     AnomalyDetectedPayload,
     CommandAccepted,
@@ -59,8 +61,6 @@ from hearth_shared.events import (
     StateReportedPayload,
     encode,
 )
-from hearth_shared.kafka import DeadLetters, KafkaWriter, make_producer
-from hearth_shared.settings import StackSettings
 
 pytestmark = pytest.mark.integration
 

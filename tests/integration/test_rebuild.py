@@ -21,9 +21,9 @@ from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.query.app import make_app
 from hearth_read_models.rebuild.run import rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import create_token
-from hearth_shared.events import Event
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
+from hearth_shared.schema.events import Event
 from tests.conftest import SECRET
 from tests.integration.test_projector import caught_up, query, running_projector
 

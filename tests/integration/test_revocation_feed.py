@@ -13,10 +13,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from hearth_devstack.kafka import KafkaBroker
-from hearth_shared.auth import Revocations
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import Revocations
 from tests.journal import produce
 from tests.support import eventually
 

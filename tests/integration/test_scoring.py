@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from hearth_shared.events import AnomalyModel, Baseline, encode, utcnow
-from hearth_shared.kafka import make_producer
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.schema.events import AnomalyModel, Baseline, encode, utcnow
 from tests.conftest import Platform
 from tests.device_link import DeviceLink
 from tests.registration import register_device

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import websockets
 
-from hearth_shared.auth import create_token, issue, token_id
+from hearth_shared.schema.auth import create_token, issue, token_id
 from tests.conftest import SECRET, Platform
 from tests.live_feed import close_code
 from tests.support import eventually

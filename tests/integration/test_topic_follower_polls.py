@@ -12,9 +12,9 @@ import uuid
 import pytest
 
 from hearth_devstack.kafka import KafkaBroker
-from hearth_shared.kafka import ensure_topics, make_producer
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import TopicFollower
+from hearth_shared.adapters.kafka import ensure_topics, make_producer
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import TopicFollower
 from tests.support import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

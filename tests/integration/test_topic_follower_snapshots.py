@@ -1,5 +1,5 @@
-"""``TopicFollower`` with snapshots on a real broker (``hearth_shared.snapshots``'s Kafka store): a restart
-restores the saved state and reads only what came after it; a state larger than one record is cut into
+"""``TopicFollower`` with snapshots on a real broker (``hearth_shared.adapters.snapshots``'s Kafka store): a
+restart restores the saved state and reads only what came after it; a state larger than one record is cut into
 chunks and comes back whole; a snapshot that cannot be read is reported and the fold starts from the first
 offset; and with the topic's head gone (a retention window passed), a restart from the snapshot still
 has everything, while positions the window passed are counted as a gap."""
@@ -14,13 +14,19 @@ import zlib
 import msgspec
 import pytest
 
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import make_producer, partition_of
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshot_format import NotNow
-from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore, Manifest, _chunk_key, _manifest_key
-from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.adapters.kafka import make_producer, partition_of
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import (
+    CHUNK_BYTES,
+    KafkaSnapshotStore,
+    Manifest,
+    _chunk_key,
+    _manifest_key,
+)
+from hearth_shared.adapters.topic_follower import SnapshotPolicy, TopicFollower
+from hearth_shared.adapters.topics import PARTITIONS
+from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.snapshot_format import NotNow
 from tests.journal import pass_retention, produce
 from tests.support import eventually
 

@@ -12,7 +12,7 @@ import pytest
 from hearth_device_actor import actor as actor_module
 from hearth_device_actor.actor import DeviceActors, InboxRecord
 from hearth_shared import domain
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     DeviceRegistered,
     RegisterDevice,
     encode,

@@ -26,7 +26,7 @@ from hearth_device_actor.serving import (
     spare_problem,
     writer_alive,
 )
-from hearth_shared.probe import GroupView
+from hearth_shared.adapters.probe import GroupView
 
 pytestmark = pytest.mark.unit
 

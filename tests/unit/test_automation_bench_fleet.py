@@ -12,7 +12,7 @@ import pytest
 from hearth_bench.automation_fleet import HOME_SIZE, HOT_C, MIN_RUN_GAP, automations, journal_facts, reading
 from hearth_shared.domain.automation import DEFAULT_MAX_RUNS_PER_MINUTE
 from hearth_shared.domain.automation_replay import HomeReplay, replayed
-from hearth_shared.events import Event
+from hearth_shared.schema.events import Event
 
 pytestmark = pytest.mark.unit
 

@@ -13,14 +13,14 @@ import pytest
 
 from hearth_automations.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, NotifyAction, Trigger
-from hearth_shared.events import (
+from hearth_shared.domain.home_facts import AutomationCreated, HomeFact
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import (
     AnomalyDetected,
     AnomalyDetectedPayload,
     StateReported,
     StateReportedPayload,
 )
-from hearth_shared.home_facts import AutomationCreated, HomeFact
-from hearth_shared.home_view import HomesView
 from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
@@ -98,7 +98,7 @@ async def test_a_notification_without_its_delivery_fact_is_sent_again_after_a_re
 
 async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_that_device_off() -> None:
     from hearth_automations.defaults import default_id
-    from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
+    from hearth_shared.schema.events import DeviceRegistered, DeviceRegisteredPayload
 
     path, notify = FakeEnginePath(), FakeNotify()
     e = engine(path, notify, [])
@@ -122,7 +122,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
     await e.on_fact(msgspec.structs.replace(anomaly(T0 + timedelta(seconds=1.6)), device_id="t9"))
     assert len(path.requests) == 1 and len(notify.sent) == 1
     # switched off, it does nothing
-    from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
+    from hearth_shared.domain.home_facts import AutomationSwitched, SwitchPayload
 
     e.view.apply(
         AutomationSwitched(
@@ -139,7 +139,7 @@ async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_t
 
 
 async def test_defaults_made_while_replaying_an_old_journal_do_not_act_on_its_past() -> None:
-    from hearth_shared.events import DeviceRegistered, DeviceRegisteredPayload
+    from hearth_shared.schema.events import DeviceRegistered, DeviceRegisteredPayload
 
     path, notify = FakeEnginePath(), FakeNotify()
     e = Engine(
@@ -160,7 +160,7 @@ async def test_defaults_made_while_replaying_an_old_journal_do_not_act_on_its_pa
 
 
 def test_a_switch_fact_from_another_home_changes_nothing() -> None:
-    from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
+    from hearth_shared.domain.home_facts import AutomationSwitched, SwitchPayload
 
     view = HomesView()
     view.apply(CREATED)

@@ -16,9 +16,9 @@ import pytest
 from hearth_automations.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, TimeOfDay, Trigger
 from hearth_shared.domain.automation_replay import BacktestResult, HomeReplay, Replayed, backtest
-from hearth_shared.events import StateReported, StateReportedPayload
-from hearth_shared.home_facts import AutomationCreated, AutomationRan, HomeTimezoneSet, TimezonePayload
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_facts import AutomationCreated, AutomationRan, HomeTimezoneSet, TimezonePayload
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import StateReported, StateReportedPayload
 from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit

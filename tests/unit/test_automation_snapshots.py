@@ -30,10 +30,9 @@ from hearth_automations.effect_batch import FlushFailed
 from hearth_automations.engine import Engine
 from hearth_automations.scheduler import Scheduler
 from hearth_automations.service_state import EffectsNotWritten, ServiceState
+from hearth_shared.adapters.snapshots import MemorySnapshotStore
 from hearth_shared.domain.automation import Automation, StateTest, Trigger, action_id, run_id
-from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
-from hearth_shared.events import Event, SubmitCommand
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     ActionRecord,
     AutomationRan,
     AutomationSuspended,
@@ -57,8 +56,9 @@ from hearth_shared.home_facts import (
     TimezonePayload,
     TriggerRecord,
 )
-from hearth_shared.home_view import DELIVERIES_KEPT, RUNS_KEPT, HomesView
-from hearth_shared.snapshots import MemorySnapshotStore
+from hearth_shared.domain.home_view import DELIVERIES_KEPT, RUNS_KEPT, HomesView
+from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
+from hearth_shared.schema.events import Event, SubmitCommand
 from tests.engine_facts import HOME, T0, automation, converged, created, report
 from tests.fakes import FakeClock, FakeNotify
 

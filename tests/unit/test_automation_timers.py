@@ -25,7 +25,15 @@ from hearth_shared.domain.automation import (
     run_id,
     time_trigger_id,
 )
-from hearth_shared.events import (
+from hearth_shared.domain.home_facts import (
+    AutomationCreated,
+    AutomationRan,
+    HomeFact,
+    HomeTimezoneSet,
+    TimezonePayload,
+)
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import (
     DeviceQuarantined,
     DeviceReleased,
     Event,
@@ -34,14 +42,6 @@ from hearth_shared.events import (
     StateReported,
     StateReportedPayload,
 )
-from hearth_shared.home_facts import (
-    AutomationCreated,
-    AutomationRan,
-    HomeFact,
-    HomeTimezoneSet,
-    TimezonePayload,
-)
-from hearth_shared.home_view import HomesView
 from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
@@ -174,7 +174,7 @@ async def test_a_timer_due_before_the_report_that_broke_it_fires_on_replay() -> 
 
 
 async def test_a_switched_off_automation_forgets_its_timer() -> None:
-    from hearth_shared.home_facts import AutomationSwitched, SwitchPayload
+    from hearth_shared.domain.home_facts import AutomationSwitched, SwitchPayload
 
     a = automation(HOT)
     clock, path = FakeClock(T0), FakeEnginePath()

@@ -20,8 +20,8 @@ from hearth_shared.domain.automation import (
     state_triggers,
 )
 from hearth_shared.domain.automation_timers import timer_change
-from hearth_shared.events import StateReported, wire_name
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import StateReported, wire_name
 from tests.engine_facts import HOME, automation, created
 
 pytestmark = pytest.mark.unit

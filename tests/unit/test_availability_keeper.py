@@ -8,8 +8,8 @@ import pytest
 
 from hearth_device_gateway.availability_keeper import AvailabilityKeeper
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
-from hearth_shared.credentials import hash_secret
-from hearth_shared.mqtt import SIMULATOR_ACCOUNT, hub_availability_topic
+from hearth_shared.schema.credentials import hash_secret
+from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT, hub_availability_topic
 from tests.unit.test_mosquitto_access import issued, registered, revoked
 
 pytestmark = pytest.mark.unit

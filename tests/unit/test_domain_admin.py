@@ -8,7 +8,7 @@ import pytest
 
 from hearth_shared.domain import CommandInvalid, Twin, decide, evolve, stamp, twin_delta, twin_view
 from hearth_shared.domain.admin import validate_admin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     CommandAcknowledged,
     CommandConverged,
     CommandDispatched,

@@ -7,9 +7,9 @@ from functools import reduce
 
 import pytest
 
-from hearth_shared.credentials import hash_secret, new_secret, verify_secret
 from hearth_shared.domain import Twin, evolve
-from hearth_shared.events import (
+from hearth_shared.schema.credentials import hash_secret, new_secret, verify_secret
+from hearth_shared.schema.events import (
     DeviceCameOnline,
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,

@@ -21,7 +21,7 @@ from hearth_shared.domain import (
     twin_delta,
     twin_view,
 )
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     CommandAcknowledged,
     CommandConverged,

@@ -11,7 +11,7 @@ import pytest
 
 from hearth_shared.domain import CommandInvalid, CommandState, Twin, decide, twin_delta, validate_command
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     CommandAccepted,
     CommandConverged,
     CommandDispatched,

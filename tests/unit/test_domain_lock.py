@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hearth_shared.domain import CommandInvalid, CommandState, Twin, decide, evolve, stamp, validate_command
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     CommandAccepted,
     CommandAcknowledged,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hearth_shared.domain import CommandInvalid, CommandState, Twin, decide, validate_command
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     CommandAccepted,
     CommandDispatched,
     CommandRejected,

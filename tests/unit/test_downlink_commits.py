@@ -19,7 +19,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from hearth_device_gateway import downlink as downlink_module
 from hearth_device_gateway.downlink import Downlink
-from hearth_shared.events import DeviceCommand, encode, utcnow
+from hearth_shared.schema.events import DeviceCommand, encode, utcnow
 from tests.support import eventually
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from hearth_command_api.schemas import RegisterDeviceBody, SubmitCommandBody
 from hearth_read_models.live.subscribe_message import Refused, parse_subscribe
 from hearth_read_models.query.query_params import decode_cursor, encode_cursor
-from hearth_shared.body_limit import BodySizeLimit
-from hearth_shared.http_errors import json_safe
+from hearth_shared.web.body_limit import BodySizeLimit
+from hearth_shared.web.http_errors import json_safe
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """The event schema declared by family (record_envelope, device_facts, admin_facts, inbox_requests,
-topic_records) stays one schema: ``hearth_shared.events`` exports every family's names, and its two
+topic_records) stays one schema: ``hearth_shared.schema.events`` exports every family's names, and its two
 registries hold every fact and request type, so the codecs decode all of them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from types import ModuleType
 import msgspec
 import pytest
 
-from hearth_shared import events
-from hearth_shared.events import EVENT_TYPES, INBOUND_TYPES, Event, Inbound, wire_name
+from hearth_shared.schema import events
+from hearth_shared.schema.events import EVENT_TYPES, INBOUND_TYPES, Event, Inbound, wire_name
 
 pytestmark = pytest.mark.unit
 

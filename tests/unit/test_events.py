@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import partition_of
+from hearth_shared.schema.events import (
     CommandRequested,
     CommandRequestedPayload,
     DeviceRegistered,
@@ -20,7 +21,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import partition_of
 
 pytestmark = pytest.mark.unit
 

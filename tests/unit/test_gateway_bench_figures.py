@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from hearth_bench.gateway_figures import Arrivals, per_connection_kib, ratio, report_payloads, top_frames
-from hearth_shared.mqtt import decode_state
+from hearth_shared.schema.mqtt import decode_state
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from hearth_device_gateway.edge import request_id, to_request
-from hearth_shared.events import AcknowledgeCommand, MalformedRecord, ReportAvailability, ReportState
-from hearth_shared.mqtt import (
+from hearth_shared.schema.events import AcknowledgeCommand, MalformedRecord, ReportAvailability, ReportState
+from hearth_shared.schema.mqtt import (
     MAX_PAYLOAD_BYTES,
     CommandMessage,
     decode_command,

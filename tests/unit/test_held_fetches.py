@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_shared.kafka import FOLLOWER_FETCH_MIN_BYTES, held_fetches
+from hearth_shared.adapters.kafka import FOLLOWER_FETCH_MIN_BYTES, held_fetches
 
 pytestmark = pytest.mark.unit
 

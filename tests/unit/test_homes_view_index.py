@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, Trigger
-from hearth_shared.home_facts import AutomationCreated, AutomationSwitched, SwitchPayload
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_facts import AutomationCreated, AutomationSwitched, SwitchPayload
+from hearth_shared.domain.home_view import HomesView
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
 from hearth_devstack.local import LocalStack, Services, StackPorts
 from hearth_devstack.process import StartupError
-from hearth_shared.kafka import _raise_topic_errors
-from hearth_shared.settings import StackSettings
-from hearth_shared.topics import Topics, min_insync_replicas
+from hearth_shared.adapters.kafka import _raise_topic_errors
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topics import Topics, min_insync_replicas
 
 pytestmark = pytest.mark.unit
 

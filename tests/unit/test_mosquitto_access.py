@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
-from hearth_shared.credentials import hash_secret, new_secret
-from hearth_shared.events import (
+from hearth_shared.schema.credentials import hash_secret, new_secret
+from hearth_shared.schema.events import (
     CredentialsIssuedPayload,
     CredentialsRevokedPayload,
     DeviceCredentialsIssued,

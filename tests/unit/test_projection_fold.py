@@ -13,7 +13,7 @@ import pytest
 from hearth_devstack.journal_facts import JournalFacts
 from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, evolve
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AnomalyDetected,
     CommandConverged,
     CommandRequested,

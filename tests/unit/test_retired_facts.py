@@ -17,7 +17,8 @@ from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import CommandState, Twin, evolve
 from hearth_shared.domain.automation import Trigger, fact_names, fact_triggers
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.events import (
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import (
     RETIRED_SETTING_FACTS,
     DesiredSetPayload,
     DesiredStateSet,
@@ -25,7 +26,6 @@ from hearth_shared.events import (
     decode_event,
     encode,
 )
-from hearth_shared.storable import decode_fact
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_shared.events import AcknowledgeCommand, ReportState
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.schema.events import AcknowledgeCommand, ReportState
 from hearth_simulator.firmware import FirmwareOptions
 from hearth_simulator.fleet import Fleet, FleetOptions
 from tests.unit.test_simulator_fleet import T0, command, play, registered

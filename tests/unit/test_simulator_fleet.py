@@ -9,7 +9,8 @@ import pytest
 
 from hearth_device import Command
 from hearth_device_gateway.edge import to_request
-from hearth_shared.events import (
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     DeviceRegistered,
     DeviceRegisteredPayload,
@@ -17,7 +18,6 @@ from hearth_shared.events import (
     StateReported,
     StateReportedPayload,
 )
-from hearth_shared.topics import Topics
 from hearth_simulator.devices.sim_lock import SimLock
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.fleet import Fleet, FleetOptions

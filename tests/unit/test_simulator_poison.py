@@ -1,6 +1,6 @@
 """The simulated hub's command feed: a command whose handling raises is logged and skipped, and later
 commands are carried out. (Unreadable command payloads never reach the simulator: the device SDK decodes
-each MQTT message with ``hearth_shared.mqtt.decode_command`` and drops what it cannot read.)"""
+each MQTT message with ``hearth_shared.schema.mqtt.decode_command`` and drops what it cannot read.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hearth_shared.mqtt import decode_ack
+from hearth_shared.schema.mqtt import decode_ack
 from tests.unit.test_simulator_fleet import T0, command, fleet, registered
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
 """``hearth status`` shows what each part's topic followers read at its last start: the reports the
-followers write (``hearth_shared.topic_follower.write_report``, the real writer) into the directory the
-local stack gives each part, read back with the snapshot's age as of now."""
+followers write (``hearth_shared.adapters.topic_follower.write_report``, the real writer) into the directory
+the local stack gives each part, read back with the snapshot's age as of now."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from hearth.cli import app
 from hearth_devstack.service_processes import Services, follower_reports_dir
 from hearth_devstack.status import PartStatus, write_status
-from hearth_shared.events import utcnow
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import REPORTS_ENV, RestartReport, write_report
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import REPORTS_ENV, RestartReport, write_report
+from hearth_shared.schema.events import utcnow
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES, dead_letter
+from hearth_shared.domain.storable import (
+    MAX_REQUEST_BYTES,
+    decode_fact,
+    decode_request,
+    fact_problem,
+    request_problem,
+)
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     AnomalyDetected,
     AnomalyDetectedPayload,
@@ -30,14 +38,6 @@ from hearth_shared.events import (
     StateReportedPayload,
     SubmitCommand,
     encode,
-)
-from hearth_shared.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES, dead_letter
-from hearth_shared.storable import (
-    MAX_REQUEST_BYTES,
-    decode_fact,
-    decode_request,
-    fact_problem,
-    request_problem,
 )
 
 pytestmark = pytest.mark.unit

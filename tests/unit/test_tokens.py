@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from fastapi import HTTPException
 
-from hearth_shared.auth import (
+from hearth_shared.schema.auth import (
     ADMIN_TOKEN_LIFETIME,
     HOME_TOKEN_LIFETIME,
     InvalidToken,
@@ -26,7 +26,7 @@ from hearth_shared.auth import (
     token_id,
     verify_token,
 )
-from hearth_shared.http import authenticate
+from hearth_shared.web.http import authenticate
 
 pytestmark = pytest.mark.unit
 

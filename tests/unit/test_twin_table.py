@@ -6,7 +6,7 @@ import faust
 import pytest
 
 from hearth_device_actor.app import TwinTable
-from hearth_shared.kafka import partition_of
+from hearth_shared.adapters.kafka import partition_of
 
 pytestmark = pytest.mark.unit
 

@@ -2,8 +2,8 @@
 rewritten as one, sorted by journal partition and offset, with no reader ever seeing a row twice or not
 at all, and the archive job left running.
 
-Why this way. Spark's file sink lists the table in its commit log (``hearth_shared.archive_log``), and
-readers through Spark (``MetadataLogFileIndex``) and ours read that log, never the directory. Spark 4.3's
+Why this way. Spark's file sink lists the table in its commit log (``hearth_shared.adapters.archive_log``),
+and readers through Spark (``MetadataLogFileIndex``) and ours read that log, never the directory. Spark 4.3's
 sink log has no way to retire a file (the ``delete`` action of Spark 2 is gone: ``FileStreamSinkLog`` has
 only ``add``, read in ``spark-sql_2.13-4.3.0.jar``), and its batch ids belong to the streaming query: a
 log file written under the next batch id would make the query skip its own next batch as "already
@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hearth_shared.archive_log import (
+from hearth_shared.adapters.archive_log import (
     committed_files,
     local_path,
     log_files,

@@ -1,4 +1,4 @@
-"""Reading the archive table without Spark: its committed files (``hearth_shared.archive_log``, the
+"""Reading the archive table without Spark: its committed files (``hearth_shared.adapters.archive_log``, the
 file sink's commit log), as pyarrow (or DuckDB) reads them.
 
 No Spark here (so the ``hearth archive`` commands start in a second): the standard library and pyarrow.
@@ -13,15 +13,15 @@ import pyarrow.dataset as ds
 from aiokafka import AIOKafkaConsumer
 
 from hearth_analytics.archive_check import OffsetRange
-from hearth_shared.archive_log import (
+from hearth_shared.adapters.archive_log import (
     METADATA_DIR,
     ArchiveUnreadable,
     CommittedFile,
     committed_files,
     newest_batch,
 )
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.settings import StackSettings
 
 __all__ = [
     "METADATA_DIR",

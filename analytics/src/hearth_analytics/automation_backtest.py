@@ -5,7 +5,7 @@ in-process backtest should not read in a request (``POST /v1/automations/{id}/ba
 
 The same result as the query API's, by construction: both select the stretch, order a home's facts and
 feed them to the rules as ``hearth_shared.domain.automation_replay`` says, and both decode each record
-with ``hearth_shared.storable.decode_fact`` (a record it refuses is left out by both). Here:
+with ``hearth_shared.domain.storable.decode_fact`` (a record it refuses is left out by both). Here:
 
 1. Spark keeps the records whose Kafka timestamp is in the stretch (``record_ms``) and whose envelope
    names one of the automations' homes (a JSON read of four envelope fields, no payload);
@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from hearth_analytics.history import read_history
 from hearth_analytics.schema import envelope_struct
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,
@@ -50,11 +51,10 @@ from hearth_shared.domain.automation_replay import (
     record_ms,
     replayed,
 )
-from hearth_shared.events import MalformedRecord
-from hearth_shared.home_facts import decode_home_fact
-from hearth_shared.home_view import DEFAULT_TIMEZONE, HomesView
-from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import TopicFollower
+from hearth_shared.domain.home_facts import decode_home_fact
+from hearth_shared.domain.home_view import DEFAULT_TIMEZONE, HomesView
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import MalformedRecord
 
 # The envelope fields Spark reads to select and order the records (the rest is decoded in Python).
 _ENVELOPE = envelope_struct("home_id", "device_id", "version", "recorded_at")

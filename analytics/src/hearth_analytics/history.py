@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from hearth_analytics.schema import read_journal
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.adapters.kafka import topic_partitions
 
 log = logging.getLogger(__name__)
 

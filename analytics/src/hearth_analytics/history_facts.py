@@ -42,7 +42,7 @@ from hearth_analytics.schema import (
     finite_struct,
 )
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 # The fact types whose payload a figure reads; every other fact is only counted.
 PARSED_TYPES = (STATE_REPORTED, ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_OUTCOMES)

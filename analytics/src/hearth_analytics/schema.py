@@ -3,12 +3,12 @@
 Only the envelope and the payload fields the jobs use are in the schema; everything else in a record is
 ignored. Timestamps are read as strings and cast with ``try_cast`` (null if malformed; msgspec writes
 RFC 3339 with ``Z`` and up to 6 fraction digits), in the session time zone UTC. A value that is not a
-journal record (no ``type``) is left out. If an upcaster (``hearth_shared.events.register_upcaster``)
+journal record (no ``type``) is left out. If an upcaster (``hearth_shared.schema.events.register_upcaster``)
 ever renames a field used here, this schema must follow it: Spark reads the JSON, not the Python structs.
 
 Poison facts (the platform's consumers dead-letter them) are left out or neutralised here, once, so no
 job fails or publishes a poisoned result: a value that is not JSON, or whose device or home id breaks
-``hearth_shared.ids.IDENTIFIER_PATTERN`` (a NUL, a space...), is left out; a number that is not finite
+``hearth_shared.schema.ids.IDENTIFIER_PATTERN`` (a NUL, a space...), is left out; a number that is not finite
 (a ``NaN`` or ``Infinity`` literal, which JSON does not have, or ``1e999``, too large for a double) is
 read as null, as a value of the wrong type is (``from_json``), so no mean or model turns NaN.
 """
@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.registry import counted_state_keys, rollup_metrics
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 STATE_REPORTED = "device.state_reported"
 DEVICE_REGISTERED = "device.registered"

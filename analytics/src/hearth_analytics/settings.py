@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 
 class AnalyticsSettings(BaseSettings):

@@ -16,7 +16,8 @@ Choices:
 * Only slices with ``n >= min_count`` are published: the scorer ignores smaller ones anyway
   (``_baseline``), and it keeps the record small. The record is compressed (zstd) on the wire; the
   broker's ``max.message.bytes`` (1 MB by default) bounds it at roughly a few thousand devices.
-* **Record**: key = the model name (``telemetry-anomaly``), value = ``hearth_shared.events.encode(model)``
+* **Record**: key = the model name (``telemetry-anomaly``), value =
+  ``hearth_shared.schema.events.encode(model)``
   (``AnomalyModel`` JSON; ``decode_model`` reads it). ``version`` = 1 + the newest version of that model
   on the topic (or in the trainer's own state, whichever is higher), so every publication has a new,
   increasing version; the newest record of the key is the model in force.
@@ -47,7 +48,7 @@ from hearth_analytics.history import read_history
 from hearth_analytics.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, read_topic
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.anomaly import SCORED_METRICS
-from hearth_shared.events import AnomalyModel, Baseline, encode
+from hearth_shared.schema.events import AnomalyModel, Baseline, encode
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from hearth_bench.options import option
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import counting_progress, raw_consume_rate
 from hearth_devstack.local import Services
-from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
-from hearth_shared.kafka import ensure_topics, make_producer, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics, make_producer, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import RegisterDevice, ReportState, encode, new_id, utcnow
 
 console = Console(stderr=True)
 

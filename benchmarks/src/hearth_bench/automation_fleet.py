@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
-from hearth_shared.events import (
+from hearth_shared.domain.home_facts import AutomationCreated
+from hearth_shared.schema.events import (
     DeviceRegistered,
     DeviceRegisteredPayload,
     Event,
     StateReported,
     StateReportedPayload,
 )
-from hearth_shared.home_facts import AutomationCreated
 
 HOME_SIZE = 10
 COOL = {"mode": "cool"}

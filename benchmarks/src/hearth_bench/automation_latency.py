@@ -28,11 +28,11 @@ from aiokafka import AIOKafkaConsumer
 from hearth_bench.automation_fleet import automations, created_facts, device_id, home_of, reading
 from hearth_bench.load_client import cpu_share, latency_ms
 from hearth_bench.stack import BenchStack, console
+from hearth_shared.adapters.kafka import make_producer, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Automation, action_id, run_id
-from hearth_shared.events import RegisterDevice, ReportState, encode, new_id, utcnow
-from hearth_shared.home_facts import encode_home_fact
-from hearth_shared.kafka import make_producer, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.domain.home_facts import encode_home_fact
+from hearth_shared.schema.events import RegisterDevice, ReportState, encode, new_id, utcnow
 
 
 class _Payload(msgspec.Struct):

@@ -34,11 +34,11 @@ from hearth_bench.automation_fleet import automations, created_facts, journal_fa
 from hearth_bench.options import option
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
+from hearth_shared.adapters.kafka import ensure_topics, make_producer
+from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Automation
-from hearth_shared.events import encode, utcnow
-from hearth_shared.home_facts import encode_home_fact
-from hearth_shared.kafka import ensure_topics, make_producer
-from hearth_shared.settings import StackSettings
+from hearth_shared.domain.home_facts import encode_home_fact
+from hearth_shared.schema.events import encode, utcnow
 
 console = Console(stderr=True)
 
@@ -98,7 +98,7 @@ def backtest_rates(
     """The query API's reader over one home's stretch, and the Spark job over every automation."""
     from hearth_read_models.query.backtest_views import read_stretch
     from hearth_shared.domain.automation_replay import backtest, replayed
-    from hearth_shared.home_view import DEFAULT_TIMEZONE
+    from hearth_shared.domain.home_view import DEFAULT_TIMEZONE
 
     start, end = found[0].created_at - timedelta(days=1), utcnow() + timedelta(days=1)
     first = found[0]

@@ -39,8 +39,8 @@ from hearth_bench.options import option
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
 from hearth_devstack.journal_facts import JournalFacts, fill_journal
-from hearth_shared.events import Event, StateReported
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import Event, StateReported
 
 console = Console(stderr=True)
 T = TypeVar("T")

@@ -27,8 +27,8 @@ from hearth_bench.options import option
 from hearth_bench.results import write_result
 from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.process import free_port
-from hearth_shared.kafka import PRODUCER_SETTINGS, ensure_topics, make_producer
-from hearth_shared.topics import TopicSpec
+from hearth_shared.adapters.kafka import PRODUCER_SETTINGS, ensure_topics, make_producer
+from hearth_shared.adapters.topics import TopicSpec
 
 KEYS = 1000  # records are keyed like device facts, spread over the partitions
 

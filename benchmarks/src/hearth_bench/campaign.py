@@ -33,7 +33,7 @@ import httpx
 from hearth_bench.load_client import cpu_share
 from hearth_bench.options import option
 from hearth_bench.stack import BenchStack, bench_stack, console, read_topic
-from hearth_shared.campaign_events import (
+from hearth_shared.schema.campaign_events import (
     CampaignAborted,
     CampaignCompleted,
     CampaignFact,
@@ -42,7 +42,7 @@ from hearth_shared.campaign_events import (
     WaveStarted,
     decode_campaign_fact,
 )
-from hearth_shared.events import CommandFailed, MalformedRecord, decode_event, fact_type, wire_name
+from hearth_shared.schema.events import CommandFailed, MalformedRecord, decode_event, fact_type, wire_name
 
 HOME = "bench-campaign"
 SHA = "ab" * 32

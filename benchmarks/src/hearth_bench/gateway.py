@@ -49,10 +49,10 @@ from hearth_bench.mqtt_load import (
 )
 from hearth_bench.options import option
 from hearth_bench.stack import BenchStack, bench_stack, console, counting_progress
-from hearth_shared.credentials import new_secret
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.mqtt import GATEWAY_ACCOUNT
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.schema.credentials import new_secret
+from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.mqtt import GATEWAY_ACCOUNT
 
 FLOOR_ROOT = "hearth/floor00"  # as long as "hearth/devices": the same bytes on the wire
 DEVICE_ROOT = "hearth/devices"

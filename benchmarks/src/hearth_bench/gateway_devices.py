@@ -20,9 +20,9 @@ from hearth_bench.gateway_figures import per_connection_kib
 from hearth_bench.mqtt_load import LoadProcess
 from hearth_bench.stack import BenchStack, console, counting_progress
 from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
-from hearth_shared.credentials import hash_secret, new_credential_id
-from hearth_shared.events import IssueCredentials, RegisterDevice, encode, new_id, utcnow
-from hearth_shared.kafka import make_producer
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.schema.credentials import hash_secret, new_credential_id
+from hearth_shared.schema.events import IssueCredentials, RegisterDevice, encode, new_id, utcnow
 
 HOME = "bench-gateway"
 

@@ -49,8 +49,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from hearth_bench.load_client import latency_ms
 from hearth_bench.options import option
 from hearth_bench.stack import BenchStack, bench_stack
+from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.domain.anomaly import score_reading
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AnomalyDetected,
     AnomalyModel,
     MalformedRecord,
@@ -58,7 +59,6 @@ from hearth_shared.events import (
     decode_event,
     decode_model,
 )
-from hearth_shared.kafka import topic_partitions
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.fleet import Fleet, FleetOptions
 

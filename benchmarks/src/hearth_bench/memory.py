@@ -42,8 +42,9 @@ import psutil
 from hearth_bench.options import option
 from hearth_bench.stack import bench_stack, console
 from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain import Twin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     DeviceCommand,
     Event,
@@ -55,7 +56,6 @@ from hearth_shared.events import (
     new_id,
     utcnow,
 )
-from hearth_shared.kafka import make_producer
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.registration import fleet_devices
 

@@ -36,8 +36,8 @@ from gmqtt import Client, Message
 from gmqtt.mqtt.constants import MQTTv50
 
 from hearth_bench.gateway_figures import Arrivals, report_payloads, top_frames
-from hearth_shared.mqtt import availability_topic, commands_topic
-from hearth_shared.mqtt_link import MqttLink
+from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.schema.mqtt import availability_topic, commands_topic
 
 ATTEMPTS = 3  # connection attempts per held device
 

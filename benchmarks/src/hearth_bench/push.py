@@ -43,8 +43,8 @@ from hearth_bench.push_clients import CONNECTING, HOME, ClientProcesses
 from hearth_bench.stack import BenchStack, bench_stack, console
 from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
-from hearth_shared.events import ReportState, encode, new_id, utcnow
-from hearth_shared.kafka import make_producer
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.schema.events import ReportState, encode, new_id, utcnow
 
 DRAIN_S = 15.0  # how long after the last send the changes may take to arrive
 

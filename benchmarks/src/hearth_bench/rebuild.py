@@ -39,8 +39,8 @@ from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.projection.app import make_consumer
 from hearth_read_models.rebuild.run import REPLAY_PROCESSES, RebuildResult, ReplayProgress, rebuild
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.kafka import ensure_topics
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics
+from hearth_shared.adapters.settings import StackSettings
 
 console = Console(stderr=True)
 

@@ -62,10 +62,10 @@ from hearth_devstack.local import LocalStack, Services, StackPorts
 from hearth_devstack.process import free_port
 from hearth_devstack.status import FollowerReport, read_follower_reports
 from hearth_devstack.supervisor import RestartPolicy
-from hearth_shared.events import Event, RegisterDevice, encode, new_id, utcnow
-from hearth_shared.kafka import make_producer, partition_of
-from hearth_shared.settings import StackSettings
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.adapters.kafka import make_producer, partition_of
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topics import PARTITIONS
+from hearth_shared.schema.events import Event, RegisterDevice, encode, new_id, utcnow
 
 GOAL_S = 10.0
 GOAL_GROWTH = 1.2  # of the restart time at the baseline size

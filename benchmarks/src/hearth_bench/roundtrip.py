@@ -34,7 +34,7 @@ from typing import Any
 from hearth_bench.load_client import LEAN_ERRORS, LeanHttp, cpu_share, latency_ms, latency_row, paced
 from hearth_bench.options import option
 from hearth_bench.stack import BenchStack, bench_stack, console, read_topic
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     MalformedRecord,
     SubmitCommand,

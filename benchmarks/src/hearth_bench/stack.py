@@ -44,10 +44,10 @@ from hearth_devstack.servers import (
     start_postgres,
     start_redis,
 )
-from hearth_shared.auth import create_token
-from hearth_shared.kafka import ensure_topics, topic_partitions
-from hearth_shared.mqtt import SIMULATOR_ACCOUNT
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
+from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
 from hearth_simulator.fleet import MqttEndpoint
 from hearth_simulator.registration import register_fleet
 

@@ -36,9 +36,9 @@ from hearth_bench.load_client import latency_ms
 from hearth_bench.options import option
 from hearth_bench.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_devstack.journal_facts import JournalFacts
-from hearth_shared.events import encode
-from hearth_shared.kafka import make_producer, topic_partitions
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import make_producer, topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.events import encode
 
 console = Console(stderr=True)
 TICK_S = 0.05  # the producer's pacing step

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 from hearth.stack_dir import token_secret
-from hearth_shared.auth import create_token
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
 
 Api = Annotated[str, typer.Option(help="The command API")]
 console = Console(stderr=True, soft_wrap=True)

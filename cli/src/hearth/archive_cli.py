@@ -29,7 +29,7 @@ from rich.table import Table
 
 from hearth.needs import needs
 from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 if TYPE_CHECKING:
     from hearth_analytics.archive_check import ArchiveCheck, OffsetRange

@@ -33,7 +33,7 @@ from rich.table import Table
 
 from hearth.needs import needs
 from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir, token_secret
-from hearth_shared.auth import create_token, parse_duration
+from hearth_shared.schema.auth import create_token, parse_duration
 
 automation_app = typer.Typer(help="Automations: backtest one over the journal.", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)

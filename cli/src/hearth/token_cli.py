@@ -2,7 +2,7 @@
 
 Tokens are signed with the local stack's secret (``--stack-dir``; HEARTH_TOKEN_SECRET wins); a
 revocation is a ``token.revoked`` fact written to the broker in HEARTH_KAFKA_BOOTSTRAP_SERVERS, which
-every API process follows (see hearth_shared.auth and hearth_shared.revocations).
+every API process follows (see hearth_shared.schema.auth and hearth_shared.adapters.revocations).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 token_app = typer.Typer(
     help="API tokens: create (with an expiry, or a page link) and revoke.", no_args_is_help=True
@@ -44,7 +44,7 @@ def token_create(
     home: Home = DEFAULT_HOME,
 ) -> None:
     """Print a new token on stdout and nothing else (its id and expiry go to stderr)."""
-    from hearth_shared.auth import issue, parse_duration
+    from hearth_shared.schema.auth import issue, parse_duration
 
     if admin == (home_id is not None):
         console.print("give exactly one of --home H or --admin")
@@ -74,9 +74,9 @@ def token_revoke(
 
     Writes a token.revoked fact to the revocations topic of the broker in HEARTH_KAFKA_BOOTSTRAP_SERVERS.
     """
-    from hearth_shared.auth import InvalidToken, token_id
-    from hearth_shared.ids import is_identifier
-    from hearth_shared.revocations import revoke, token_revoked
+    from hearth_shared.adapters.revocations import revoke, token_revoked
+    from hearth_shared.schema.auth import InvalidToken, token_id
+    from hearth_shared.schema.ids import is_identifier
 
     if token.startswith("hth"):
         try:

@@ -37,7 +37,7 @@ from hearth_devstack.status import (
     status_path,
 )
 from hearth_devstack.supervisor import RestartPolicy
-from hearth_shared.auth import create_token
+from hearth_shared.schema.auth import create_token
 
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy
 DEMO_HOME = "demo"

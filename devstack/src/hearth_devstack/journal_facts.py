@@ -19,8 +19,10 @@ from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from hearth_shared.credentials import hash_secret
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.credentials import hash_secret
+from hearth_shared.schema.events import (
     AnomalyDetected,
     AnomalyDetectedPayload,
     CommandAccepted,
@@ -44,8 +46,6 @@ from hearth_shared.events import (
     StateReportedPayload,
     encode,
 )
-from hearth_shared.kafka import make_producer
-from hearth_shared.settings import StackSettings
 
 DEVICES_PER_HOME = 10
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -21,7 +21,7 @@ from pathlib import Path
 from hearth_devstack.kafka_probe import kafka_answers
 from hearth_devstack.process import ManagedProcess, StartupError, free_port, require_free_port
 from hearth_devstack.workspace import REPO_ROOT
-from hearth_shared.topics import min_insync_replicas
+from hearth_shared.adapters.topics import min_insync_replicas
 
 KAFKA_VERSION = "4.4.0"
 

@@ -44,9 +44,9 @@ from hearth_devstack.servers import (
 from hearth_devstack.service_processes import Services
 from hearth_devstack.status import PartStatus, write_status
 from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
-from hearth_shared.kafka import apply_topic_config, ensure_topics
-from hearth_shared.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
 
 
 @dataclass

@@ -24,7 +24,7 @@ module writes into the broker's data directory on every start:
 
 Who may connect and what each may do is in files the broker reads at start and on every SIGHUP:
 ``<data>/access/passwd`` (the devices' ``username:$7$...`` lines, the PBKDF2-SHA512 hashes of
-``hearth_shared.credentials``), ``<data>/access/services.passwd`` (the service accounts') and
+``hearth_shared.schema.credentials``), ``<data>/access/services.passwd`` (the service accounts') and
 ``<data>/access/acl``. The broker-access follower (``hearth_device_gateway.broker_access``) renders
 ``passwd`` and ``acl`` from the journal's device credentials plus the service accounts' ACL; this module
 writes ``services.*`` and, when nothing was rendered yet, a ``passwd`` with no device and an ``acl`` with
@@ -34,7 +34,7 @@ Service accounts (username, secret kept in ``<data>/access/<name>.secret``, mode
 
 * ``_hearth_gateway``: Hearth's own components (the device gateway, the tests): read and write every
   device topic, ``$SYS`` read. The leading underscore keeps it apart from every device id
-  (``hearth_shared.ids``: a device id starts with a letter or digit), so no device can be registered
+  (``hearth_shared.schema.ids``: a device id starts with a letter or digit), so no device can be registered
   under a service account's name.
 * ``_hearth_simulator``: the fleet simulator, a hub acting for every device registered with
   ``"simulated": true`` and for nothing else; its per-device ACL lines are added by the follower.
@@ -54,8 +54,8 @@ from pathlib import Path
 
 from hearth_device_gateway.mosquitto_access import service_files
 from hearth_devstack.process import ManagedProcess, StartupError, require_free_port
-from hearth_shared.credentials import new_secret
-from hearth_shared.mqtt import (
+from hearth_shared.schema.credentials import new_secret
+from hearth_shared.schema.mqtt import (
     DEVICE_PORT,
     DEVICE_TLS_PORT,
     GATEWAY_ACCOUNT,

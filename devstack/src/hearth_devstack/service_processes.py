@@ -26,9 +26,9 @@ from hearth.stack_dir import archive_dir
 from hearth_device_actor.serving import serving_file, serving_problem
 from hearth_devstack.process import ManagedProcess
 from hearth_devstack.supervisor import PartSpec
-from hearth_shared.mqtt import DEVICE_PORT, PLATFORM_PORT
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import REPORTS_ENV
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import REPORTS_ENV
+from hearth_shared.schema.mqtt import DEVICE_PORT, PLATFORM_PORT
 
 
 def follower_reports_dir(data: Path, part: str) -> Path:

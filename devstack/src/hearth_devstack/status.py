@@ -10,7 +10,7 @@ atomically (a temporary file renamed over it), so a reader never sees half of on
 ``supervisor_pid`` says whose file it is; a reader checks that process is alive before trusting the
 states (a dead supervisor's file describes the past).
 
-Beside it, each part's topic followers write their restart reports (``hearth_shared.topic_follower``:
+Beside it, each part's topic followers write their restart reports (``hearth_shared.adapters.topic_follower``:
 ``{follower}.json`` in the part's ``reports`` directory, once caught up and after each snapshot);
 ``read_follower_reports`` turns them into what ``hearth status`` shows per part: where the last start
 began (snapshot or first offset, and why), how many records it replayed, the gap a retention window

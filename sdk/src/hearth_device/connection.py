@@ -30,8 +30,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hearth_shared.events import JSON, MalformedRecord
-from hearth_shared.mqtt import (
+from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.schema.events import JSON, MalformedRecord
+from hearth_shared.schema.mqtt import (
     COMMANDS,
     ERRORS,
     OFFLINE,
@@ -50,7 +51,6 @@ from hearth_shared.mqtt import (
     parse_topic,
     state_topic,
 )
-from hearth_shared.mqtt_link import MqttLink
 
 log = logging.getLogger(__name__)
 

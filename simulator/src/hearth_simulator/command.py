@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 
 from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
-from hearth_shared.auth import create_token
-from hearth_shared.mqtt import SIMULATOR_ACCOUNT
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.auth import create_token
+from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
 
 console = Console(stderr=True, soft_wrap=True)
 

@@ -7,8 +7,8 @@ live). It is a hub of the device SDK (``hearth_device.DeviceConnection(hub=True)
 with the simulator's credential, which the broker lets act only for simulated devices, and only once the
 broker has loaded the ACL lines of a device registered a moment ago: the hub acts for a device (and
 publishes its reports) only after the retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``
-(``hearth_shared.mqtt.hub_child_topic``), since the broker drops a connection that publishes what its ACL
-denies. It receives each
+(``hearth_shared.schema.mqtt.hub_child_topic``), since the broker drops a connection that publishes what its
+ACL denies. It receives each
 device's commands on its ``commands`` topic, applies and acks them, and publishes the devices' reports
 and acks to their ``state`` and ``acks`` topics; the device gateway takes them to the inbox. Nothing here
 writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the broker's receive maximum
@@ -33,11 +33,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from hearth_device import DeviceConnection
-from hearth_shared.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
-from hearth_shared.kafka import held_fetches, topic_partitions
-from hearth_shared.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
-from hearth_shared.storable import decode_fact
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.kafka import held_fetches, topic_partitions
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import DeviceRegistered, MalformedRecord, StateReported, wire_name
+from hearth_shared.schema.mqtt import ALLOWED, PLATFORM_PORT, hub_child_topic
 from hearth_simulator.fleet_core import MIN_TICK_S, FleetCore
 from hearth_simulator.options import FleetOptions
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from hearth_device import Command
-from hearth_shared.events import DeviceRegistered, Event, StateReported
-from hearth_shared.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
+from hearth_shared.schema.events import DeviceRegistered, Event, StateReported
+from hearth_shared.schema.mqtt import AckMessage, StateMessage, acks_topic, encode_message, state_topic
 from hearth_simulator import firmware
 from hearth_simulator.firmware import DeviceFirmware
 from hearth_simulator.models import SIM_MODELS, SimDevice

@@ -7,8 +7,8 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from hearth_shared.mqtt import PLATFORM_PORT
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.mqtt import PLATFORM_PORT
 from hearth_simulator.firmware import FirmwareOptions
 from hearth_simulator.fleet import MqttEndpoint
 from hearth_simulator.options import FleetOptions

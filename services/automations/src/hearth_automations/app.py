@@ -77,16 +77,16 @@ from hearth_automations.scheduler import Scheduler
 from hearth_automations.service_state import ServiceState
 from hearth_automations.settings import AutomationsSettings
 from hearth_automations.webhooks import WebhookSender
-from hearth_shared.events import CommandRequested as CommandRequestedFact
-from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, utcnow, wire_name
-from hearth_shared.home_facts import HomeFact, decode_home_fact
-from hearth_shared.home_journal import append_home_fact, append_home_facts
-from hearth_shared.home_view import HomesView
-from hearth_shared.kafka import KafkaWriter, partition_of
-from hearth_shared.snapshots import SnapshotStore
-from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import TopicFollower, snapshot_policy
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.adapters.home_journal import append_home_fact, append_home_facts
+from hearth_shared.adapters.kafka import KafkaWriter, partition_of
+from hearth_shared.adapters.snapshots import SnapshotStore
+from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.adapters.topics import PARTITIONS
+from hearth_shared.domain.home_facts import HomeFact, decode_home_fact
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import CommandRequested as CommandRequestedFact
+from hearth_shared.schema.events import MalformedRecord, SubmitCommand, fact_type, utcnow, wire_name
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from hearth_shared.events import SubmitCommand
-from hearth_shared.home_facts import HomeFact
+from hearth_shared.domain.home_facts import HomeFact
+from hearth_shared.schema.events import SubmitCommand
 
 
 class EnginePath(Protocol):

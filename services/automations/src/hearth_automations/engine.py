@@ -61,7 +61,9 @@ from hearth_automations.run_notifications import notification_content, undeliver
 from hearth_automations.trigger_index import TriggerIndex
 from hearth_automations.triggers import Cause, DelayedTriggers
 from hearth_shared.domain.automation import Automation, FactNames, action_id, run_id
-from hearth_shared.events import (
+from hearth_shared.domain.home_facts import ActionRecord, AutomationCreated, RunPayload
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
     DeviceQuarantined,
@@ -71,8 +73,6 @@ from hearth_shared.events import (
     StateReported,
     SubmitCommand,
 )
-from hearth_shared.home_facts import ActionRecord, AutomationCreated, RunPayload
-from hearth_shared.home_view import HomesView
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from hearth_automations.webhooks import WebhookSender
-from hearth_shared.home_facts import HomeFact, NotificationDelivered, NotificationGaveUp, NotificationPayload
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_facts import (
+    HomeFact,
+    NotificationDelivered,
+    NotificationGaveUp,
+    NotificationPayload,
+)
+from hearth_shared.domain.home_view import HomesView
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 
 from hearth_shared.domain.automation import Automation
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     ActionRecord,
     AutomationRan,
     AutomationSuspended,

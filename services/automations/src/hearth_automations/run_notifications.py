@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from hearth_shared.domain.automation import Automation
-from hearth_shared.home_facts import ActionRecord, RunPayload
-from hearth_shared.home_view import HomesView
+from hearth_shared.domain.home_facts import ActionRecord, RunPayload
+from hearth_shared.domain.home_view import HomesView
 
 
 def notification_content(

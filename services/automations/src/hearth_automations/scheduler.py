@@ -38,6 +38,15 @@ from typing import Protocol
 
 import msgspec
 
+from hearth_shared.domain.home_facts import (
+    FiredPayload,
+    HoldPayload,
+    HomeFact,
+    ScheduleHoldStarted,
+    ScheduleResumed,
+    ScheduleTransitionFired,
+)
+from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import next_after, zone
 from hearth_shared.domain.schedule_hold import (
     REMEMBERED,
@@ -48,16 +57,7 @@ from hearth_shared.domain.schedule_hold import (
     is_own_command,
     resume,
 )
-from hearth_shared.events import CommandRequested, Event, SubmitCommand
-from hearth_shared.home_facts import (
-    FiredPayload,
-    HoldPayload,
-    HomeFact,
-    ScheduleHoldStarted,
-    ScheduleResumed,
-    ScheduleTransitionFired,
-)
-from hearth_shared.home_view import HomesView
+from hearth_shared.schema.events import CommandRequested, Event, SubmitCommand
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ import msgspec
 
 from hearth_automations.engine import Engine, EngineState
 from hearth_automations.scheduler import Scheduler, SchedulerState
-from hearth_shared.home_view import HomesView, HomesViewState
-from hearth_shared.snapshot_format import NotNow, SnapshotCodec
-from hearth_shared.snapshots import Positions
+from hearth_shared.adapters.snapshots import Positions
+from hearth_shared.domain.home_view import HomesView, HomesViewState
+from hearth_shared.schema.snapshot_format import NotNow, SnapshotCodec
 
 SNAPSHOT_FORMAT = 1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 
 class AutomationsSettings(BaseSettings):

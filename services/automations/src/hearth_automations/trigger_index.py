@@ -15,8 +15,8 @@ at each fact, not cached). Pure: no I/O, no clock.
 from __future__ import annotations
 
 from hearth_shared.domain.automation import FactNames
-from hearth_shared.events import StateReported, wire_name
-from hearth_shared.home_view import AutomationState, HomesView
+from hearth_shared.domain.home_view import AutomationState, HomesView
+from hearth_shared.schema.events import StateReported, wire_name
 
 _REPORTED = wire_name(StateReported)
 

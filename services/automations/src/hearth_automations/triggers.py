@@ -20,9 +20,9 @@ import msgspec
 from hearth_automations.defaults import TRIGGER_DEVICE
 from hearth_shared.domain.automation import TIME_TRIGGER, Automation, StateTest, time_trigger_id
 from hearth_shared.domain.automation_timers import time_due, time_next, timer_change, timer_due_at
+from hearth_shared.domain.home_facts import RunPayload, TriggerRecord
 from hearth_shared.domain.schedule import ScheduleInvalid, zone
-from hearth_shared.events import Event
-from hearth_shared.home_facts import RunPayload, TriggerRecord
+from hearth_shared.schema.events import Event
 
 
 class Cause(msgspec.Struct, frozen=True, kw_only=True):

@@ -59,8 +59,24 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_campaigns.fleet_view import FleetView
 from hearth_campaigns.settings import CampaignSettings
-from hearth_shared.campaign_book import CampaignBook
-from hearth_shared.campaign_events import (
+from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
+from hearth_shared.adapters.snapshots import SnapshotStore
+from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
+from hearth_shared.domain.campaign_book import CampaignBook
+from hearth_shared.domain.campaign_decide import (
+    CampaignChange,
+    CampaignRefused,
+    abort,
+    advance,
+    awaited_commands,
+    evidence_since,
+    stamp_campaign,
+    start_campaign,
+)
+from hearth_shared.domain.campaign_gates import wave_health
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.campaign_events import (
     AbortCampaign,
     CampaignFact,
     Firmware,
@@ -74,24 +90,8 @@ from hearth_shared.campaign_events import (
     encode_campaign_record,
     firmware_key,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
-from hearth_shared.domain.campaign_decide import (
-    CampaignChange,
-    CampaignRefused,
-    abort,
-    advance,
-    awaited_commands,
-    evidence_since,
-    stamp_campaign,
-    start_campaign,
-)
-from hearth_shared.domain.campaign_gates import wave_health
-from hearth_shared.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
-from hearth_shared.kafka import KafkaWriter, topic_partitions
-from hearth_shared.snapshot_format import SnapshotCodec
-from hearth_shared.snapshots import SnapshotStore
-from hearth_shared.storable import decode_fact
-from hearth_shared.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.schema.events import MalformedRecord, SubmitCommand, fact_type, new_id, utcnow
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import msgspec
 
 from hearth_shared.domain.admin import FIRMWARE_KEY, is_admin_command
 from hearth_shared.domain.campaign_gates import CommandOutcome, CommandSight, DeviceSight, FleetSight
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     AnomalyDetected,
     CommandFailed,
@@ -52,7 +52,7 @@ from hearth_shared.events import (
     StateReported,
     wire_name,
 )
-from hearth_shared.snapshot_format import SnapshotCodec
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 KEPT = 64  # anomalies and command outcomes kept per device
 # A home's command not ended this long after its request never will be (deadlines are at most a day).

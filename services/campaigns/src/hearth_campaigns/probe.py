@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from hearth_campaigns.settings import CampaignSettings
-from hearth_shared.probe import run_probe, stable_group
+from hearth_shared.adapters.probe import run_probe, stable_group
 
 
 async def campaign_group_problem() -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
 
 
 class CampaignSettings(BaseSettings):

@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field, field_validator
 
 from hearth_command_api.deps import Book, CurrentPrincipal, Writer
 from hearth_command_api.schemas import DeviceId, printable
-from hearth_shared.auth import Principal
 from hearth_shared.domain.admin import MAX_REASON_LENGTH, validate_admin
-from hearth_shared.events import QuarantineDevice, ReleaseDevice, new_id, utcnow
-from hearth_shared.http import not_found, require_admin
-from hearth_shared.http_errors import error_responses
+from hearth_shared.schema.auth import Principal
+from hearth_shared.schema.events import QuarantineDevice, ReleaseDevice, new_id, utcnow
+from hearth_shared.web.http import not_found, require_admin
+from hearth_shared.web.http_errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["administration"])
 

@@ -30,17 +30,17 @@ from hearth_command_api.routes import router
 from hearth_command_api.schedules import router as schedules_router
 from hearth_command_api.settings import CommandApiSettings
 from hearth_command_api.tokens import router as tokens_router
-from hearth_shared.auth import Revocations
-from hearth_shared.campaign_events import CampaignRequest, encode_campaign_record
-from hearth_shared.campaign_feed import CampaignFeed
-from hearth_shared.events import Inbound
-from hearth_shared.home_facts import HomeFact
-from hearth_shared.home_journal import append_home_fact
-from hearth_shared.http_errors import install_edge
-from hearth_shared.kafka import KafkaWriter
-from hearth_shared.revocations import RevocationFeed, TokenRevoked, publish_revocation
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.adapters.campaign_feed import CampaignFeed
+from hearth_shared.adapters.home_journal import append_home_fact
+from hearth_shared.adapters.kafka import KafkaWriter
+from hearth_shared.adapters.revocations import RevocationFeed, TokenRevoked, publish_revocation
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.domain.home_facts import HomeFact
+from hearth_shared.schema.auth import Revocations
+from hearth_shared.schema.campaign_events import CampaignRequest, encode_campaign_record
+from hearth_shared.schema.events import Inbound
+from hearth_shared.web.http_errors import install_edge
 
 # The name the device book's snapshots are saved under: it was the "registry" when they were first saved,
 # and snapshots already on the topic under this name must still load, so the name stays.

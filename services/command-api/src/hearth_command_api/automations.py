@@ -21,21 +21,21 @@ from hearth_command_api.schedules import HomeId, ProgramCommandBody
 from hearth_command_api.schemas import printable
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.automation import MAX_FOR_S, Automation, RuleInvalid, check_rule
-from hearth_shared.events import new_id, utcnow
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     AutomationCreated,
     AutomationSwitched,
     HomeNotificationsSet,
     NotificationsPayload,
     SwitchPayload,
 )
-from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.events import new_id, utcnow
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 
 DeviceRef = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
-Text = Annotated[str, AfterValidator(printable)]  # one line, no control characters (hearth_shared.ids)
+Text = Annotated[str, AfterValidator(printable)]  # one line, no control characters (hearth_shared.schema.ids)
 
 
 class StateTestBody(BaseModel):

@@ -20,21 +20,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hearth_command_api.deps import Book, CurrentPrincipal, Writer
 from hearth_command_api.schemas import printable
-from hearth_shared.campaign_events import (
+from hearth_shared.adapters.campaign_feed import CampaignFeed, campaign_view
+from hearth_shared.domain import CommandInvalid, device_type_names
+from hearth_shared.domain.admin import validate_firmware
+from hearth_shared.domain.campaign_gates import wave_sizes
+from hearth_shared.schema.campaign_events import (
     AbortCampaign,
     AbortThresholds,
     Firmware,
     RegisterFirmware,
     StartCampaign,
 )
-from hearth_shared.campaign_feed import CampaignFeed, campaign_view
-from hearth_shared.domain import CommandInvalid, device_type_names
-from hearth_shared.domain.admin import validate_firmware
-from hearth_shared.domain.campaign_gates import wave_sizes
-from hearth_shared.events import new_id, utcnow
-from hearth_shared.http import require_admin
-from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.events import new_id, utcnow
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.web.http import require_admin
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1", tags=["campaigns"])
 

@@ -7,7 +7,7 @@
   ``DELETE /v1/devices/{id}/credentials`` revokes it. Token of the device's home, or admin.
 
 The secret is made here and exists in plaintext only in the HTTP answer: what goes to the inbox (and so
-to the journal, and to the broker's password file) is its salted hash (``hearth_shared.credentials``).
+to the journal, and to the broker's password file) is its salted hash (``hearth_shared.schema.credentials``).
 The broker stops accepting the old secret, and drops a device connected with it, once the broker-access
 follower (``hearth_device_gateway.broker_access``) has applied the fact: well within the contract's 5 s.
 """
@@ -23,11 +23,11 @@ from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
 from hearth_command_api.device_book import DeviceEntry
 from hearth_command_api.ports import TopicWriter
 from hearth_command_api.schemas import DeviceId
-from hearth_shared.auth import Principal
-from hearth_shared.credentials import hash_secret, new_credential_id, new_secret
-from hearth_shared.events import IssueCredentials, RevokeCredentials, new_id, utcnow
-from hearth_shared.http import not_found
-from hearth_shared.http_errors import error_responses
+from hearth_shared.schema.auth import Principal
+from hearth_shared.schema.credentials import hash_secret, new_credential_id, new_secret
+from hearth_shared.schema.events import IssueCredentials, RevokeCredentials, new_id, utcnow
+from hearth_shared.web.http import not_found
+from hearth_shared.web.http_errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["credentials"])
 

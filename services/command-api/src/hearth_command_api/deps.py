@@ -13,8 +13,8 @@ from fastapi import Depends, HTTPException, Request, status
 from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.ports import TopicWriter
 from hearth_command_api.settings import CommandApiSettings
-from hearth_shared.auth import Principal
-from hearth_shared.http import CurrentPrincipal
+from hearth_shared.schema.auth import Principal
+from hearth_shared.web.http import CurrentPrincipal
 
 
 async def _writer(request: Request) -> TopicWriter:

@@ -3,7 +3,7 @@ existence checks) and where each command is in its lifecycle (for idempotent ret
 Not ``hearth_shared.domain.registry`` (the device types): this one is a fold of facts.
 
 It is a fold of the journal, fed by a ``TopicFollower`` (wired in ``app.make_app``); queries never touch
-Kafka. A record it cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.storable`` says
+Kafka. A record it cannot read or use (undecodable, a tombstone, a fact ``hearth_shared.domain.storable`` says
 cannot be stored, or one whose application raises) is logged with its reason and skipped: the view
 follows the journal past it (the read-model projector dead-letters it).
 
@@ -46,7 +46,8 @@ from typing import Any
 
 import msgspec
 
-from hearth_shared.events import (
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
     CommandRequested,
@@ -58,8 +59,7 @@ from hearth_shared.events import (
     utcnow,
     wire_name,
 )
-from hearth_shared.snapshot_format import SnapshotCodec
-from hearth_shared.storable import decode_fact
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ class CommandEntry:
 
 # ------------------------------------------------------------------------------------ snapshot format
 # Format 1. Records are msgpack arrays (``array_like``): a later format may only append fields with
-# defaults to them, or bump ``format`` and keep a reader for this one (``hearth_shared.snapshot_format``).
+# defaults to them, or bump ``format`` and keep a reader for this one
+# (``hearth_shared.schema.snapshot_format``).
 
 SNAPSHOT_FORMAT = 1
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from hearth_shared.campaign_events import CampaignRequest
-from hearth_shared.events import Inbound
-from hearth_shared.home_facts import HomeFact
-from hearth_shared.revocations import TokenRevoked
-from hearth_shared.topic_follower import RestartReport
+from hearth_shared.adapters.revocations import TokenRevoked
+from hearth_shared.adapters.topic_follower import RestartReport
+from hearth_shared.domain.home_facts import HomeFact
+from hearth_shared.schema.campaign_events import CampaignRequest
+from hearth_shared.schema.events import Inbound
 
 
 class TopicWriter(Protocol):

@@ -19,12 +19,12 @@ from hearth_command_api.schemas import (
     SubmitCommandBody,
     WaitFor,
 )
-from hearth_shared.auth import Principal
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
 from hearth_shared.domain.admin import is_admin_command
-from hearth_shared.events import RegisterDevice, SubmitCommand, new_id, utcnow
-from hearth_shared.http import not_found
-from hearth_shared.http_errors import error_responses, unprocessable
+from hearth_shared.schema.auth import Principal
+from hearth_shared.schema.events import RegisterDevice, SubmitCommand, new_id, utcnow
+from hearth_shared.web.http import not_found
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 

@@ -1,5 +1,5 @@
 """Writes for homes that act on their own (../shared/CONTRACT.md): a home's time zone, a device's weekly
-program, and ending a hold. Each is one fact on the home journal (``hearth_shared.home_facts``); the
+program, and ending a hold. Each is one fact on the home journal (``hearth_shared.domain.home_facts``); the
 automations service turns programs into commands, and the query API shows them (GET .../schedule).
 
 A program is checked whole before anything is written: its days and times (``check_program``) and each
@@ -18,18 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from hearth_command_api.deps import Book, CurrentPrincipal, Writer, require_home
 from hearth_command_api.schemas import CommandBody, DeviceId
 from hearth_shared.domain import CommandInvalid, validate_command
-from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program, zone
-from hearth_shared.events import new_id, utcnow
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     HomeTimezoneSet,
     ProgramPayload,
     ScheduleResumed,
     ScheduleSet,
     TimezonePayload,
 )
-from hearth_shared.http import not_found
-from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program, zone
+from hearth_shared.schema.events import new_id, utcnow
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.web.http import not_found
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hearth_shared.domain import device_type_names
 from hearth_shared.domain.registry import commands_description
-from hearth_shared.ids import IDENTIFIER_PATTERN, find_unstorable, has_control_characters
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN, find_unstorable, has_control_characters
 
 
 class RegisterDeviceBody(BaseModel):
@@ -75,7 +75,7 @@ class SubmitCommandBody(CommandBody):
 
 
 def printable(value: str) -> str:
-    """Free text as every consumer can store it: no NUL, no control characters (hearth_shared.ids)."""
+    """Free text as every consumer can store it: no NUL, no control characters (hearth_shared.schema.ids)."""
     if has_control_characters(value):
         raise ValueError("may not contain NUL or other control characters (tab and newline included)")
     return value

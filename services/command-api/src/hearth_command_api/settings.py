@@ -7,8 +7,8 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.web.http_errors import DEFAULT_MAX_BODY_BYTES
 
 # A command's longest deadline (max_expires_in_s) spans at most this many command windows.
 MAX_DEADLINE_WINDOWS = 64

@@ -1,7 +1,7 @@
 """``DELETE /v1/tokens/{token_id}``: revoke a token (admin tokens only; a home token gets 403).
 
-The revocation is a ``token.revoked`` fact on the revocations topic (``hearth_shared.revocations``); the
-answer comes once the broker has it, and every API process (this one included) refuses the token within
+The revocation is a ``token.revoked`` fact on the revocations topic (``hearth_shared.adapters.revocations``);
+the answer comes once the broker has it, and every API process (this one included) refuses the token within
 about a second after. Token ids are not kept anywhere (tokens are stateless), so any well-formed id can be
 revoked, also one of a token that was never made; revoking twice is the same fact.
 """
@@ -15,8 +15,8 @@ from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, Field
 
 from hearth_command_api.deps import CurrentPrincipal, Writer
-from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.revocations import token_revoked
+from hearth_shared.adapters.revocations import token_revoked
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 router = APIRouter(prefix="/v1")
 

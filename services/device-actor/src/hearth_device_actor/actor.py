@@ -8,7 +8,7 @@ neither the changelog nor a committed offset is ever ahead of the journal. Dispa
 the device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick``
 from an index, so a silent device still expires its commands.
 
-No request can stop the actor: each is decoded and checked (``hearth_shared.storable.decode_request``:
+No request can stop the actor: each is decoded and checked (``hearth_shared.domain.storable.decode_request``:
 ids by the one pattern, no NUL or control characters, flat state, 64-bit integers) before anything is
 decided, and one that fails, or whose decision raises, becomes a dead letter with its reason; its facts
 are dropped whole (never half of them), and the rest of the batch goes on.
@@ -27,7 +27,8 @@ from typing import Protocol
 import msgspec
 
 from hearth_shared.domain import DEFAULT_MODEL, Twin, decide, detect_anomalies, evolve, stamp, tick
-from hearth_shared.events import (
+from hearth_shared.domain.storable import decode_request
+from hearth_shared.schema.events import (
     AnomalyModel,
     CommandDispatched,
     DeviceCommand,
@@ -38,7 +39,6 @@ from hearth_shared.events import (
     StateReported,
     utcnow,
 )
-from hearth_shared.storable import decode_request
 
 log = logging.getLogger(__name__)
 

@@ -29,17 +29,17 @@ from hearth_device_actor.inbox import InboxFeed
 from hearth_device_actor.keep_fetching import fetch_nothing, period_s
 from hearth_device_actor.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.events import DeviceCommand, Event, decode_model, encode
-from hearth_shared.kafka import (
+from hearth_shared.adapters.kafka import (
     DeadLetters,
     KafkaWriter,
     ensure_topics,
     partition_of,
     send_batched,
 )
-from hearth_shared.settings import StackSettings
-from hearth_shared.topic_follower import TopicFollower
-from hearth_shared.topics import PARTITIONS, TopicSpec, replica_config
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.topic_follower import TopicFollower
+from hearth_shared.adapters.topics import PARTITIONS, TopicSpec, replica_config
+from hearth_shared.schema.events import DeviceCommand, Event, decode_model, encode
 
 log = logging.getLogger(__name__)
 

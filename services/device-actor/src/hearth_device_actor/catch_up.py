@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_shared.events import Event, MalformedRecord
-from hearth_shared.storable import decode_fact
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import Event, MalformedRecord
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ Invariants and reasons:
   journal and reads them (after ``InboxFeed.assign``); a revocation (a rebalance began) empties it at
   once. The file never claims a partition the worker does not read.
 * The broker is asked only about a worker that holds nothing (the group's description: its state and
-  every member's assignment, ``hearth_shared.probe.describe_group``): whether the others cover every
+  every member's assignment, ``hearth_shared.adapters.probe.describe_group``): whether the others cover every
   partition is not the worker's knowledge. So the usual check is one small file read.
 * The file names the process that wrote it (its pid and its start time in clock ticks since boot, from
   ``/proc``): a file a killed worker left is never taken for the health of its successor, even one with
@@ -35,7 +35,7 @@ from typing import Literal
 
 import msgspec
 
-from hearth_shared.probe import GroupView, describe_group
+from hearth_shared.adapters.probe import GroupView, describe_group
 
 SERVING_FILE = "serving.json"
 WRITE_EVERY_S = 1.0

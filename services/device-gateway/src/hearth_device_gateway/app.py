@@ -29,10 +29,10 @@ from hearth_device_gateway.downlink import Downlink
 from hearth_device_gateway.inbox_writer import InboxWriter
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_device_gateway.uplink import Uplink
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import DeadLetters, KafkaWriter
-from hearth_shared.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
-from hearth_shared.mqtt_link import MqttLink
+from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
+from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
 
 log = logging.getLogger(__name__)
 

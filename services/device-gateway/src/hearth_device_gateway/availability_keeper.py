@@ -11,7 +11,7 @@ follower's second job (broker_access.py runs it, on the platform listener with t
   Devices revoked while the follower was down are done when it has caught up (a repeat is harmless).
 * **A hub's children.** A hub (the fleet simulator) is one connection acting for many devices, and MQTT
   gives a connection one will, fixed at connect: it cannot name children added later. So the hub's will
-  is ``offline`` on ``hearth/hubs/{hub}/availability`` (hearth_shared.mqtt), and when that says
+  is ``offline`` on ``hearth/hubs/{hub}/availability`` (hearth_shared.schema.mqtt), and when that says
   ``offline`` (the will, or the hub's clean close), ``offline`` is published (retained) on each child's
   ``availability``: the gateway takes each to the inbox and the actor takes each child offline at once.
   A hub's children are the devices its account may act for: for the simulator, the devices registered
@@ -32,8 +32,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
-from hearth_shared.events import MalformedRecord
-from hearth_shared.mqtt import HUB_ROOT, OFFLINE, SIMULATOR_ACCOUNT, availability_topic, decode_availability
+from hearth_shared.schema.events import MalformedRecord
+from hearth_shared.schema.mqtt import (
+    HUB_ROOT,
+    OFFLINE,
+    SIMULATOR_ACCOUNT,
+    availability_topic,
+    decode_availability,
+)
 
 log = logging.getLogger(__name__)
 

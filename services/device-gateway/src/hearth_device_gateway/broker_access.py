@@ -43,7 +43,7 @@ tried against Debian's mosquitto 2.0.11):
   own topic), so it would need a role per device.
 * Measured revoke -> disconnect: a SIGHUP reload re-checks every connected client, so its cost grows
   with them: with 10,000 credentials and 5,000 connected devices (10 PBKDF2 iterations, see
-  ``hearth_shared.credentials``) the broker answered again 0.2-0.4 s after the SIGHUP and the revoked
+  ``hearth_shared.schema.credentials``) the broker answered again 0.2-0.4 s after the SIGHUP and the revoked
   device was dropped 0.4 s after it (with 100 connected: 50 ms). dynsec's ``deleteClient`` kicks one
   client in O(1). End to end through the command API, actor and journal the integration tests assert
   under 5 s (tests/integration/test_mqtt_credentials.py).
@@ -77,7 +77,10 @@ from hearth_device_gateway.availability_keeper import AvailabilityKeeper
 from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
 from hearth_device_gateway.reload_confirmation import ReloadConfirmation
 from hearth_device_gateway.settings import BrokerAccessSettings
-from hearth_shared.events import (
+from hearth_shared.adapters.kafka import held_fetches
+from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.adapters.topic_follower import RestartReport, TopicFollower, snapshot_policy
+from hearth_shared.schema.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
@@ -87,10 +90,7 @@ from hearth_shared.events import (
     fact_type,
     wire_name,
 )
-from hearth_shared.kafka import held_fetches
-from hearth_shared.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
-from hearth_shared.mqtt_link import MqttLink
-from hearth_shared.topic_follower import RestartReport, TopicFollower, snapshot_policy
+from hearth_shared.schema.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
 
 log = logging.getLogger("hearth_device_gateway.broker_access")
 

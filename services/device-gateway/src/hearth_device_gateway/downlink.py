@@ -29,10 +29,10 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from hearth_shared.events import DeviceCommand, MalformedRecord, decode_device_command, utcnow
-from hearth_shared.kafka import DeadLetters
-from hearth_shared.mqtt import CommandMessage, commands_topic, encode_message
-from hearth_shared.mqtt_link import SessionLost
+from hearth_shared.adapters.kafka import DeadLetters
+from hearth_shared.adapters.mqtt_link import SessionLost
+from hearth_shared.schema.events import DeviceCommand, MalformedRecord, decode_device_command, utcnow
+from hearth_shared.schema.mqtt import CommandMessage, commands_topic, encode_message
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The gateway's edge: one MQTT message from a device in, one inbox request out (or the reason why not).
 
 Pure translation, no I/O. The device id comes from the topic (the broker lets a device publish only to
-its own topics, so the topic is who it is); the payload is decoded and checked by ``hearth_shared.mqtt``.
+its own topics, so the topic is who it is); the payload is decoded and checked by
+``hearth_shared.schema.mqtt``.
 
 Request ids are derived from what the device sent, so a message the broker delivers twice (QoS 1 is at
 least once, and a gateway killed before its PUBACK gets it again) becomes the same request twice, which
@@ -18,7 +19,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AcknowledgeCommand,
     Inbound,
     MalformedRecord,
@@ -26,7 +27,7 @@ from hearth_shared.events import (
     ReportState,
     new_id,
 )
-from hearth_shared.mqtt import (
+from hearth_shared.schema.mqtt import (
     ACKS,
     AVAILABILITY,
     STATE,

@@ -24,7 +24,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from hearth_shared.kafka import send_batched
+from hearth_shared.adapters.kafka import send_batched
 
 
 class InboxWriter:

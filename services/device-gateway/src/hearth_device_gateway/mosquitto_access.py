@@ -42,10 +42,15 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from hearth_shared.credentials import hash_secret, is_password_hash
-from hearth_shared.events import DeviceCredentialsIssued, DeviceCredentialsRevoked, DeviceRegistered, Event
-from hearth_shared.ids import is_identifier
-from hearth_shared.mqtt import (
+from hearth_shared.schema.credentials import hash_secret, is_password_hash
+from hearth_shared.schema.events import (
+    DeviceCredentialsIssued,
+    DeviceCredentialsRevoked,
+    DeviceRegistered,
+    Event,
+)
+from hearth_shared.schema.ids import is_identifier
+from hearth_shared.schema.mqtt import (
     ACKS,
     AVAILABILITY,
     COMMANDS,
@@ -58,7 +63,7 @@ from hearth_shared.mqtt import (
     hub_child_topic,
     topic,
 )
-from hearth_shared.snapshot_format import SnapshotCodec
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 DEVICE_WRITES = (STATE, ACKS, AVAILABILITY)
 DEVICE_READS = (COMMANDS, ERRORS)

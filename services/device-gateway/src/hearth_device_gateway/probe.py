@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from hearth_device_gateway.settings import DeviceGatewaySettings
-from hearth_shared.probe import run_probe, stable_group
+from hearth_shared.adapters.probe import run_probe, stable_group
 
 
 async def gateway_group_problem() -> str | None:

@@ -20,8 +20,8 @@ import asyncio
 import contextlib
 import logging
 
-from hearth_shared.mqtt import RELOADS_ROOT
-from hearth_shared.mqtt_link import MqttLink
+from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.schema.mqtt import RELOADS_ROOT
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.mqtt import GATEWAY_ACCOUNT, PLATFORM_PORT
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.mqtt import GATEWAY_ACCOUNT, PLATFORM_PORT
 
 
 class DeviceGatewaySettings(BaseSettings):

@@ -19,10 +19,10 @@ from datetime import datetime
 
 from hearth_device_gateway.edge import to_request
 from hearth_device_gateway.inbox_writer import InboxWriter
-from hearth_shared.events import MalformedRecord, encode, utcnow
-from hearth_shared.ids import is_identifier
-from hearth_shared.kafka import DeadLetters
-from hearth_shared.mqtt import ErrorMessage, encode_message, errors_topic, parse_topic
+from hearth_shared.adapters.kafka import DeadLetters
+from hearth_shared.schema.events import MalformedRecord, encode, utcnow
+from hearth_shared.schema.ids import is_identifier
+from hearth_shared.schema.mqtt import ErrorMessage, encode_message, errors_topic, parse_topic
 
 log = logging.getLogger(__name__)
 

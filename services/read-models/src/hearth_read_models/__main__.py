@@ -43,7 +43,7 @@ def main() -> None:
 
         from hearth_read_models.settings import ReadModelSettings
         from hearth_read_models.store.db import migrate
-        from hearth_shared.kafka import ensure_topics
+        from hearth_shared.adapters.kafka import ensure_topics
 
         settings = ReadModelSettings()
         if what == "init":

@@ -12,8 +12,8 @@ from aiokafka import AIOKafkaConsumer
 from psycopg import sql
 
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.probe import run_probe
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.probe import run_probe
 
 
 async def projector_lag_problem(max_lag: int) -> str | None:

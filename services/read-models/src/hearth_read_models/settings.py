@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.http_errors import DEFAULT_MAX_BODY_BYTES
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.web.http_errors import DEFAULT_MAX_BODY_BYTES
 
 
 class ReadModelSettings(BaseSettings):

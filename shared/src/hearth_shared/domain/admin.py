@@ -24,7 +24,7 @@ from datetime import datetime
 from hearth_shared.domain.change import Change
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     JSON,
     CommandFailed,
     CommandFailedPayload,
@@ -38,7 +38,7 @@ from hearth_shared.events import (
     ReleaseDevice,
     ReleasedPayload,
 )
-from hearth_shared.ids import IDENTIFIER_PATTERN, has_control_characters, is_identifier
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN, has_control_characters, is_identifier
 
 # Each admin command's setting (its supersede group) and the fact that records what it desires.
 ADMIN_SETTINGS: Mapping[str, type[Event]] = {

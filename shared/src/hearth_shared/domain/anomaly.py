@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from hearth_shared.domain.change import Change
 from hearth_shared.domain.registry import DEVICE_TYPES, scored_metrics
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     JSON,
     AnomalyDetected,
     AnomalyDetectedPayload,

@@ -12,7 +12,7 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
 * A fact trigger names a wire type, and a fact answers to its own (``fact_names``) and, for a
   ``device.desired_set`` of a thermostat's or lock's setting, to the name of the retired fact that
   recorded that setting before (``thermostat.target_set``, ``thermostat.hvac_mode_set``,
-  ``lock.desired_state_set``; ``hearth_shared.device_facts.RETIRED_SETTING_FACTS``): the contract's
+  ``lock.desired_state_set``; ``hearth_shared.schema.device_facts.RETIRED_SETTING_FACTS``): the contract's
   triggers name wire types, so an automation written against a retired name fires as it did, on old
   facts (upcast when read) and new ones alike.
 * ``not_equals`` is a test the corrective defaults use (``hearth_automations.defaults``); the API takes the
@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, ScheduleInvalid, check_program
-from hearth_shared.events import RETIRED_SETTING_FACTS, DesiredStateSet, Event
+from hearth_shared.schema.events import RETIRED_SETTING_FACTS, DesiredStateSet, Event
 
 AUTOMATION_NAMESPACE = uuid.UUID("5e2b8f61-0c4a-4b7e-a1d3-9f6c2e8b7a05")
 Mode = Literal["single", "restart", "queued", "parallel"]

@@ -46,7 +46,7 @@ from hearth_shared.domain.automation import (
 )
 from hearth_shared.domain.automation_timers import timer_change, timer_due_at
 from hearth_shared.domain.schedule import transitions, zone
-from hearth_shared.events import Event, StateReported
+from hearth_shared.schema.events import Event, StateReported
 
 REPLAY_ORDER = ("recorded_at", "version", "device_id")
 FIRED_AT_KEPT = 100

@@ -2,7 +2,7 @@
 
 Pure and deterministic like the device twin (twin.py, evolve.py): the campaign driver folds the campaign
 journal into ``Campaign``s at start, so a campaign replays, and survives a restart halfway through a
-wave, from its facts alone (hearth_shared.campaign_events). What happens next is decided in
+wave, from its facts alone (hearth_shared.schema.campaign_events). What happens next is decided in
 campaign_decide.py, the health gates in campaign_gates.py.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from hearth_shared.campaign_events import (
+from hearth_shared.schema.campaign_events import (
     AbortThresholds,
     CampaignAborted,
     CampaignCompleted,

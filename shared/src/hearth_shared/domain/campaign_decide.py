@@ -29,7 +29,9 @@ from typing import Any
 
 import msgspec
 
-from hearth_shared.campaign_events import (
+from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, Job, fold_campaign
+from hearth_shared.domain.campaign_gates import FleetSight, crossed_gate, wave_devices, wave_health
+from hearth_shared.schema.campaign_events import (
     CampaignAborted,
     CampaignCompleted,
     CampaignFact,
@@ -42,8 +44,6 @@ from hearth_shared.campaign_events import (
     WavePassed,
     WaveStarted,
 )
-from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, Job, fold_campaign
-from hearth_shared.domain.campaign_gates import FleetSight, crossed_gate, wave_devices, wave_health
 
 COMMAND_NAMESPACE = uuid.UUID("6b0f8d1e-3c2a-4f57-9a11-2f4e8c7d5b90")
 ROLLBACK_FROM = ("sent", "in_progress", "succeeded", "timed_out")

@@ -24,8 +24,8 @@ from datetime import datetime
 
 import msgspec
 
-from hearth_shared.campaign_events import AbortThresholds
 from hearth_shared.domain.campaign import Campaign
+from hearth_shared.schema.campaign_events import AbortThresholds
 
 MIN_ANOMALIES = 3
 MIN_COMMANDS = 5

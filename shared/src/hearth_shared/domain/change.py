@@ -9,7 +9,7 @@ import uuid
 
 import msgspec
 
-from hearth_shared.events import Event, Payload
+from hearth_shared.schema.events import Event, Payload
 
 
 class Change(msgspec.Struct, frozen=True):

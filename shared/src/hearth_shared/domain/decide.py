@@ -15,7 +15,7 @@ from hearth_shared.domain.change import Change as Change  # re-exported: decide 
 from hearth_shared.domain.device_type import CommandInvalid, DeviceType
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.domain.twin import CommandState, Twin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     JSON,
     AcknowledgeCommand,
     CommandAccepted,

@@ -7,7 +7,7 @@ that builds one ``DeviceType`` and is listed once in registry.py; everything els
 * **convergence** with per-key tolerances (``converged``; the twin's ``delta`` uses the same rule),
 * its **settings** (supersede groups), each recorded with the generic ``device.desired_set`` fact, so a
   new type needs no edit in the event schema (the thermostat's and lock's older facts of their own are
-  read as that fact: ``hearth_shared.device_facts.RETIRED_SETTING_FACTS``),
+  read as that fact: ``hearth_shared.schema.device_facts.RETIRED_SETTING_FACTS``),
 * **analytics**: the telemetry keys rolled up (``StateKey.rollup``) and scored (``StateKey.baseline``,
   which is also the default anomaly model's type-level baseline), time-in-state minutes (``durations``)
   and state-entry counts (``counts``).
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 JsonType = Literal["number", "integer", "string", "boolean"]
 # plan(twin, command, params) -> (setting, desired keys), or raise CommandInvalid (the state rules).

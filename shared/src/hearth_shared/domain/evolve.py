@@ -9,7 +9,7 @@ import msgspec
 from hearth_shared.domain.admin import ADMIN_SETTINGS
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.domain.twin import FINISHED_KEPT, CommandState, Quarantine, Twin
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
     CommandRequested,

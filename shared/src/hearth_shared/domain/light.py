@@ -25,7 +25,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 BRIGHTNESS = Value("integer", 1, 100, unit="%")
 COLOR_TEMP = Value("integer", 2000, 6500, unit="K")

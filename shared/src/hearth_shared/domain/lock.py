@@ -19,7 +19,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 LOCK_STATES = ("locked", "unlocked", "locking", "unlocking", "jammed", "open")
 TARGET_STATE = {"lock": "locked", "unlock": "unlocked"}

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from hearth_shared.domain import light, lock, thermostat
 from hearth_shared.domain.device_type import CommandInvalid, DeviceType, StateCount, StateKey, StateMinutes
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 # One entry per type: the module hearth_shared.domain.<name>, whose ``TYPE`` is named <name>. Imported,
 # not looked up by name, so the import contracts see that the registry sits above every type module.

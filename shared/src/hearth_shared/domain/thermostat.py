@@ -20,7 +20,7 @@ from hearth_shared.domain.device_type import (
     Value,
 )
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 MODES = ("off", "heat", "cool", "heat_cool", "auto")
 ACTIONS = ("off", "idle", "heating", "cooling")

@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 CommandStatus = Literal["pending", "accepted", "dispatched", "acknowledged"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hearth_shared.domain.registry import reported_matches
 from hearth_shared.domain.twin import Twin
-from hearth_shared.events import JSON
+from hearth_shared.schema.events import JSON
 
 
 def twin_delta(twin: Twin) -> JSON:

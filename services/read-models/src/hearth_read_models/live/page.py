@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from hearth_shared.http import not_found
+from hearth_shared.web.http import not_found
 
 STATIC = Path(__file__).parent / "static"
 

@@ -23,8 +23,8 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from hearth_shared.auth import PAGE_SESSION_MAX, Principal, issue
-from hearth_shared.http import authenticate, token_from, unauthorized
+from hearth_shared.schema.auth import PAGE_SESSION_MAX, Principal, issue
+from hearth_shared.web.http import authenticate, token_from, unauthorized
 
 router = APIRouter(prefix="/v1")
 

@@ -3,8 +3,8 @@
 The first message is read whole only when it is at most ``subscribe_max_message_bytes`` (the transport
 refuses frames over four times that with 1009 before they are buffered); it must be a JSON object
 ``{"action": "subscribe", "home_id" | "device_ids", "after"?}`` whose every id (home, devices, the keys of
-``after``) follows hearth_shared.ids' one pattern. Anything else is refused with an ``error`` message and
-close code 4400 that say what is wrong, before any id reaches PostgreSQL or Redis (a NUL in an id used to
+``after``) follows hearth_shared.schema.ids' one pattern. Anything else is refused with an ``error`` message
+and close code 4400 that say what is wrong, before any id reaches PostgreSQL or Redis (a NUL in an id used to
 reach PostgreSQL and end the socket with 1011). Later messages are not expected; one over the limit is a
 4400 too.
 """
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from hearth_shared.ids import is_identifier
+from hearth_shared.schema.ids import is_identifier
 
 BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, TOO_SLOW = 4400, 4401, 4403, 4408
 FEED_LOST, GOING_AWAY = 1011, 1001

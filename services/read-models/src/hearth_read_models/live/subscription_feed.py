@@ -28,7 +28,7 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.live_channels import CHANGE, change_message, twin_key
 from hearth_shared.domain import Twin, evolve, twin_view
-from hearth_shared.events import decode_event, utcnow
+from hearth_shared.schema.events import decode_event, utcnow
 
 _json = msgspec.json.Encoder()
 

@@ -35,8 +35,8 @@ from hearth_read_models.live.subscribe_message import (
 from hearth_read_models.live.subscription_feed import Feed, load_twins
 from hearth_read_models.live.subscription_hub import Hub, Listener
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.auth import Principal, Revocations
-from hearth_shared.http import authenticate, token_from
+from hearth_shared.schema.auth import Principal, Revocations
+from hearth_shared.web.http import authenticate, token_from
 
 log = logging.getLogger(__name__)
 

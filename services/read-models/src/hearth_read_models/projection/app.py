@@ -15,8 +15,8 @@ from hearth_read_models.projection.projector import Projector, tune_gc
 from hearth_read_models.projection.view_store import ViewStore
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import migrate
-from hearth_shared.kafka import DeadLetters, KafkaWriter
-from hearth_shared.settings import StackSettings
+from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
+from hearth_shared.adapters.settings import StackSettings
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def make_consumer(stack: StackSettings) -> AIOKafkaConsumer:
     """The projector's consumer (also the floor of the rebuild bench): assigned partitions, no group,
     positions from PostgreSQL, and the earliest record when a position is gone from the log. Its fetches
-    are not held at the broker (``hearth_shared.kafka.held_fetches`` says why)."""
+    are not held at the broker (``hearth_shared.adapters.kafka.held_fetches`` says why)."""
     return AIOKafkaConsumer(
         bootstrap_servers=stack.kafka_bootstrap_servers,
         enable_auto_commit=False,

@@ -19,7 +19,7 @@ from typing import Protocol, TypeAlias
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from hearth_shared.kafka import topic_partitions
+from hearth_shared.adapters.kafka import topic_partitions
 
 Record: TypeAlias = ConsumerRecord[bytes, bytes]
 Records: TypeAlias = dict[TopicPartition, list[Record]]  # a batch, in offset order per partition

@@ -31,7 +31,7 @@ from hearth_read_models.projection.view_meta import read_generation
 from hearth_read_models.projection.view_store import Batch
 from hearth_read_models.store.db import swap_lock
 from hearth_read_models.store.live_channels import CHANGE, change_message, home_channel, twin_key
-from hearth_shared.events import MalformedRecord
+from hearth_shared.schema.events import MalformedRecord
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ A sink that is the schema's sole writer (a replay) and finds it empty reads noth
 caches hold everything it wrote. Twins changed in memory are written when ``Sink.twin_batch`` of them
 are pending (1 for the live sink: every batch), and whatever is pending when a bounded run ends.
 
-Poison: a fact that decodes but cannot be stored (``hearth_shared.storable``: a NUL in a name, an id
+Poison: a fact that decodes but cannot be stored (``hearth_shared.domain.storable``: a NUL in a name, an id
 off the pattern, a >64-bit integer), or whose projection raises, goes to ``dead_letters`` with its reason
 (a replay has none: it counts and skips it; the live projector sent the letter), and the batch goes on
 without it.
@@ -40,10 +40,10 @@ from hearth_read_models.projection.rules import (
     twin_row,
 )
 from hearth_read_models.projection.view_store import Batch, ViewStore
+from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.domain import Twin
-from hearth_shared.events import TERMINAL_STATUSES, Event, MalformedRecord
-from hearth_shared.kafka import DeadLetters
-from hearth_shared.storable import decode_fact
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import TERMINAL_STATUSES, Event, MalformedRecord
 
 log = logging.getLogger(__name__)
 

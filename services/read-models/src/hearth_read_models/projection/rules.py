@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from hearth_shared.domain import Twin, evolve, twin_view
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     EVENT_TYPES,
     RETIRED_INTO,
@@ -38,7 +38,7 @@ from hearth_shared.events import (
     status_reached,
     wire_name,
 )
-from hearth_shared.ids import find_unstorable, has_control_characters
+from hearth_shared.schema.ids import find_unstorable, has_control_characters
 
 encode_twin = msgspec.msgpack.Encoder().encode
 decode_twin = msgspec.msgpack.Decoder(Twin).decode

@@ -46,10 +46,10 @@ from hearth_read_models.query.reads import poll, read_your_writes, visible_twin
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.db import async_engine
-from hearth_shared.auth import Revocations
-from hearth_shared.http import CurrentPrincipal, not_found
-from hearth_shared.http_errors import error_responses, install_edge, unprocessable
-from hearth_shared.revocations import RevocationFeed
+from hearth_shared.adapters.revocations import RevocationFeed
+from hearth_shared.schema.auth import Revocations
+from hearth_shared.web.http import CurrentPrincipal, not_found
+from hearth_shared.web.http_errors import error_responses, install_edge, unprocessable
 
 
 async def _engine(request: Request) -> AsyncEngine:  # async: no thread-pool hop per request

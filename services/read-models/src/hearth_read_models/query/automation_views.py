@@ -22,10 +22,10 @@ from sqlalchemy import select
 
 from hearth_read_models.query.query_params import HomeIdFilter
 from hearth_read_models.store import tables as t
-from hearth_shared.home_view import DELIVERIES_KEPT, RUNS_KEPT, Delivery, HomesView
-from hearth_shared.http import CurrentPrincipal, not_found
-from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN
+from hearth_shared.domain.home_view import DELIVERIES_KEPT, RUNS_KEPT, Delivery, HomesView
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.web.http import CurrentPrincipal, not_found
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 

@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer
 from fastapi import APIRouter, Path, Request
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,
     backtest,
@@ -31,12 +32,11 @@ from hearth_shared.domain.automation_replay import (
     record_ms,
     replayed,
 )
-from hearth_shared.events import Event, MalformedRecord
-from hearth_shared.home_view import HomesView
-from hearth_shared.http import CurrentPrincipal, not_found
-from hearth_shared.http_errors import error_responses, unprocessable
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.storable import decode_fact
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.domain.storable import decode_fact
+from hearth_shared.schema.events import Event, MalformedRecord
+from hearth_shared.web.http import CurrentPrincipal, not_found
+from hearth_shared.web.http_errors import error_responses, unprocessable
 
 router = APIRouter(prefix="/v1")
 MAX_FACTS = 2_000_000

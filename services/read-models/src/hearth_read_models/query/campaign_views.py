@@ -3,8 +3,8 @@ campaign, newest first, with its status and each wave's job counts; the live pag
 draws it.
 
 Where the query side reads campaigns from (a decision; ../shared/CONTRACT.md is silent): the campaigns
-topic, folded in memory by each query-API process with ``hearth_shared.campaign_feed`` (the very fold and
-view the command API's ``GET /v1/campaigns[/{id}]`` use), restored from the feed's snapshot and
+topic, folded in memory by each query-API process with ``hearth_shared.adapters.campaign_feed`` (the very fold
+and view the command API's ``GET /v1/campaigns[/{id}]`` use), restored from the feed's snapshot and
 followed live from the snapshot's position. Not a PostgreSQL table written by the projector, because:
 
 * the campaigns are small beside the journal (a campaign's facts are one per device and step, and
@@ -27,10 +27,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 
-from hearth_shared.campaign_events import CampaignStatus
-from hearth_shared.campaign_feed import CampaignFeed, campaign_view
-from hearth_shared.http import CurrentPrincipal, require_admin
-from hearth_shared.http_errors import error_responses
+from hearth_shared.adapters.campaign_feed import CampaignFeed, campaign_view
+from hearth_shared.schema.campaign_events import CampaignStatus
+from hearth_shared.web.http import CurrentPrincipal, require_admin
+from hearth_shared.web.http_errors import error_responses
 
 
 @asynccontextmanager

@@ -1,10 +1,10 @@
 """The query API's parameters as the edge accepts them, and its paging cursors.
 
-Every id (device, home, in a path or a query) follows hearth_shared.ids' one pattern, and so do the names a
-query filters by (device types, fact types, rollup windows: ``thermostat``, ``command.requested``, ``15m``):
-a value PostgreSQL or Redis could choke on (NUL, control characters) is a 422 before any query is built.
-Numbers that reach SQL are bounded to what a bigint holds. A cursor is opaque base64 of ``|``-joined parts;
-one that does not decode to parts without control characters is a 422 that says so, never a 500.
+Every id (device, home, in a path or a query) follows hearth_shared.schema.ids' one pattern, and so do the
+names a query filters by (device types, fact types, rollup windows: ``thermostat``, ``command.requested``,
+``15m``): a value PostgreSQL or Redis could choke on (NUL, control characters) is a 422 before any query is
+built. Numbers that reach SQL are bounded to what a bigint holds. A cursor is opaque base64 of ``|``-joined
+parts; one that does not decode to parts without control characters is a 422 that says so, never a 500.
 An empty ``home_id`` or paging ``after`` means none was given, as it always did (the live page sends
 ``after=`` for the first page); an empty filter is a 422.
 """
@@ -20,8 +20,8 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from pydantic import BeforeValidator, StringConstraints
 
-from hearth_shared.http_errors import unprocessable
-from hearth_shared.ids import IDENTIFIER_PATTERN, has_control_characters
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN, has_control_characters
+from hearth_shared.web.http_errors import unprocessable
 
 BIGINT_MAX = 2**63 - 1
 

@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.live_channels import twin_key
-from hearth_shared.auth import Principal
-from hearth_shared.http import not_found
+from hearth_shared.schema.auth import Principal
+from hearth_shared.web.http import not_found
 
 POLL_S = 0.05  # how often a read-your-writes wait looks again
 

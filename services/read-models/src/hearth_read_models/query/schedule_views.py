@@ -24,15 +24,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 
 from hearth_read_models.query.query_params import DeviceId
+from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.domain.home_facts import decode_home_fact
+from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import Transition, upcoming, zone
 from hearth_shared.domain.schedule_hold import DeviceSchedule
-from hearth_shared.events import MalformedRecord, utcnow
-from hearth_shared.home_facts import decode_home_fact
-from hearth_shared.home_view import HomesView
-from hearth_shared.http import CurrentPrincipal, not_found
-from hearth_shared.http_errors import error_responses
-from hearth_shared.ids import IDENTIFIER_PATTERN
-from hearth_shared.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.schema.events import MalformedRecord, utcnow
+from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.web.http import CurrentPrincipal, not_found
+from hearth_shared.web.http_errors import error_responses
 
 log = logging.getLogger(__name__)
 

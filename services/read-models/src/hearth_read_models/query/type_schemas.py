@@ -11,8 +11,8 @@ from fastapi import APIRouter
 
 from hearth_shared.domain.admin import admin_command_schemas
 from hearth_shared.domain.registry import device_type_schemas
-from hearth_shared.http import CurrentPrincipal
-from hearth_shared.http_errors import error_responses
+from hearth_shared.web.http import CurrentPrincipal
+from hearth_shared.web.http_errors import error_responses
 
 router = APIRouter(prefix="/v1")
 

@@ -3,8 +3,8 @@
 service never carries Spark).
 
 ``snapshot_archive`` fixes what a rebuild reads: the committed files of that moment (the commit log,
-``hearth_shared.archive_log``; the archive job may go on writing) and, from their ``kafka_partition`` and
-``kafka_offset`` columns alone, each partition's first offset and end (one past the last). A partition
+``hearth_shared.adapters.archive_log``; the archive job may go on writing) and, from their ``kafka_partition``
+and ``kafka_offset`` columns alone, each partition's first offset and end (one past the last). A partition
 whose row count differs from its offset span has a gap or a duplicate: the rebuild stops there, before
 replaying anything. Every process of a replay reads the same snapshot (it is sent to the children).
 
@@ -34,7 +34,7 @@ from aiokafka.structs import ConsumerRecord
 
 from hearth_read_models.projection.journal_source import Batching, Offsets, Record, Records
 from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder, OffsetOrder, Run
-from hearth_shared.archive_log import committed_files
+from hearth_shared.adapters.archive_log import committed_files
 
 PARTITION, OFFSET, VALUE = "kafka_partition", "kafka_offset", "value"
 

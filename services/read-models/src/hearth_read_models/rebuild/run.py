@@ -12,7 +12,7 @@ first (a snapshot of its committed files, ``archive_source``), then the journal'
 Kafka, into the same fresh schema; checks and swap as above. The views equal a rebuild from the journal
 (``tests/integration/test_rebuild_from_archive.py``).
 
-A record the replay cannot project (undecodable, or a fact ``hearth_shared.storable`` says cannot be
+A record the replay cannot project (undecodable, or a fact ``hearth_shared.domain.storable`` says cannot be
 stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,
 and the live views skipped it too, so the rebuilt views still equal them and the rebuild completes.
 
@@ -44,7 +44,7 @@ from hearth_read_models.rebuild.table_diff import Difference, compare_table
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.db import check_schema, connect, migrate, swap_lock
-from hearth_shared.archive_log import ArchiveUnreadable
+from hearth_shared.adapters.archive_log import ArchiveUnreadable
 
 __all__ = [
     "REPLAY_PROCESSES",

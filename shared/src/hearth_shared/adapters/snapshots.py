@@ -1,5 +1,5 @@
 """Snapshots of what a part folded from its topics, kept on a compacted Kafka topic, so a restart reads
-only what came after the snapshot (``hearth_shared.topic_follower`` takes and restores them).
+only what came after the snapshot (``hearth_shared.adapters.topic_follower`` takes and restores them).
 
 A snapshot is the fold's state as bytes (the fold says how: ``Snapshotting``) and the positions it
 reflects: per topic and partition, the offset of the first record not yet in it. Both are taken at one
@@ -42,9 +42,9 @@ from typing import Protocol
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import make_producer, partition_of, topic_partitions
-from hearth_shared.topics import PARTITIONS
+from hearth_shared.adapters.kafka import make_producer, partition_of, topic_partitions
+from hearth_shared.adapters.topics import PARTITIONS
+from hearth_shared.schema.events import utcnow
 
 CHUNK_BYTES = 512 * 1024
 

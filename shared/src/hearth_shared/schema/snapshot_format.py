@@ -1,4 +1,4 @@
-"""How a fold's snapshot is written and read back across releases (``hearth_shared.topic_follower``
+"""How a fold's snapshot is written and read back across releases (``hearth_shared.adapters.topic_follower``
 saves them): one ``SnapshotCodec`` per fold, over a msgspec struct whose first field is ``format: int``.
 
 Why versioned and not pickled: a snapshot may be all that is left of facts a retention window removed, so

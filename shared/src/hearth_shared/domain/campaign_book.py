@@ -23,9 +23,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from hearth_shared.campaign_events import CampaignFact, Firmware, FirmwareRegistered
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog, fold_campaign, register_firmware
-from hearth_shared.snapshot_format import SnapshotCodec
+from hearth_shared.schema.campaign_events import CampaignFact, Firmware, FirmwareRegistered
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ Expiry: home tokens 90 days by default, admin tokens 30 days (an operator makes 
 admin tokens may be made to never expire, for provisioning), page and link tokens 15 minutes.
 
 Stateless checks end at the expiry; revocation is state: a ``Revocations`` set of token ids, fed by the
-compacted revocations topic (``hearth_shared.revocations``), checked on every request.
+compacted revocations topic (``hearth_shared.adapters.revocations``), checked on every request.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Literal
 
 import msgspec
 
-from hearth_shared.ids import is_identifier
+from hearth_shared.schema.ids import is_identifier
 
 PREFIX = "hth1_"
 Kind = Literal["api", "page", "link"]

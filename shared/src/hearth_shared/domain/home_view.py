@@ -30,8 +30,7 @@ from datetime import datetime
 import msgspec
 
 from hearth_shared.domain.automation import Automation
-from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
-from hearth_shared.home_facts import (
+from hearth_shared.domain.home_facts import (
     AutomationCreated,
     AutomationRan,
     AutomationSuspended,
@@ -48,7 +47,8 @@ from hearth_shared.home_facts import (
     ScheduleSet,
     ScheduleTransitionFired,
 )
-from hearth_shared.snapshot_format import SnapshotCodec
+from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
+from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 DEFAULT_TIMEZONE = "UTC"
 # Per automation, in the query API's memory and snapshot (the journal and the archive keep them all): at

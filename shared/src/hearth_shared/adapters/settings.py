@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.topics import Topics
 
 
 class StackSettings(BaseSettings):
@@ -36,7 +36,8 @@ class StackSettings(BaseSettings):
         60.0,
         gt=0,
         description="How often a part that folds topics into memory saves a snapshot of its state while "
-        "it reads (hearth_shared.topic_follower): what a restart reads again is at most about this long",
+        "it reads (hearth_shared.adapters.topic_follower): what a restart reads again is at most about "
+        "this long",
     )
 
     @property

@@ -21,8 +21,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
 from aiokafka.protocol.metadata import MetadataRequest
 
-from hearth_shared.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
-from hearth_shared.topics import PARTITIONS, Topics, TopicSpec
+from hearth_shared.adapters.topics import PARTITIONS, Topics, TopicSpec
+from hearth_shared.schema.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
-from hearth_shared.auth import API_KINDS, InvalidToken, Principal, Revocations, verify_token
+from hearth_shared.schema.auth import API_KINDS, InvalidToken, Principal, Revocations, verify_token
 
 
 def token_from(request_or_header: str | None, query_token: str | None = None) -> str | None:

@@ -1,5 +1,5 @@
 """The home journal's Kafka adapter: append home facts (keyed by home_id, so a home's facts keep their
-order in one partition). Reading it is ``hearth_shared.topic_follower``'s job."""
+order in one partition). Reading it is ``hearth_shared.adapters.topic_follower``'s job."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from aiokafka import AIOKafkaProducer
 
-from hearth_shared.home_facts import HomeFact, encode_home_fact
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.domain.home_facts import HomeFact, encode_home_fact
 
 
 async def append_home_fact(producer: AIOKafkaProducer, topics: Topics, fact: HomeFact) -> None:

@@ -3,7 +3,7 @@
 A record can decode (valid JSON, the right fields and types) and still be poison: a device name with a
 NUL that PostgreSQL text cannot hold, an id that no Redis channel, URL or MQTT topic should carry, an
 integer msgpack and bigint cannot hold, a state value nested where every consumer expects a scalar.
-The edges refuse these (``hearth_shared.ids``); a record that got past an edge anyway (an older
+The edges refuse these (``hearth_shared.schema.ids``); a record that got past an edge anyway (an older
 version, a planted record, a bug) must become a dead letter with its reason, never a crash, in every
 consumer. So each consumer asks exactly one question per record, right after decoding it:
 
@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.events import (
+from hearth_shared.schema.events import (
     AnomalyDetected,
     Event,
     Inbound,
@@ -42,7 +42,7 @@ from hearth_shared.events import (
     decode_event,
     decode_inbound,
 )
-from hearth_shared.ids import INT64_MAX, INT64_MIN, find_unstorable, is_identifier
+from hearth_shared.schema.ids import INT64_MAX, INT64_MIN, find_unstorable, is_identifier
 
 INT32_MAX = 2**31 - 1  # alerts.model_version is a PostgreSQL integer
 # A request this large is no device's or user's (they are well under 1 KiB): its facts, and the twin

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import msgspec
 
-from hearth_shared.record_envelope import JSON, MalformedRecord
+from hearth_shared.schema.record_envelope import JSON, MalformedRecord
 
 
 class DeviceCommand(msgspec.Struct, frozen=True, kw_only=True):

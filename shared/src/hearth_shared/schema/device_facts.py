@@ -1,8 +1,8 @@
 """The device journal's facts about devices and their commands, with their payloads, and the command
-statuses those facts move a command through (``hearth_shared.events`` gathers every fact family).
+statuses those facts move a command through (``hearth_shared.schema.events`` gathers every fact family).
 
 A fact is a frozen msgspec struct under the ``Event`` envelope with a stable wire ``type`` tag; adding
-one means adding it to ``EVENT_TYPES`` in ``hearth_shared.events``, or the codec never decodes it
+one means adding it to ``EVENT_TYPES`` in ``hearth_shared.schema.events``, or the codec never decodes it
 (tests/unit/test_event_families.py fails until it is there).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
-from hearth_shared.record_envelope import JSON, Event, Payload, register_upcaster
+from hearth_shared.schema.record_envelope import JSON, Event, Payload, register_upcaster
 
 
 class DeviceRegisteredPayload(Payload, frozen=True, kw_only=True):
@@ -69,8 +69,9 @@ class StateReportedPayload(Payload, frozen=True, kw_only=True):
 
 
 class CredentialsIssuedPayload(Payload, frozen=True, kw_only=True):
-    """A device's MQTT secret, as its salted hash only (``hearth_shared.credentials``: Mosquitto's ``$7$``
-    PBKDF2-SHA512 format, the very string the broker checks). The plaintext is never in the journal."""
+    """A device's MQTT secret, as its salted hash only (``hearth_shared.schema.credentials``: Mosquitto's
+    ``$7$`` PBKDF2-SHA512 format, the very string the broker checks). The plaintext is never in the
+    journal."""
 
     credential_id: uuid.UUID
     password_hash: str

@@ -9,7 +9,7 @@ Free text (a device's name, a reason) may be any Unicode except NUL and other co
 PostgreSQL text cannot hold NUL, and control characters break logs, cursors and terminals.
 
 Every edge (HTTP bodies, paths and queries, MQTT payloads, tokens) checks with these; consumers behind the
-edge treat a fact that breaks them as a dead letter, never as a crash (see hearth_shared.kafka).
+edge treat a fact that breaks them as a dead letter, never as a crash (see hearth_shared.adapters.kafka).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import msgspec
 
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand
-from hearth_shared.events import MalformedRecord
+from hearth_shared.schema.events import MalformedRecord
 
 
 class HomeFact(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeAlias, Union
 
 import msgspec
 
-from hearth_shared.events import MalformedRecord
+from hearth_shared.schema.events import MalformedRecord
 
 JobState = Literal["queued", "sent", "in_progress", "succeeded", "failed", "timed_out", "rolled_back"]
 JOB_STATES: tuple[JobState, ...] = (

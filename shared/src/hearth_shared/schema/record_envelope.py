@@ -1,4 +1,5 @@
-"""The envelopes of Hearth's records and the codec that reads them (``hearth_shared.events`` gathers them).
+"""The envelopes of Hearth's records and the codec that reads them (``hearth_shared.schema.events`` gathers
+them).
 
 * ``Event``: the envelope every journal fact carries (../shared/CONTRACT.md), numbered ``version`` 1, 2,
   3 ... per device by its single writer, the device actor; ``Inbound``: a request on the inbox, keyed

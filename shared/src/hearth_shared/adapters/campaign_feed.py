@@ -22,14 +22,14 @@ import logging
 from collections import Counter
 from typing import Any
 
-from hearth_shared.campaign_book import CampaignBook
-from hearth_shared.campaign_events import JOB_STATES, CampaignFact, decode_campaign_fact
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import SnapshotStore
+from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
 from hearth_shared.domain.campaign import Campaign, FirmwareCatalog
+from hearth_shared.domain.campaign_book import CampaignBook
 from hearth_shared.domain.campaign_gates import wave_sizes
-from hearth_shared.events import MalformedRecord
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshots import SnapshotStore
-from hearth_shared.topic_follower import TopicFollower, snapshot_policy
+from hearth_shared.schema.campaign_events import JOB_STATES, CampaignFact, decode_campaign_fact
+from hearth_shared.schema.events import MalformedRecord
 
 log = logging.getLogger(__name__)
 

@@ -52,11 +52,11 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import topic_partitions
-from hearth_shared.settings import StackSettings
-from hearth_shared.snapshot_format import NotNow
-from hearth_shared.snapshots import KafkaSnapshotStore, Positions, SnapshotStore, SnapshotUnreadable
+from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.snapshots import KafkaSnapshotStore, Positions, SnapshotStore, SnapshotUnreadable
+from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.snapshot_format import NotNow
 
 log = logging.getLogger(__name__)
 

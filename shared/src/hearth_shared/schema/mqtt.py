@@ -18,7 +18,7 @@ acts for a child only after it (Debian's Mosquitto 2.0.11 drops a connection on 
 denies, so a hub that published for a device registered a moment ago, before the broker had reloaded its
 ACL, lost its connection: measured).
 
-The decoders here are the edge: they check the payload's shape, the device id (``hearth_shared.ids``),
+The decoders here are the edge: they check the payload's shape, the device id (``hearth_shared.schema.ids``),
 free text and numbers that a consumer behind the edge could not store, and the size; anything they refuse
 raises ``MalformedRecord`` with a short machine-readable reason, which the gateway puts on the dead-letter
 topic and in the ``errors`` message it sends back to the device. Pure: no MQTT library is imported here.
@@ -32,8 +32,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from hearth_shared.events import JSON, MalformedRecord
-from hearth_shared.ids import find_unstorable, has_control_characters, is_identifier
+from hearth_shared.schema.events import JSON, MalformedRecord
+from hearth_shared.schema.ids import find_unstorable, has_control_characters, is_identifier
 
 TOPIC_ROOT: Final = "hearth/devices"
 HUB_ROOT: Final = "hearth/hubs"
@@ -55,8 +55,8 @@ ALLOWED: Final = b"allowed"
 RELOADS_ROOT: Final = "hearth-access/reloaded"
 
 # The broker's service accounts (hearth_devstack.mosquitto). The leading underscore keeps them apart from
-# every device id (hearth_shared.ids: an id starts with a letter or digit), since a device's username is its
-# id.
+# every device id (hearth_shared.schema.ids: an id starts with a letter or digit), since a device's username
+# is its id.
 GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
 SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
 

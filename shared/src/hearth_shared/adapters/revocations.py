@@ -28,11 +28,11 @@ from datetime import datetime
 import msgspec
 from aiokafka import AIOKafkaProducer
 
-from hearth_shared.auth import Revocations
-from hearth_shared.events import utcnow
-from hearth_shared.kafka import make_producer
-from hearth_shared.topic_follower import TopicFollower
-from hearth_shared.topics import Topics
+from hearth_shared.adapters.kafka import make_producer
+from hearth_shared.adapters.topic_follower import TopicFollower
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.schema.auth import Revocations
+from hearth_shared.schema.events import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ The records are declared by family, each module one job: ``record_envelope`` (en
 codec, upcasters), ``device_facts`` (device and command facts, command statuses), ``admin_facts``
 (reboot, firmware, quarantine), ``inbox_requests`` (the inbox's requests), ``topic_records`` (device
 commands, anomaly models, dead letters). This module gathers them into the two registries and their
-codecs, and every importer keeps ``from hearth_shared.events import ...``: the names below are its API.
+codecs, and every importer keeps ``from hearth_shared.schema.events import ...``: the names below are its API.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Union
 
 import msgspec
 
-from hearth_shared.admin_facts import (
+from hearth_shared.schema.admin_facts import (
     DeviceFirmwareUpdateRequested,
     DeviceQuarantined,
     DeviceRebootRequested,
@@ -35,7 +35,7 @@ from hearth_shared.admin_facts import (
     QuarantinedPayload,
     ReleasedPayload,
 )
-from hearth_shared.device_facts import (
+from hearth_shared.schema.device_facts import (
     COMMAND_STATUS_BY_EVENT,
     RETIRED_INTO,
     RETIRED_SETTING_FACTS,
@@ -73,7 +73,7 @@ from hearth_shared.device_facts import (
     Status,
     status_reached,
 )
-from hearth_shared.inbox_requests import (
+from hearth_shared.schema.inbox_requests import (
     INBOUND_TYPES,
     AcknowledgeCommand,
     AnyInbound,
@@ -86,7 +86,7 @@ from hearth_shared.inbox_requests import (
     RevokeCredentials,
     SubmitCommand,
 )
-from hearth_shared.record_envelope import (
+from hearth_shared.schema.record_envelope import (
     JSON,
     Event,
     Inbound,
@@ -100,7 +100,7 @@ from hearth_shared.record_envelope import (
     utcnow,
     wire_name,
 )
-from hearth_shared.topic_records import (
+from hearth_shared.schema.topic_records import (
     AnomalyModel,
     Baseline,
     DeadLetter,

@@ -2,7 +2,7 @@
 
 A declared ``Content-Length`` over the limit is answered at once, before the application runs or a byte of
 the body is read; a chunked body is counted as it is read and refused at the first chunk that crosses the
-limit. Either way the answer is ``{"detail": "<the limit>"}`` JSON (hearth_shared.http_errors.ErrorBody).
+limit. Either way the answer is ``{"detail": "<the limit>"}`` JSON (hearth_shared.web.http_errors.ErrorBody).
 Starlette's own limiter answers such requests in plain text, whatever the application's handlers say, so
 both APIs use this one instead (a setting of each API: ``max_body_bytes``, 64 KiB by default).
 """

@@ -1,6 +1,6 @@
 """The requests on the inbox topic: the command API and the devices write them, the device actor decides
 what they mean and records facts. A request is not a fact yet: a command is ``pending`` from the moment
-its request is in the inbox until the actor decides on it (``hearth_shared.events`` decodes them).
+its request is in the inbox until the actor decides on it (``hearth_shared.schema.events`` decodes them).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Union
 
-from hearth_shared.record_envelope import JSON, Inbound
+from hearth_shared.schema.record_envelope import JSON, Inbound
 
 
 class RegisterDevice(Inbound, frozen=True, kw_only=True, tag="register_device"):

@@ -1,13 +1,13 @@
 """Administration facts (``hearth_shared.domain.admin``): admin commands record what they desire like a
-type's settings do; quarantine and release are facts of their own (``hearth_shared.events`` gathers
+type's settings do; quarantine and release are facts of their own (``hearth_shared.schema.events`` gathers
 every fact family)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from hearth_shared.device_facts import DesiredSetPayload
-from hearth_shared.record_envelope import Event, Payload
+from hearth_shared.schema.device_facts import DesiredSetPayload
+from hearth_shared.schema.record_envelope import Event, Payload
 
 
 class QuarantinedPayload(Payload, frozen=True, kw_only=True):

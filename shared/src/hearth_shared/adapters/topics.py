@@ -83,8 +83,9 @@ class Topics:
 
     @property
     def snapshots(self) -> str:
-        """Snapshots of what the parts fold from their topics (``hearth_shared.snapshots``), compacted:
-        per fold its latest manifest and that snapshot's chunks; all of a fold's records in one partition."""
+        """Snapshots of what the parts fold from their topics (``hearth_shared.adapters.snapshots``),
+        compacted: per fold its latest manifest and that snapshot's chunks; all of a fold's records in one
+        partition."""
         return f"{self.prefix}.snapshots"
 
     def journal_retention(self) -> dict[str, str]:
@@ -97,12 +98,12 @@ class Topics:
     @property
     def home_journal(self) -> str:
         """Facts about homes (time zones, schedules, holds, transitions fired), keyed by home_id: a home's
-        facts in one partition, in order (``hearth_shared.home_facts``)."""
+        facts in one partition, in order (``hearth_shared.domain.home_facts``)."""
         return f"{self.prefix}.home-journal"
 
     @property
     def campaigns(self) -> str:
-        """Firmware campaign facts (hearth_shared.campaign_events), keyed by campaign id, ordered per
+        """Firmware campaign facts (hearth_shared.schema.campaign_events), keyed by campaign id, ordered per
         campaign by version; the campaign driver is their one writer. A campaign's whole story."""
         return f"{self.prefix}.campaigns"
 

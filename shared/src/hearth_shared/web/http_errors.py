@@ -8,7 +8,7 @@ Invariants (checked by schemathesis over both OpenAPI documents, tests/integrati
 - an error answer is always valid JSON: a refused ``NaN`` or ``Infinity`` is echoed as text (Starlette
   refuses to encode non-finite floats, which made a refused ``"expires_in_s": NaN`` a 500).
 
-Request bodies over a size limit get 413 before they are read whole (hearth_shared.body_limit).
+Request bodies over a size limit get 413 before they are read whole (hearth_shared.web.body_limit).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from hearth_shared.body_limit import BodySizeLimit
+from hearth_shared.web.body_limit import BodySizeLimit
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 

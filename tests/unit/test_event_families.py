@@ -19,12 +19,12 @@ FAMILIES = ("record_envelope", "device_facts", "admin_facts", "inbox_requests", 
 
 
 def _family(name: str) -> ModuleType:
-    return importlib.import_module(f"hearth_shared.{name}")
+    return importlib.import_module(f"hearth_shared.schema.{name}")
 
 
 def _declared(base: type[msgspec.Struct]) -> set[type[msgspec.Struct]]:
     """Every subclass of ``base`` the families declare (other record streams have envelopes of their own)."""
-    modules = {f"hearth_shared.{name}" for name in FAMILIES}
+    modules = {f"hearth_shared.schema.{name}" for name in FAMILIES}
     found, todo = set(), [base]
     while todo:
         for sub in todo.pop().__subclasses__():

@@ -45,6 +45,11 @@ SERVICES = {
 
 def image_packages() -> set[str]:
     """Every package `uv sync --no-dev` installs at the root, from uv.lock."""
+    return installed_with("hearth")
+
+
+def installed_with(root: str) -> set[str]:
+    """Every package installing ``root`` (without its dev group) brings, from uv.lock."""
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     packages = {package["name"]: package for package in lock["package"]}
 
@@ -59,7 +64,7 @@ def image_packages() -> set[str]:
         return found
 
     seen: set[str] = set()
-    todo = requirements("hearth", ())
+    todo = requirements(root, ())
     while todo:
         name, extras = todo.pop()
         key = name + "[" + ",".join(extras) + "]"
@@ -67,7 +72,7 @@ def image_packages() -> set[str]:
             continue
         seen.add(key)
         todo += requirements(name, extras)
-    return {key.split("[")[0] for key in seen}
+    return {key.split("[")[0] for key in seen} | {root}
 
 
 def test_the_image_holds_every_service_and_the_operators_cli() -> None:
@@ -80,6 +85,15 @@ def test_the_image_holds_no_tool_spark_pandas_or_test_tool() -> None:
         f"the services' image would carry {installed & NEVER_IN_THE_IMAGE}"
     )
     assert len(installed) < 80, f"{len(installed)} packages in the services' image: {sorted(installed)}"
+
+
+def test_the_device_sdk_and_analytics_take_only_the_adapters_they_use() -> None:
+    """hearth-shared's light part (schema, domain) needs msgspec alone; its adapters and web edge come as
+    extras (shared/pyproject.toml). A device gets the MQTT client and no broker, web or settings library;
+    the Spark image gets the Kafka client and no web server or MQTT client."""
+    heavy = {"aiokafka", "fastapi", "starlette", "gmqtt", "pydantic-settings", "faust-streaming"}
+    assert installed_with("hearth-device") & heavy == {"gmqtt"}
+    assert installed_with("hearth-analytics") & heavy == {"aiokafka", "pydantic-settings"}
 
 
 def test_the_dev_group_brings_the_tools() -> None:

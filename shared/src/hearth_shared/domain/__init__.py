@@ -7,6 +7,12 @@
 * ``detect_anomalies(twin, report, model)`` -> anomaly facts for a reading, scored with the model.
 * ``twin_view(twin)`` -> the twin as the contract shows it, with its ``twin_delta``.
 * Device types: one module each (thermostat.py, lock.py, light.py), listed in registry.py.
+* Homes, automations and campaigns: their rules (automation*.py, schedule*.py, campaign*.py), the home
+  journal's facts (home_facts.py: their payloads are these rules' values, so they are defined here, not in
+  ``hearth_shared.schema``) and the folds every reader shares (home_view.py, campaign_book.py).
+* ``storable``: whether a decoded fact can be stored and a request acted on (the ids' rule, known types).
+
+Imports only ``hearth_shared.schema`` and the standard library (and msgspec): no I/O.
 """
 
 from hearth_shared.domain.anomaly import DEFAULT_MODEL, detect_anomalies

@@ -25,6 +25,14 @@ Invariants:
   finished ``window_s`` ago or longer no longer counts, and the retry is a new command with this
   generation's id. That id differs from every earlier one of the key, so the device actor, which drops
   a request whose command id it has seen (``Twin.finished``, the last few), runs it.
+* **A status comes with the twin version it was reached at.** ``CommandEntry.twin_version`` is the
+  ``version`` of the fact that put the command in its status (``command.requested`` for ``pending``),
+  or of the fact that set what it asked (``device.desired_set``, ``SETTING_FACTS``) when that came
+  after it in the same decision (``accepted``): the device's twin at that version is the one the status
+  describes (for ``accepted``, ``desired`` holds what was asked; for ``converged``, the report that
+  converged it is in it). The answers carry it, so a caller can read the query API's views with
+  ``?min_version=`` at least that; it is None only while the command's first fact has not come back (a
+  fresh 202). It is set with the status in one step, never between: an answer's pair is consistent.
 * The routes remember a device or command they just put on the inbox (``remember_device``,
   ``remember_command``) before its fact comes back; only after the request is on the broker, so the
   journal will hold the fact: a snapshot may hold one a moment early, never one the journal will not.
@@ -46,11 +54,13 @@ from typing import Any
 
 import msgspec
 
+from hearth_shared.domain.admin import ADMIN_SETTINGS
 from hearth_shared.domain.storable import decode_fact
 from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     TERMINAL_STATUSES,
     CommandRequested,
+    DesiredStateSet,
     DeviceRegistered,
     Event,
     MalformedRecord,
@@ -64,6 +74,9 @@ from hearth_shared.schema.snapshot_format import SnapshotCodec
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_S = 24 * 3600.0
+
+# The facts that set what a command asked for: they follow its ``command.accepted`` in the same decision.
+SETTING_FACTS: tuple[type[Event], ...] = (DesiredStateSet, *ADMIN_SETTINGS.values())
 
 # Idempotency keys name commands: the same key for the same device in the same generation always gives
 # the same command id, so even two API processes racing on one retry put one command into the journal
@@ -102,6 +115,7 @@ class CommandEntry:
     expires_at: datetime  # its deadline: the actor ends it by then (the safety net's clock)
     status: str = "pending"
     finished_at: datetime | None = None  # ``recorded_at`` of its terminal fact
+    twin_version: int | None = None  # the version of the fact that put it in ``status``
     # The ``?wait=`` answers under way: the status each waits for, and the future that wakes it. Only a
     # fact that reaches a waiter's status wakes it (once), not every step of the command's lifecycle.
     waiters: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
@@ -115,7 +129,8 @@ class CommandEntry:
 # ------------------------------------------------------------------------------------ snapshot format
 # Format 1. Records are msgpack arrays (``array_like``): a later format may only append fields with
 # defaults to them, or bump ``format`` and keep a reader for this one
-# (``hearth_shared.schema.snapshot_format``).
+# (``hearth_shared.schema.snapshot_format``). ``CommandRecord.twin_version`` was appended so (a snapshot
+# saved before it reads as None: unknown until the command's next fact).
 
 SNAPSHOT_FORMAT = 1
 
@@ -134,6 +149,7 @@ class CommandRecord(msgspec.Struct, array_like=True, frozen=True):
     status: str
     expires_at: datetime
     finished_at: datetime | None
+    twin_version: int | None = None
 
 
 class DeviceBookSnapshotV1(msgspec.Struct, kw_only=True):
@@ -150,7 +166,13 @@ class DeviceBook:
     (``on_journal_record``, ``after_poll``) and saved by its snapshots (``snapshot``, ``restore``)."""
 
     # The facts that change the view; the rest (telemetry, mostly) is skipped without being decoded.
-    FACT_TYPES = frozenset([wire_name(DeviceRegistered), *map(wire_name, COMMAND_STATUS_BY_EVENT)])
+    FACT_TYPES = frozenset(
+        [
+            wire_name(DeviceRegistered),
+            *map(wire_name, COMMAND_STATUS_BY_EVENT),
+            *map(wire_name, SETTING_FACTS),
+        ]
+    )
 
     def __init__(
         self,
@@ -195,23 +217,37 @@ class DeviceBook:
             payload = event.payload
             self.devices[event.device_id] = DeviceEntry(event.home_id, payload.device_type, payload.simulated)
             return
+        if isinstance(event, SETTING_FACTS):
+            self._setting_set(event)
+            return
         status = COMMAND_STATUS_BY_EVENT.get(type(event))
         if status is None:
             return
         if isinstance(event, CommandRequested):
             p = event.payload
-            self.remember_command(p.command_id, event.device_id, fingerprint(p.name, p.params), p.expires_at)
+            requested = self.remember_command(
+                p.command_id, event.device_id, fingerprint(p.name, p.params), p.expires_at
+            )
+            if requested.twin_version is None:  # (a command past pending already has its later version)
+                requested.twin_version = event.version
             return
         command_id = event.correlation_id
         entry = self.commands.get(command_id) if command_id is not None else None
         if command_id is None or entry is None or status_reached(entry.status, status):
             return  # unknown (left the view, or before a retention window), or a step it is past
-        entry.status = status
+        entry.status, entry.twin_version = status, event.version
         if status in TERMINAL_STATUSES:
             entry.finished_at = event.recorded_at
             heapq.heappush(self._leaving, (entry.leaves_at(self.window_s), command_id))
         if entry.waiters:
             entry.waiters = [waiter for waiter in entry.waiters if not _woken(waiter, status)]
+
+    def _setting_set(self, event: Event) -> None:
+        """The setting an accepted command asked for is in the twin from this fact on: its status's twin
+        version moves here, so a read at that version shows what was asked (``desired``)."""
+        entry = self.commands.get(event.correlation_id) if event.correlation_id is not None else None
+        if entry is not None and entry.twin_version is not None and entry.twin_version < event.version:
+            entry.twin_version = event.version
 
     def prune(self) -> int:
         """Drop the commands whose time in the view is up; returns how many left. A peek at the heap
@@ -297,7 +333,13 @@ class DeviceBook:
                 ],
                 commands=[
                     CommandRecord(
-                        command_id, c.device_id, c.fingerprint, c.status, c.expires_at, c.finished_at
+                        command_id,
+                        c.device_id,
+                        c.fingerprint,
+                        c.status,
+                        c.expires_at,
+                        c.finished_at,
+                        c.twin_version,
                     )
                     for command_id, c in self.commands.items()
                 ],
@@ -310,7 +352,9 @@ class DeviceBook:
         saved = _CODEC.decode(data)
         devices = {d.device_id: DeviceEntry(d.home_id, d.device_type, d.simulated) for d in saved.devices}
         commands = {
-            c.command_id: CommandEntry(c.device_id, c.fingerprint, c.expires_at, c.status, c.finished_at)
+            c.command_id: CommandEntry(
+                c.device_id, c.fingerprint, c.expires_at, c.status, c.finished_at, c.twin_version
+            )
             for c in saved.commands
         }
         leaving = [(entry.leaves_at(self.window_s), command_id) for command_id, entry in commands.items()]

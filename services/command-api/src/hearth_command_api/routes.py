@@ -214,13 +214,19 @@ async def submit_command(
     else:
         entry = known
     result = CommandAccepted(
-        command_id=command_id, device_id=device_id, status=entry.status, name=body.name, params=params
+        command_id=command_id,
+        device_id=device_id,
+        status=entry.status,
+        twin_version=entry.twin_version,
+        name=body.name,
+        params=params,
     )
     code = status.HTTP_202_ACCEPTED
     if wait is not None:
         result.status, result.timed_out = await book.wait_for(
             command_id, wait, min(timeout_s, settings.max_wait_s)
         )
+        result.twin_version = entry.twin_version  # set with the status, in the same step (device_book)
         code = status.HTTP_200_OK
     # Encoded here, once, by pydantic-core: the model was built from checked values just above, and
     # FastAPI's response_model path would validate it again and encode it through json.dumps (on the

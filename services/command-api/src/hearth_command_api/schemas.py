@@ -90,6 +90,12 @@ class CommandAccepted(BaseModel):
     command_id: uuid.UUID
     device_id: str
     status: str
+    twin_version: int | None = Field(
+        None,
+        description="The device's twin version at which the command reached `status` (the version of the "
+        "fact that put it there): pass it as `min_version` to the query API to read the twin as of that "
+        "status. Absent while the command's first fact is not in the journal yet (a fresh 202 `pending`)",
+    )
     name: str
     params: dict[str, Any]
     timed_out: bool | None = Field(None, description="With ?wait=: true when the timeout passed first")

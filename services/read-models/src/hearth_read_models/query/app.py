@@ -22,6 +22,7 @@ from hearth_read_models.query import (
     schedule_views,
     type_schemas,
 )
+from hearth_read_models.query.journal_ends import JournalEnds
 from hearth_read_models.query.query_params import (
     AfterCommand,
     AfterDevice,
@@ -62,17 +63,32 @@ async def _redis(request: Request) -> Redis:
     return redis
 
 
+async def _journal_ends(request: Request) -> JournalEnds:
+    ends: JournalEnds = request.app.state.journal_ends
+    return ends
+
+
 Engine = Annotated[AsyncEngine, Depends(_engine)]
 Cache = Annotated[Redis, Depends(_redis)]
+Ends = Annotated[JournalEnds, Depends(_journal_ends)]
 
 router = APIRouter(prefix="/v1")
 
 READ_YOUR_WRITES = """
 **Read-your-writes.** The views trail the journal by a moment. A caller that has just written (registered a
-device, sent a command) can ask for a view that includes its write: `min_version=N` (the device's
-version, e.g. from a change it saw) or `command_id=C` (a command it sent to this device). The server then
-waits, up to `wait_s` seconds (default 5, at most 30), until the view has it, and answers as usual; if it
-does not arrive in time the answer is **503** with `Retry-After: 1` and the version the view is at. A device
+device, sent a command) or been told something (a command's status) can ask for a view that includes it:
+
+- `min_version=N`: the twin is at version N or later. The command API's command answers carry
+  `twin_version`, the version at which the command reached the status they report: with
+  `min_version=<twin_version>`, a read after `converged` shows the state the device converged to.
+- `command_id=C` (a command sent to this device): the view knows the command, and holds every fact the
+  device's journal had when this read arrived. So it holds the command in at least the status any
+  answer given before this read reported (after `?wait=converged`: `converged`), and the twin as of that
+  status, or later. It costs the server one question to the broker per read.
+
+Both together: both hold. The server waits, up to `wait_s` seconds (default 5, at most 30), until the view
+has it, and answers as usual; if it does not arrive in time the answer is **503** with `Retry-After: 1`
+and the version the view is at (also when the broker does not say where the journal ends). A device
 the caller may not see is 404 after the same wait as a device that does not exist.
 """
 
@@ -121,12 +137,13 @@ async def get_twin(
     principal: CurrentPrincipal,
     engine: Engine,
     cache: Cache,
+    ends: Ends,
     min_version: MinVersion = None,
     command_id: AfterCommand = None,
     wait_s: WaitS = 5.0,
 ) -> dict[str, Any]:
     await read_your_writes(
-        engine, principal, device_id, min_version=min_version, command_id=command_id, wait_s=wait_s
+        engine, principal, device_id, min_version=min_version, command_id=command_id, wait_s=wait_s, ends=ends
     )
     return await visible_twin(engine, cache, principal, device_id)
 
@@ -142,6 +159,7 @@ async def device_events(
     principal: CurrentPrincipal,
     engine: Engine,
     cache: Cache,
+    ends: Ends,
     after_version: AfterVersion = 0,
     limit: Limit = 100,
     event_type: FactTypeFilter = None,
@@ -150,7 +168,7 @@ async def device_events(
     wait_s: WaitS = 5.0,
 ) -> dict[str, Any]:
     await read_your_writes(
-        engine, principal, device_id, min_version=min_version, command_id=command_id, wait_s=wait_s
+        engine, principal, device_id, min_version=min_version, command_id=command_id, wait_s=wait_s, ends=ends
     )
     await visible_twin(engine, cache, principal, device_id)
     events = t.device_events
@@ -288,15 +306,19 @@ def make_app(
     stack = settings.stack
     revocations = revocations if revocations is not None else Revocations()
     revocation_feed = RevocationFeed(stack.kafka_bootstrap_servers, stack.topics, revocations)
+    journal_ends = JournalEnds(stack.kafka_bootstrap_servers, stack.topics.journal, settings.consumer_name)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine = engine or async_engine(stack.postgres_dsn, settings.schema_name, pool_size=10)
         app.state.redis = redis or Redis.from_url(stack.redis_url)
         await revocation_feed.start()  # tokens revoked anywhere are refused here within a second
+        await journal_ends.start()  # where a device's journal ends: read-your-writes with command_id
+        app.state.journal_ends = journal_ends
         try:
             yield
         finally:
+            await journal_ends.stop()
             await revocation_feed.stop()
             if engine is None:
                 await app.state.engine.dispose()

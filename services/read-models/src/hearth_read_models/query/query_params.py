@@ -58,11 +58,20 @@ AfterDevice = Annotated[
 AfterVersion = Annotated[int, Query(ge=0, le=BIGINT_MAX, description="Paging: facts after this version")]
 MinVersion = Annotated[
     int | None,
-    Query(ge=1, le=BIGINT_MAX, description="Read-your-writes: answer once the view has this device version"),
+    Query(
+        ge=1,
+        le=BIGINT_MAX,
+        description="Read-your-writes: answer once the view has this device version (e.g. a command "
+        "answer's `twin_version`)",
+    ),
 ]
 AfterCommand = Annotated[
     uuid.UUID | None,
-    Query(description="Read-your-writes: answer once the view has this command of the device"),
+    Query(
+        description="Read-your-writes: answer once the view has this command of the device and the device's "
+        "journal as far as it went when the read arrived (so the command in at least the status it was "
+        "last answered with)"
+    ),
 ]
 WaitS = Annotated[
     float, Query(ge=0, le=30, description="Seconds to wait for `min_version` / `command_id` (or the command)")

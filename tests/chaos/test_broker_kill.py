@@ -39,17 +39,17 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from hearth_devstack.kafka_cluster import KafkaCluster, stop_together
-from hearth_devstack.local import Services
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port
 from hearth_devstack.redis import RedisServer
+from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.events import TERMINAL_STATUSES, decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.conftest import SECRET, Platform
-from tests.device_link import DeviceLink
+from tests.support.device_link import DeviceLink
+from tests.support.platform import SECRET, Platform
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(480)]
 
@@ -122,24 +122,16 @@ def chaos_platform(
             "HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "3600",
         },
     )
-    parts: dict[str, ManagedProcess] = {}
-    try:
-        waits = {}
-        # All at once: each mostly waits for the broker. Devices are played on the inbox (DeviceLink).
-        for name in services.names(simulate=False, devices_over_mqtt=False):
-            parts[name], waits[name] = services.part(name)
-            parts[name].start()
-        for name, part in parts.items():
-            part.wait_healthy(waits[name] * 2)  # two busy cores, three JVMs
+    # All at once: each mostly waits for the broker; twice their patience: two busy cores, three JVMs.
+    # Devices are played on the inbox (DeviceLink).
+    names = services.names(simulate=False, devices_over_mqtt=False)
+    with services_running(services, names, patience=2, together=True) as parts:
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",
             f"http://127.0.0.1:{services.query_api_port}",
             parts,
         )
-    finally:
-        for part in reversed(parts.values()):
-            part.stop()
 
 
 @dataclass

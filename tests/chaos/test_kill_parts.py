@@ -39,7 +39,7 @@ from hearth_shared.auth import create_token
 from hearth_shared.events import TERMINAL_STATUSES, CommandRequested, decode_event
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.mqtt_devices import connected
+from tests.support.mqtt_devices import connected
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1500)]
 

@@ -29,8 +29,8 @@ from hearth_shared.domain.anomaly import DEFAULT_MODEL
 from hearth_shared.events import encode, utcnow
 from hearth_shared.kafka import make_producer
 from hearth_simulator.registration import fleet_devices
-from tests.conftest import Platform
-from tests.home_fleet import playing, simulator_endpoint
+from tests.support.home_fleet import playing, simulator_endpoint
+from tests.support.platform import Platform
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,10 +23,10 @@ from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
 from hearth_shared.auth import create_token
-from tests.conftest import SECRET, Platform
-from tests.device_link import DeviceLink
-from tests.live_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.live_feed import query_api_process
+from tests.support.device_link import DeviceLink
+from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live_feed import query_api_process
+from tests.support.platform import SECRET, Platform
 
 pytestmark = pytest.mark.e2e
 

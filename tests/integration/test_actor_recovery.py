@@ -31,8 +31,8 @@ from hearth_shared.events import (
 )
 from hearth_shared.kafka import make_producer
 from hearth_shared.settings import StackSettings
-from tests.journal import read_journal
-from tests.support import eventually
+from tests.support.topics import read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from hearth_shared.events import (
     encode,
 )
 from hearth_shared.settings import StackSettings
-from tests.journal import produce, produce_facts
-from tests.known_history import DAY1, DAY2, Journal, at, known_history
+from tests.support.known_history import DAY1, DAY2, Journal, at, known_history
+from tests.support.topics import produce, produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -28,7 +28,7 @@ from hearth_shared.events import (
     decode_model,
 )
 from hearth_shared.settings import StackSettings
-from tests.journal import produce_facts
+from tests.support.topics import produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -19,7 +19,7 @@ from hearth.archive_cli import archive_app, inspect_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
 from hearth_shared.events import decode_event
 from hearth_shared.settings import StackSettings
-from tests.archive_support import (
+from tests.support.archive import (
     POISON,
     archive_env,
     committed_batches,

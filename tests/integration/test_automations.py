@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from tests.automation_support import Receiver, automation_listed, receiving, runs, signed_by
-from tests.registration import register_device
-from tests.support import eventually
+from tests.support.automations import Receiver, automation_listed, receiving, runs, signed_by
+from tests.support.registration import register_device
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
 from hearth_shared.campaign_events import JobMoved
 from hearth_shared.events import CommandRequested
-from tests.conftest import Platform
-from tests.journal import read_campaign_facts, read_journal
-from tests.support import eventually
+from tests.support.platform import Platform
+from tests.support.topics import read_campaign_facts, read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

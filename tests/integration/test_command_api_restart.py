@@ -26,9 +26,10 @@ from hearth_shared.domain.twin import Twin
 from hearth_shared.events import Event, Inbound, utcnow
 from hearth_shared.settings import StackSettings
 from hearth_shared.storable import decode_request
-from tests.conftest import SECRET
-from tests.journal import pass_retention, produce_facts, read_topic
-from tests.support import ack_request, poll_until, report_request
+from tests.support.inbox_requests import ack_request, report_request
+from tests.support.platform import SECRET
+from tests.support.topics import pass_retention, produce_facts, read_topic
+from tests.support.waiting import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -15,7 +15,13 @@ import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.servers import start_healthy
-from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, admit_devices, broker_on_free_ports, publish
+from tests.support.mosquitto_clients import (
+    NOT_AUTHORISED,
+    Subscriber,
+    admit_devices,
+    broker_on_free_ports,
+    publish,
+)
 
 pytestmark = pytest.mark.integration
 

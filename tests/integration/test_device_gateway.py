@@ -17,10 +17,11 @@ import pytest
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_shared.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
 from hearth_shared.mqtt import MAX_PAYLOAD_BYTES, acks_topic, availability_topic, commands_topic, state_topic
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import final_command, send, twin_when
-from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
-from tests.mqtt_devices import connected, read_topic, register
+from tests.support.commands import final_command, send
+from tests.support.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.support.mqtt_devices import connected, read_topic, register
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ from hearth_shared.events import (
 from hearth_shared.kafka import KafkaWriter
 from hearth_shared.mqtt import state_topic
 from hearth_shared.settings import StackSettings
-from tests.mqtt_devices import read_topic
-from tests.support import poll_until
+from tests.support.mqtt_devices import read_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,9 @@ from hearth_shared.events import Inbound, SubmitCommand, encode
 from hearth_shared.kafka import KafkaWriter, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topics import PARTITIONS
-from tests.journal import read_journal
-from tests.support import command_request, eventually, register_request, report_request
+from tests.support.inbox_requests import command_request, register_request, report_request
+from tests.support.topics import read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from hearth_devstack.kafka import KafkaBroker, kafka_answers
 from hearth_devstack.process import ManagedProcess, StartupError, free_port
 from hearth_shared.kafka import ensure_topics, wait_until_every_broker_knows
 from hearth_shared.topics import Topics
-from tests.journal import produce
+from tests.support.topics import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

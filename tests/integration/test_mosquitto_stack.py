@@ -15,7 +15,7 @@ import pytest
 from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_devstack.servers import start_healthy
-from tests.mosquitto_clients import (
+from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,
     admit_devices,

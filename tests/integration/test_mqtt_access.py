@@ -13,12 +13,12 @@ import pytest
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.events import StateReported
 from hearth_shared.mqtt import state_topic
-from tests.conftest import Platform
-from tests.identity_stack import Identity, account, register
 from tests.integration.test_device_gateway import journal_of
-from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
-from tests.mqtt_devices import connected
-from tests.mqtt_devices import register as register_device
+from tests.support.identity_stack import Identity, account, register
+from tests.support.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.support.mqtt_devices import connected
+from tests.support.mqtt_devices import register as register_device
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ import pytest
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.events import DeviceCredentialsRevoked, DeviceWentOffline
 from hearth_shared.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import twin_when
 from tests.integration.test_device_gateway import THERMOSTAT, journal_of
-from tests.mosquitto_clients import Subscriber, publish, retained
-from tests.mqtt_devices import connected, register
+from tests.support.mosquitto_clients import Subscriber, publish, retained
+from tests.support.mqtt_devices import connected, register
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

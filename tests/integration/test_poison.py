@@ -37,9 +37,7 @@ from hearth_shared.events import (
 )
 from hearth_shared.kafka import MAX_DEAD_LETTER_BYTES, VALUE_EXCERPT_BYTES
 from hearth_shared.settings import StackSettings
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.integration.test_command_lifecycle import final_command, register, send, twin_when
+from tests.integration.test_command_lifecycle import register
 from tests.integration.test_projector import (
     T0,
     Device,
@@ -51,6 +49,10 @@ from tests.integration.test_projector import (
     running_projector,
 )
 from tests.integration.test_rebuild import settings_for
+from tests.support.commands import final_command, send
+from tests.support.device_link import DeviceLink
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.auth import create_token
 from hearth_shared.events import Event
 from hearth_shared.settings import StackSettings
-from tests.conftest import SECRET
 from tests.integration.test_projector import caught_up, query, running_projector
+from tests.support.platform import SECRET
 
 pytestmark = pytest.mark.integration
 HISTORY_COLUMNS = ("event_id", "type", "home_id", "occurred_at", "recorded_at", "event")  # besides the key

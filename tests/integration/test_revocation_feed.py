@@ -17,8 +17,8 @@ from hearth_shared.auth import Revocations
 from hearth_shared.kafka import topic_partitions
 from hearth_shared.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
 from hearth_shared.settings import StackSettings
-from tests.journal import produce
-from tests.support import eventually
+from tests.support.topics import produce
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

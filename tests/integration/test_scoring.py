@@ -10,10 +10,10 @@ import pytest
 
 from hearth_shared.events import AnomalyModel, Baseline, encode, utcnow
 from hearth_shared.kafka import make_producer
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.registration import register_device
-from tests.support import poll_until
+from tests.support.device_link import DeviceLink
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,10 @@ import pytest
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import final_command, send, twin_when
-from tests.registration import register_device
+from tests.support.commands import final_command, send
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import pytest
 import websockets
 
 from hearth_shared.auth import create_token, issue, token_id
-from tests.conftest import SECRET, Platform
-from tests.live_feed import close_code
-from tests.support import eventually
+from tests.support.live_feed import close_code
+from tests.support.platform import SECRET, Platform
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

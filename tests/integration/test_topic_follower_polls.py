@@ -15,7 +15,7 @@ from hearth_devstack.kafka import KafkaBroker
 from hearth_shared.kafka import ensure_topics, make_producer
 from hearth_shared.settings import StackSettings
 from hearth_shared.topic_follower import TopicFollower
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -21,8 +21,8 @@ from hearth_shared.snapshot_format import NotNow
 from hearth_shared.snapshots import CHUNK_BYTES, KafkaSnapshotStore, Manifest, _chunk_key, _manifest_key
 from hearth_shared.topic_follower import SnapshotPolicy, TopicFollower
 from hearth_shared.topics import PARTITIONS
-from tests.journal import pass_retention, produce
-from tests.support import eventually
+from tests.support.topics import pass_retention, produce
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -59,8 +59,8 @@ from hearth_shared.home_facts import (
 )
 from hearth_shared.home_view import DELIVERIES_KEPT, RUNS_KEPT, HomesView
 from hearth_shared.snapshots import MemorySnapshotStore
-from tests.engine_facts import HOME, T0, automation, converged, created, report
-from tests.fakes import FakeClock, FakeNotify
+from tests.support.engine_facts import HOME, T0, automation, converged, created, report
+from tests.support.fakes import FakeClock, FakeNotify
 
 pytestmark = pytest.mark.unit
 

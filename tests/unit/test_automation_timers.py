@@ -42,7 +42,7 @@ from hearth_shared.home_facts import (
     TimezonePayload,
 )
 from hearth_shared.home_view import HomesView
-from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
+from tests.support.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
 

@@ -43,7 +43,7 @@ from hearth_shared.domain.campaign_gates import (
     wave_devices,
     wave_sizes,
 )
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

@@ -40,8 +40,8 @@ from hearth_shared.events import Event, encode, fact_type
 from hearth_shared.settings import StackSettings
 from hearth_shared.snapshots import MemorySnapshotStore
 from hearth_shared.storable import decode_fact
-from tests.device_journal import DeviceJournal
-from tests.support import ack_request, command_request, register_request, report_request
+from tests.support.device_journal import DeviceJournal
+from tests.support.inbox_requests import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 

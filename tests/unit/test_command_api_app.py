@@ -31,7 +31,7 @@ from hearth_shared.events import (
     utcnow,
 )
 from hearth_shared.settings import StackSettings
-from tests.fakes import FakeClock, FakeFeed, FakeTopicWriter
+from tests.support.fakes import FakeClock, FakeFeed, FakeTopicWriter
 
 pytestmark = pytest.mark.unit
 

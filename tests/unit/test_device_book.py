@@ -30,7 +30,7 @@ from hearth_command_api.device_book import (
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
 from hearth_shared.events import Event, Inbound, RegisterDevice, SubmitCommand, encode, fact_type
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

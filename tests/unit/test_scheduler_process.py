@@ -13,7 +13,7 @@ from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
 from hearth_shared.events import CommandRequested, CommandRequestedPayload, SubmitCommand
 from hearth_shared.home_facts import HomeFact, ProgramPayload, ScheduleResumed, ScheduleSet
 from hearth_shared.home_view import HomesView
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

@@ -19,17 +19,17 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 
 from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.events import decode_event
 from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings
-from tests.conftest import Platform, make_settings
-from tests.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
+from tests.support.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
+from tests.support.platform import Platform, make_settings
 
 
 @dataclass
@@ -69,17 +69,15 @@ def identity_stack(
         mqtt_access_dir=broker.access_dir,
         mqtt_pid_file=broker.pid_file,
     )
-    parts: dict[str, ManagedProcess] = {}
+    mosquitto = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
     try:
-        parts["mosquitto"] = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
-        for name in ("broker-access", "device-actor", "command-api"):
-            part, timeout_s = services.part(name)
-            # twice the stack's patience: a shared, busy machine
-            parts[name] = start_healthy(part, timeout_s * 2)
-        yield Identity(settings, f"http://127.0.0.1:{services.command_api_port}", broker, parts)
+        # twice the services' patience: a shared, busy machine
+        names = ("broker-access", "device-actor", "command-api")
+        with services_running(services, names, patience=2) as parts:
+            api = f"http://127.0.0.1:{services.command_api_port}"
+            yield Identity(settings, api, broker, {"mosquitto": mosquitto, **parts})
     finally:
-        for part in reversed(parts.values()):
-            part.stop()
+        mosquitto.stop()
 
 
 async def journal_facts(

@@ -1,0 +1,1 @@
+"""The tests' shared helpers (see each module's docstring)."""

@@ -1,0 +1,77 @@
+"""Waiting in tests: the suite's one wait loop, and what is built on it.
+
+``eventually`` polls a condition until it holds or a deadline passes, and fails with a message that says
+what was awaited. ``poll_until`` (a value fetched until it is ready) and ``twin_when`` (a device's twin
+read through the query API until it satisfies a predicate) are that same loop with what they fetch, so a
+test never writes its own ``while ...: sleep``: the views are eventually consistent, and every wait has a
+deadline and says what it waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+
+Check = Callable[[], bool] | Callable[[], Awaitable[bool]]
+T = TypeVar("T")
+
+
+async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_s: float = 0.05) -> float:
+    """Wait until ``check()`` (a function or a coroutine function) is true; fail saying ``what`` if it
+    is not within ``timeout_s``. Returns the seconds it took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return loop.time() - started
+        if loop.time() >= started + timeout_s:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(every_s)
+
+
+async def poll_until(
+    fetch: Callable[[], Awaitable[T]],
+    ready: Callable[[T], bool],
+    what: str,
+    *,
+    timeout_s: float = 60.0,
+    every_s: float = 0.1,
+) -> T:
+    """``await fetch()`` until ``ready`` holds for what it returns, and return that; fail saying ``what``
+    and showing the last value if it does not within ``timeout_s``."""
+    last: list[T] = []
+
+    async def fetched_ready() -> bool:
+        last[:] = [await fetch()]
+        return ready(last[0])
+
+    try:
+        await eventually(fetched_ready, what, timeout_s=timeout_s, every_s=every_s)
+    except AssertionError as timed_out:
+        shown = getattr(last[0], "text", last[0]) if last else "(nothing fetched)"  # a response: its body
+        raise AssertionError(f"{timed_out}; last: {shown!r:.2000}") from None
+    return last[0]
+
+
+async def twin_when(
+    query: httpx.AsyncClient,
+    device_id: str,
+    ready: Callable[[dict[str, Any]], bool],
+    timeout_s: float = 30,
+) -> dict[str, Any]:
+    """The device's twin from the query API (``query``: a client with a token that may read it) once
+    ``ready(twin)`` holds (the view is eventually consistent)."""
+    response = await poll_until(
+        lambda: query.get(f"/v1/devices/{device_id}"),
+        lambda r: r.status_code == 200 and ready(r.json()),
+        f"the twin of {device_id}",
+        timeout_s=timeout_s,
+    )
+    return dict(response.json())

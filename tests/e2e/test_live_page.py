@@ -27,6 +27,7 @@ from tests.support.device_link import DeviceLink
 from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.live_feed import query_api_process
 from tests.support.platform import SECRET, Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.e2e
 
@@ -160,10 +161,7 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     async with platform.client(platform.query_api, home) as query_api:
-        for _ in range(300):
-            if (await query_api.get(f"/v1/devices/{lock_id}")).status_code == 200:
-                break
-            await asyncio.sleep(0.1)
+        await twin_when(query_api, lock_id, lambda twin: True)
     settings = ReadModelSettings(stack=platform.settings)  # the platform's live views
     twins = f"{settings.schema_name}.twins"
     with psycopg.connect(libpq_dsn(platform.settings.postgres_dsn)) as conn:  # (commits on leaving)

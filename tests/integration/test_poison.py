@@ -5,7 +5,6 @@ command API's device book follows the journal, and every part's process stays al
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -52,7 +51,7 @@ from tests.integration.test_rebuild import settings_for
 from tests.support.commands import final_command, send
 from tests.support.device_link import DeviceLink
 from tests.support.platform import Platform
-from tests.support.waiting import twin_when
+from tests.support.waiting import eventually, twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -80,13 +79,18 @@ async def read_dead_letters(
     await consumer.start()
     letters: Letters = []
     try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not enough(letters):
-            assert asyncio.get_running_loop().time() < deadline, f"only {len(letters)} dead letters"
+
+        async def read_enough() -> bool:
             batch = await consumer.getmany(timeout_ms=500)
-            letters += [
+            letters.extend(
                 (len(r.value or b""), msgspec.json.decode(r.value)) for rs in batch.values() for r in rs
-            ]
+            )
+            return enough(letters)
+
+        if not enough(letters):
+            await eventually(
+                read_enough, "enough dead letters", timeout_s=timeout_s, every_s=0, shown=letters.__len__
+            )
     finally:
         await consumer.stop()
     return letters

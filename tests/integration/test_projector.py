@@ -61,6 +61,7 @@ from hearth_shared.events import (
 )
 from hearth_shared.kafka import DeadLetters, KafkaWriter, make_producer
 from hearth_shared.settings import StackSettings
+from tests.support.waiting import eventually, poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -204,10 +205,12 @@ async def running_projector(
 async def caught_up(projector: Projector, timeout_s: float = 60) -> None:
     """Until the projector has committed everything in its topics as they are now."""
     ends = await projector.consumer.end_offsets(projector.tps)
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while any(projector.positions.get(tp, 0) < end for tp, end in ends.items()):
-        assert asyncio.get_running_loop().time() < deadline, f"projector stuck at {projector.positions}"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: all(projector.positions.get(tp, 0) >= end for tp, end in ends.items()),
+        f"the projector to commit up to {ends}",
+        timeout_s=timeout_s,
+        shown=lambda: projector.positions,
+    )
 
 
 def query(dsn: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -395,16 +398,16 @@ async def projected(stack: StackSettings, schema: str) -> int:
 
 
 async def wait_projected(stack: StackSettings, schema: str, at_least: int, timeout_s: float = 120) -> int:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+
+    async def done() -> int:
         try:
-            done = await projected(stack, schema)
+            return await projected(stack, schema)
         except psycopg.errors.UndefinedTable:  # not migrated yet
-            done = 0
-        if done >= at_least:
-            return done
-        assert asyncio.get_running_loop().time() < deadline, f"only {done} of {at_least} projected"
-        await asyncio.sleep(0.1)
+            return 0
+
+    return await poll_until(
+        done, lambda n: n >= at_least, f"{at_least} records projected", timeout_s=timeout_s
+    )
 
 
 async def test_a_killed_projector_loses_nothing_and_doubles_nothing(

@@ -26,6 +26,7 @@ from hearth_shared.events import Event
 from hearth_shared.settings import StackSettings
 from tests.integration.test_projector import caught_up, query, running_projector
 from tests.support.platform import SECRET
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 HISTORY_COLUMNS = ("event_id", "type", "home_id", "occurred_at", "recorded_at", "event")  # besides the key
@@ -113,12 +114,13 @@ async def test_rebuild_swaps_in_while_the_live_projector_and_the_api_serve(stack
             await asyncio.gather(*tasks)
         await caught_up(live)
         assert live.stats.reloads == 1  # it saw the new generation once and reloaded its positions
-        deadline = asyncio.get_running_loop().time() + 30
-        while len(messages) < journal.count:
-            assert asyncio.get_running_loop().time() < deadline, (
-                f"{len(messages)} of {journal.count} messages"
-            )
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: len(messages) >= journal.count,
+            f"{journal.count} messages",
+            timeout_s=30,
+            every_s=0.1,
+            shown=messages.__len__,
+        )
 
     assert result.swapped and result.generation == 1 and all(c.ok for c in result.checks), result
     assert result.twins_refreshed == 0  # the rebuild changed no twin: the cache is left alone

@@ -8,6 +8,7 @@ broker's access files are then this stack's alone (the platform's follower owns 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from hearth_shared.kafka import ensure_topics, topic_partitions
 from hearth_shared.settings import StackSettings
 from tests.support.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
 from tests.support.platform import Platform, make_settings
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -91,12 +93,16 @@ async def journal_facts(
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         found: list[Any] = []
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not found and asyncio.get_running_loop().time() < deadline:
+
+        async def one_found() -> bool:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 for record in records:
                     if record.key == device_id.encode() and wire_type.encode() in record.value:
                         found.append((decode_event(record.value), record.value))
+            return bool(found)
+
+        with contextlib.suppress(AssertionError):  # none within the time: the caller asserts on what it got
+            await eventually(one_found, f"a {wire_type} fact of {device_id}", timeout_s=timeout_s, every_s=0)
         return found
     finally:
         await consumer.stop()

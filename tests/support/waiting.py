@@ -20,9 +20,18 @@ Check = Callable[[], bool] | Callable[[], Awaitable[bool]]
 T = TypeVar("T")
 
 
-async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_s: float = 0.05) -> float:
-    """Wait until ``check()`` (a function or a coroutine function) is true; fail saying ``what`` if it
-    is not within ``timeout_s``. Returns the seconds it took."""
+async def eventually(
+    check: Check,
+    what: str,
+    *,
+    timeout_s: float = 60.0,
+    every_s: float = 0.05,
+    shown: Callable[[], object] | None = None,
+) -> float:
+    """Wait until ``check()`` (a function or a coroutine function) is true; fail saying ``what`` (and
+    what ``shown()`` returns then, if given) if it is not within ``timeout_s``. An exception from
+    ``check`` ends the wait at once (an assertion there says the awaited thing can no longer happen).
+    Returns the seconds it took."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     while True:
@@ -32,7 +41,8 @@ async def eventually(check: Check, what: str, *, timeout_s: float = 60.0, every_
         if result:
             return loop.time() - started
         if loop.time() >= started + timeout_s:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+            last = f"; last: {shown()!r:.2000}" if shown is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}{last}")
         await asyncio.sleep(every_s)
 
 
@@ -52,11 +62,10 @@ async def poll_until(
         last[:] = [await fetch()]
         return ready(last[0])
 
-    try:
-        await eventually(fetched_ready, what, timeout_s=timeout_s, every_s=every_s)
-    except AssertionError as timed_out:
-        shown = getattr(last[0], "text", last[0]) if last else "(nothing fetched)"  # a response: its body
-        raise AssertionError(f"{timed_out}; last: {shown!r:.2000}") from None
+    def last_shown() -> object:
+        return getattr(last[0], "text", last[0]) if last else "(nothing fetched)"  # a response: its body
+
+    await eventually(fetched_ready, what, timeout_s=timeout_s, every_s=every_s, shown=last_shown)
     return last[0]
 
 

@@ -42,7 +42,7 @@ def wait_all_healthy(home: Path, up: subprocess.Popen[bytes], timeout_s: float) 
     def all_healthy() -> bool:
         assert up.poll() is None, f"hearth up exited with {up.returncode}: {(home / 'up.out').read_text()}"
         current.update(status(home))
-        return current["exit_code"] == 0
+        return bool(current["exit_code"] == 0)
 
     asyncio.run(
         eventually(all_healthy, "every part healthy", timeout_s=timeout_s, every_s=1, shown=current.copy)
@@ -52,7 +52,7 @@ def wait_all_healthy(home: Path, up: subprocess.Popen[bytes], timeout_s: float) 
 
 def alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 

@@ -82,7 +82,7 @@ def train(spark: SparkSession, settings: AnalyticsSettings, timeout_s: float) ->
     trainer = ModelTrainer(settings)
     query = start_training(spark, settings, once=True, trainer=trainer)
     try:
-        finished = query.awaitTermination(timeout_s)
+        finished = query.awaitTermination(int(timeout_s))
     finally:
         if query.isActive:
             query.stop()

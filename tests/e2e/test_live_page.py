@@ -14,11 +14,11 @@ from urllib.parse import urlencode
 
 import psycopg
 import pytest
-from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from redis.asyncio import Redis
 
-from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
+from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
@@ -39,15 +39,9 @@ def command_api(platform: Platform, tmp_path_factory: pytest.TempPathFactory) ->
     logs = tmp_path_factory.mktemp("cors-command-api")
     port = free_port()
     env = {"HEARTH_COMMAND_API_CORS_ORIGINS": json.dumps([platform.query_api])}
-    part, timeout_s = Services(
-        platform.settings, logs=logs, data=logs, command_api_port=port, extra_env=env
-    ).part("command-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
+    services = Services(platform.settings, logs=logs, data=logs, command_api_port=port, extra_env=env)
+    with services_running(services, ["command-api"]):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
 
 
 @pytest.fixture
@@ -187,7 +181,10 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
             page = await browser.new_page(viewport={"width": 1000, "height": 640})
             page.on("pageerror", lambda error: problems.append(str(error)))
             await page.goto(f"{platform.query_api}/?{query}")
-            card = lambda device: page.locator(f'article[data-device-id="{device}"]')  # noqa: E731
+
+            def card(device: str) -> Locator:
+                return page.locator(f'article[data-device-id="{device}"]')
+
             await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
             await expect(card(ghost_id).locator("h2")).to_have_text("Ghost", timeout=30_000)
             await expect(card(lock_id).locator("h2")).to_have_text("Evil")

@@ -35,7 +35,8 @@ def row(frame: pd.DataFrame, day: datetime, **keys: str) -> dict[str, Any]:
     for name, value in keys.items():
         match = match[match[name] == value]
     assert len(match) == 1, (day, keys, match)
-    return match.iloc[0].to_dict()
+    found: dict[str, Any] = match.iloc[0].to_dict()
+    return found
 
 
 def check(got: dict[str, Any], want: dict[str, Any]) -> None:

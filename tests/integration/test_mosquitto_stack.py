@@ -102,7 +102,12 @@ async def test_a_client_with_another_devices_client_id_neither_drops_it_nor_acts
         await device_a.connect()
         await device_a.link.subscribed()
         on_disconnect = device_a.link.client.on_disconnect
-        device_a.link.client.on_disconnect = lambda *args: (dropped.append(args), on_disconnect(*args))
+
+        def dropping(*args: object) -> None:
+            dropped.append(args)
+            on_disconnect(*args)
+
+        device_a.link.client.on_disconnect = dropping
         await intruder.connect()  # accepted: B's credential is good, and its client id becomes B's
         intruder.link.subscribe("hearth/devices/lock-a/commands")
         await asyncio.sleep(0.5)

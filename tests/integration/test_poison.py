@@ -345,8 +345,8 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
 
     letters = mine(await read_dead_letters(platform.settings, lambda read: len(mine(read)) == len(wanted)))
     assert {key: letter["reason"] for key, (_, letter) in letters.items()} == wanted
-    for key in (f"{tag}-random", f"{tag}-journal", rollup_key.decode()):
-        assert_bounded(*letters[key], BIG)
+    for bounded in (f"{tag}-random", f"{tag}-journal", rollup_key.decode()):
+        assert_bounded(*letters[bounded], BIG)
     consumers = {key: letter["consumer"] for key, (_, letter) in letters.items()}
     assert consumers[f"{tag}-random"] == consumers[f"{tag}-nul-name"] == "device-actor"
     assert consumers[f"{tag}-journal"] == consumers[f"{tag}-nul"] == "read-models-projector"

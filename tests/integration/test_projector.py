@@ -215,7 +215,7 @@ async def caught_up(projector: Projector, timeout_s: float = 60) -> None:
 
 def query(dsn: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(libpq_dsn(dsn)) as conn:
-        return conn.execute(sql, args).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql, args).fetchall()
 
 
 def schema_of(stack: StackSettings) -> str:
@@ -282,8 +282,8 @@ async def test_every_fact_type_reaches_its_views(stack: StackSettings) -> None:
     )
     assert alert == (f"{home}-th", "ambient_c", 35.5, 5.1, 3.0, 4)
 
-    assert msgspec.json.decode(await redis.get(f"twin:{home}-th")) == th  # the cache holds the view
-    changes = []
+    assert msgspec.json.decode(await redis.get(f"twin:{home}-th") or b"") == th  # the cache holds the view
+    changes: list[dict[str, Any]] = []
     while len(changes) < len(facts):
         message = await asyncio.wait_for(pubsub.get_message(ignore_subscribe_messages=True, timeout=5), 10)
         if message:
@@ -296,7 +296,7 @@ async def test_every_fact_type_reaches_its_views(stack: StackSettings) -> None:
     ]
     assert last["event"] == msgspec.json.decode(encode(facts[-1]))
     assert last["twin"] == twins[facts[-1].device_id]
-    await pubsub.aclose()
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
     await redis.aclose()
 
 

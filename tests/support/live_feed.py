@@ -13,8 +13,8 @@ from typing import Any
 
 import websockets
 
-from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
+from hearth_devstack.service_processes import Services, services_running
 from tests.support.platform import Platform
 from tests.support.registration import register_device
 
@@ -25,19 +25,15 @@ Message = dict[str, Any]
 def query_api_process(platform: Platform, logs: Path, env: dict[str, str]) -> Iterator[str]:
     """One more query API (one process) on the platform's PostgreSQL and Redis, with ``env`` settings."""
     port = free_port()
-    part, timeout_s = Services(
+    services = Services(
         platform.settings,
         logs=logs,
         data=logs,
         query_api_port=port,
         extra_env={"HEARTH_READ_MODELS_API_WORKERS": "1", **env},
-    ).part("query-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
+    )
+    with services_running(services, ["query-api"]):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
 
 
 async def register(platform: Platform, home: str, device_type: str = "thermostat") -> str:

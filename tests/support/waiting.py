@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-Check = Callable[[], bool] | Callable[[], Awaitable[bool]]
+# A function or a coroutine function; the wait ends when its result is truthy. (``object`` alone would do;
+# the other members let mypy infer lambdas with default arguments, ``lambda n=n: ...``, against it.)
+Check = Callable[[], bool] | Callable[[], Awaitable[object]] | Callable[[], object]
 T = TypeVar("T")
 
 
@@ -28,7 +30,7 @@ async def eventually(
     every_s: float = 0.05,
     shown: Callable[[], object] | None = None,
 ) -> float:
-    """Wait until ``check()`` (a function or a coroutine function) is true; fail saying ``what`` (and
+    """Wait until ``check()`` (a function or a coroutine function) is truthy; fail saying ``what`` (and
     what ``shown()`` returns then, if given) if it is not within ``timeout_s``. An exception from
     ``check`` ends the wait at once (an assertion there says the awaited thing can no longer happen).
     Returns the seconds it took."""

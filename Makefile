@@ -19,7 +19,7 @@ test: setup lint ## Install everything and run every test
 check: setup lint ## The inner loop: the lint above and the unit tests (no servers)
 	$(UV) run pytest tests/unit -q $(PYTEST_ARGS)
 
-lint: setup ## ruff, mypy (strict on every shipped package and the tests' helpers) and the import-linter contracts
+lint: setup ## ruff, mypy (strict on every shipped package and the whole tests tree) and the import-linter contracts
 	$(UV) run ruff check .
 	$(UV) run mypy
 	$(UV) run lint-imports

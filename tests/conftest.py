@@ -8,10 +8,8 @@ homes and devices.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,24 +17,22 @@ import httpx
 import pytest
 
 from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, free_port, tail
+from hearth_devstack.process import free_port
 from hearth_devstack.redis import RedisServer
-from hearth_devstack.servers import start_healthy, start_kafka, start_mosquitto, start_postgres, start_redis
+from hearth_devstack.servers import start_kafka, start_mosquitto, start_postgres, start_redis
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
-from hearth_shared.schema.auth import create_token
+from tests.support.platform import Platform, make_settings
 
-pytest_plugins = ["tests.durations"]  # per-test durations kept from each run
+pytest_plugins = ["tests.support.durations"]  # per-test durations kept from each run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tests.identity_stack import Identity
-
-SECRET = secrets.token_urlsafe(24)
+    from tests.support.identity_stack import Identity
 
 
 @pytest.fixture(scope="session")
@@ -78,22 +74,10 @@ def identity(
     kafka: KafkaBroker, postgres: PostgresServer, redis_server: RedisServer, servers_dir: Path
 ) -> Iterator[Identity]:
     """Device identity's own stack (broker, broker-access follower, device actor, command API)."""
-    from tests.identity_stack import identity_stack
+    from tests.support.identity_stack import identity_stack
 
     with identity_stack(kafka, postgres, redis_server, servers_dir / "identity") as running:
         yield running
-
-
-def make_settings(
-    kafka: KafkaBroker, postgres: PostgresServer, redis: RedisServer, prefix: str
-) -> StackSettings:
-    return StackSettings(
-        kafka_bootstrap_servers=kafka.bootstrap,
-        topic_prefix=prefix,
-        postgres_dsn=postgres.dsn,
-        redis_url=redis.url,
-        token_secret=SECRET,
-    )
 
 
 @pytest.fixture
@@ -113,27 +97,6 @@ async def broker_only(kafka: KafkaBroker) -> StackSettings:
     )
     await ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs())
     return settings
-
-
-@dataclass
-class Platform:
-    """The running services of the test session, and how to talk to them."""
-
-    settings: StackSettings
-    command_api: str
-    query_api: str
-    parts: dict[str, ManagedProcess]
-
-    def token(self, home_id: str | None = None) -> str:
-        return create_token(SECRET, home_id=home_id, admin=home_id is None)
-
-    def client(self, base: str, home_id: str | None = None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=base, headers={"Authorization": f"Bearer {self.token(home_id)}"}, timeout=30.0
-        )
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {name}\n{tail(p.log_path, 40)}" for name, p in self.parts.items())
 
 
 @pytest.fixture(scope="session")
@@ -161,20 +124,14 @@ def platform(
         mqtt_pid_file=mosquitto.pid_file,
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
-    parts: dict[str, ManagedProcess] = {}
-    try:
-        for name in services.names(simulate=False):
-            part, timeout_s = services.part(name)
-            parts[name] = start_healthy(part, timeout_s * 2)  # as identity_stack: a shared, busy machine
+    # twice the services' patience, as identity_stack: a shared, busy machine
+    with services_running(services, services.names(simulate=False), patience=2) as parts:
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",
             f"http://127.0.0.1:{services.query_api_port}",
             parts,
         )
-    finally:
-        for part in reversed(parts.values()):
-            part.stop()
 
 
 @pytest.fixture

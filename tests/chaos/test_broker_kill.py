@@ -39,17 +39,18 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from hearth_devstack.kafka_cluster import KafkaCluster, stop_together
-from hearth_devstack.local import Services
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port
 from hearth_devstack.redis import RedisServer
+from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import TERMINAL_STATUSES, decode_event
-from tests.conftest import SECRET, Platform
-from tests.device_link import DeviceLink
+from tests.support.device_link import DeviceLink
+from tests.support.platform import SECRET, Platform
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(480)]
 
@@ -122,24 +123,16 @@ def chaos_platform(
             "HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "3600",
         },
     )
-    parts: dict[str, ManagedProcess] = {}
-    try:
-        waits = {}
-        # All at once: each mostly waits for the broker. Devices are played on the inbox (DeviceLink).
-        for name in services.names(simulate=False, devices_over_mqtt=False):
-            parts[name], waits[name] = services.part(name)
-            parts[name].start()
-        for name, part in parts.items():
-            part.wait_healthy(waits[name] * 2)  # two busy cores, three JVMs
+    # All at once: each mostly waits for the broker; twice their patience: two busy cores, three JVMs.
+    # Devices are played on the inbox (DeviceLink).
+    names = services.names(simulate=False, devices_over_mqtt=False)
+    with services_running(services, names, patience=2, together=True) as parts:
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",
             f"http://127.0.0.1:{services.query_api_port}",
             parts,
         )
-    finally:
-        for part in reversed(parts.values()):
-            part.stop()
 
 
 @dataclass
@@ -278,6 +271,10 @@ async def journal_events(settings: StackSettings) -> list[Any]:
         await consumer.stop()
 
 
+async def back_in_every_isr(bootstrap: str, node_id: int) -> bool:
+    return await outside_isr(bootstrap, node_id) == 0
+
+
 async def final_status(query: httpx.AsyncClient, command_id: str, deadline: float) -> dict[str, Any]:
     while True:
         response = await query.get(f"/v1/commands/{command_id}")
@@ -326,9 +323,12 @@ async def test_a_broker_killed_under_load_loses_and_doubles_nothing(
         cluster.parts[victim].start()
         await asyncio.to_thread(cluster.parts[victim].wait_healthy, 120)
         answering_at = time.monotonic()
-        while await outside_isr(bootstrap, victim):
-            assert time.monotonic() - restarted_at < 120, "the broker never got back into every ISR"
-            await asyncio.sleep(0.25)
+        await eventually(
+            lambda: back_in_every_isr(bootstrap, victim),
+            "the restarted broker back in every ISR",
+            timeout_s=120 - (time.monotonic() - restarted_at),
+            every_s=0.25,
+        )
         in_isr_at = time.monotonic()
         await asyncio.sleep(AFTER_S)
         stop_load.set()

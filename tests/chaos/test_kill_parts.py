@@ -39,7 +39,8 @@ from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested, decode_event
-from tests.mqtt_devices import connected
+from tests.support.mqtt_devices import connected
+from tests.support.waiting import eventually, poll_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1500)]
 
@@ -135,23 +136,30 @@ async def status_of(
 
 
 async def healthy_again(stack: LocalStack, name: str, restarts_before: int, timeout_s: float = 180) -> None:
-    assert stack.supervisor is not None
-    deadline = time.monotonic() + timeout_s
-    while True:
-        part = next(p for p in stack.supervisor.snapshot() if p.name == name)
-        if part.restarts > restarts_before and part.state == "running" and part.health == "healthy":
-            return
+    supervisor = stack.supervisor
+    assert supervisor is not None
+
+    def part_now() -> Any:
+        return next(p for p in supervisor.snapshot() if p.name == name)
+
+    def restarted_healthy() -> bool:
+        part = part_now()
         assert part.state != "failed", f"the supervisor gave up on {name}: {part.last_exit}"
-        assert time.monotonic() < deadline, f"{name} not healthy again within {timeout_s} s: {part}"
-        await asyncio.sleep(0.1)
+        return bool(part.restarts > restarts_before and part.state == "running" and part.health == "healthy")
+
+    await eventually(
+        restarted_healthy, f"{name} healthy again", timeout_s=timeout_s, every_s=0.1, shown=part_now
+    )
 
 
 async def devices_back(connections: list[DeviceConnection], timeout_s: float = 60) -> None:
     """Until every device is connected again (they reconnect by themselves, with backoff)."""
-    deadline = time.monotonic() + timeout_s
-    while not all(d.link.client.is_connected for d in connections):
-        assert time.monotonic() < deadline, f"devices not connected again within {timeout_s} s"
-        await asyncio.sleep(0.1)
+    await eventually(
+        lambda: all(d.link.client.is_connected for d in connections),
+        "every device connected again",
+        timeout_s=timeout_s,
+        every_s=0.1,
+    )
 
 
 async def kill_and_recover(
@@ -176,9 +184,12 @@ async def kill_and_recover(
     if name in MQTT_PARTS:
         await devices_back(connections)
     command_id = await command(api, ledger, probe, 20.0 + len(ledger.accepted) % 10 * 0.5)
-    while (status := await status_of(query, command_id)) not in TERMINAL_STATUSES:
-        assert time.monotonic() - killed_at < 240, f"probe command {command_id} did not end: {status}"
-        await asyncio.sleep(0.1)
+    status = await poll_until(
+        lambda: status_of(query, command_id),
+        lambda status: status in TERMINAL_STATUSES,
+        f"probe command {command_id} to end",
+        timeout_s=240 - (time.monotonic() - killed_at),
+    )
     assert status == "converged", f"probe command {command_id} after the {name} kill ended {status}"
     converged_s = time.monotonic() - killed_at
     return {
@@ -277,17 +288,19 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
         load_s = time.monotonic() - started
 
         statuses: dict[str, str | None] = {}
-        deadline = time.monotonic() + 90  # the default 30 s expiry ends any command left behind
-        while True:
+
+        async def all_ended() -> bool:
             pending = [c for c in ledger.accepted if statuses.get(c) not in TERMINAL_STATUSES]
             # A thousand commands after a long run: a few requests at a time, or most of them would time
             # out waiting for a connection on a busy machine (and read as lost).
             limit = asyncio.Semaphore(16)
             found = await asyncio.gather(*(status_of(query, c, limit) for c in pending))
             statuses.update(zip(pending, found, strict=True))
-            if all(s in TERMINAL_STATUSES for s in statuses.values()) or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(1)
+            return all(s in TERMINAL_STATUSES for s in statuses.values())
+
+        # The default 30 s expiry ends any command left behind; one still open after 90 s is counted below.
+        with contextlib.suppress(AssertionError):
+            await eventually(all_ended, "every accepted command to end", timeout_s=90, every_s=1)
         for player in players:
             player.cancel()
         for device in connections:

@@ -41,13 +41,13 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token, token_id
-from tests.automation_support import automation_listed, runs
-from tests.campaign_start import start_recorded_campaign
 from tests.chaos.conftest import supervised
 from tests.chaos.test_kill_parts import healthy_again
-from tests.journal import pass_retention, snapshot_manifests
-from tests.mqtt_devices import connected
-from tests.support import eventually
+from tests.support.automations import automation_listed, runs
+from tests.support.campaigns import start_recorded_campaign
+from tests.support.mqtt_devices import connected
+from tests.support.topics import pass_retention, snapshot_manifests
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 

@@ -4,12 +4,12 @@ behind; the next `hearth up` detects all of that, stops the leftovers, and start
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from hearth_devstack.process import free_port
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
@@ -35,19 +36,23 @@ def status(home: Path) -> dict[str, Any]:
 
 
 def wait_all_healthy(home: Path, up: subprocess.Popen[bytes], timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """``hearth status`` once it says every part is healthy (the test is synchronous: one loop run)."""
+    current: dict[str, Any] = {}
+
+    def all_healthy() -> bool:
         assert up.poll() is None, f"hearth up exited with {up.returncode}: {(home / 'up.out').read_text()}"
-        current = status(home)
-        if current["exit_code"] == 0:
-            return current
-        assert time.monotonic() < deadline, f"not healthy within {timeout_s} s: {current}"
-        time.sleep(1)
+        current.update(status(home))
+        return bool(current["exit_code"] == 0)
+
+    asyncio.run(
+        eventually(all_healthy, "every part healthy", timeout_s=timeout_s, every_s=1, shown=current.copy)
+    )
+    return current
 
 
 def alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 

@@ -29,8 +29,9 @@ from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.anomaly import DEFAULT_MODEL
 from hearth_shared.schema.events import encode, utcnow
 from hearth_simulator.registration import fleet_devices
-from tests.conftest import Platform
-from tests.home_fleet import playing, simulator_endpoint
+from tests.support.home_fleet import playing, simulator_endpoint
+from tests.support.platform import Platform
+from tests.support.waiting import poll_until
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,17 +49,14 @@ async def until(
     check: Callable[[], Awaitable[Any]], what: str, timeout_s: float, fleet: asyncio.Task[None]
 ) -> Any:
     """Poll ``check`` until it returns something truthy; fail after ``timeout_s`` or if the fleet died."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+
+    async def fleet_playing_and_found() -> Any:
         if fleet.done():
             fleet.result()  # raises what stopped it
             pytest.fail(f"the fleet stopped while waiting for {what}")
-        found = await check()
-        if found:
-            return found
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.25)
+        return await check()
+
+    return await poll_until(fleet_playing_and_found, bool, what, timeout_s=timeout_s, every_s=0.25)
 
 
 async def versions(query: httpx.AsyncClient, devices: list[str]) -> dict[str, int]:
@@ -84,7 +82,7 @@ def train(spark: SparkSession, settings: AnalyticsSettings, timeout_s: float) ->
     trainer = ModelTrainer(settings)
     query = start_training(spark, settings, once=True, trainer=trainer)
     try:
-        finished = query.awaitTermination(timeout_s)
+        finished = query.awaitTermination(int(timeout_s))
     finally:
         if query.isActive:
             query.stop()

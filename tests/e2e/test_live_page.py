@@ -14,19 +14,20 @@ from urllib.parse import urlencode
 
 import psycopg
 import pytest
-from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from redis.asyncio import Redis
 
-from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
+from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
 from hearth_shared.schema.auth import create_token
-from tests.conftest import SECRET, Platform
-from tests.device_link import DeviceLink
-from tests.live_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.live_feed import query_api_process
+from tests.support.device_link import DeviceLink
+from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live_feed import query_api_process
+from tests.support.platform import SECRET, Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.e2e
 
@@ -38,15 +39,9 @@ def command_api(platform: Platform, tmp_path_factory: pytest.TempPathFactory) ->
     logs = tmp_path_factory.mktemp("cors-command-api")
     port = free_port()
     env = {"HEARTH_COMMAND_API_CORS_ORIGINS": json.dumps([platform.query_api])}
-    part, timeout_s = Services(
-        platform.settings, logs=logs, data=logs, command_api_port=port, extra_env=env
-    ).part("command-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
+    services = Services(platform.settings, logs=logs, data=logs, command_api_port=port, extra_env=env)
+    with services_running(services, ["command-api"]):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
 
 
 @pytest.fixture
@@ -160,10 +155,7 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
         body = {"device_id": lock_id, "home_id": home, "type": "lock", "name": "Front door"}
         assert (await api.post("/v1/devices", json=body)).status_code == 201
     async with platform.client(platform.query_api, home) as query_api:
-        for _ in range(300):
-            if (await query_api.get(f"/v1/devices/{lock_id}")).status_code == 200:
-                break
-            await asyncio.sleep(0.1)
+        await twin_when(query_api, lock_id, lambda twin: True)
     settings = ReadModelSettings(stack=platform.settings)  # the platform's live views
     twins = f"{settings.schema_name}.twins"
     with psycopg.connect(libpq_dsn(platform.settings.postgres_dsn)) as conn:  # (commits on leaving)
@@ -189,7 +181,10 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
             page = await browser.new_page(viewport={"width": 1000, "height": 640})
             page.on("pageerror", lambda error: problems.append(str(error)))
             await page.goto(f"{platform.query_api}/?{query}")
-            card = lambda device: page.locator(f'article[data-device-id="{device}"]')  # noqa: E731
+
+            def card(device: str) -> Locator:
+                return page.locator(f'article[data-device-id="{device}"]')
+
             await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
             await expect(card(ghost_id).locator("h2")).to_have_text("Ghost", timeout=30_000)
             await expect(card(lock_id).locator("h2")).to_have_text("Evil")

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from playwright.async_api import expect
 
-from tests.campaign_start import start_recorded_campaign
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
 from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
-from tests.live_browser import CHROMIUM, open_live_page, screenshot
+from tests.support.campaigns import start_recorded_campaign
+from tests.support.device_link import DeviceLink
+from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
+from tests.support.platform import Platform
 
 pytestmark = [
     pytest.mark.e2e,

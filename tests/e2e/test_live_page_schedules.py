@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.async_api import expect
 
-from tests.conftest import Platform
 from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
-from tests.live_browser import CHROMIUM, open_live_page, screenshot
+from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
+from tests.support.platform import Platform
 
 pytestmark = [
     pytest.mark.e2e,

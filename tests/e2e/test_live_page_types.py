@@ -15,10 +15,10 @@ import pytest
 from playwright.async_api import ConsoleMessage, async_playwright, expect
 
 from hearth_shared.adapters.kafka import make_producer
-from tests.conftest import Platform
 from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
-from tests.live_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.support import eventually
+from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.platform import Platform
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

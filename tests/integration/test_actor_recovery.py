@@ -15,6 +15,7 @@ import signal
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,8 +32,8 @@ from hearth_shared.schema.events import (
     new_id,
     utcnow,
 )
-from tests.journal import read_journal
-from tests.support import eventually
+from tests.support.topics import read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +57,13 @@ def worker(settings: StackSettings, tmp_path: Path, name: str) -> ManagedProcess
     return part
 
 
-async def play_fleet(settings: StackSettings, rate_per_s: float, halfway: asyncio.Event) -> dict[str, dict]:
+async def play_fleet(
+    settings: StackSettings, rate_per_s: float, halfway: asyncio.Event
+) -> dict[str, dict[str, Any]]:
     """Register the devices, then send every report in order; returns each device's last state."""
     producer = make_producer(settings.kafka_bootstrap_servers, "recovery-fleet")
     await producer.start()
-    last: dict[str, dict] = {}
+    last: dict[str, dict[str, Any]] = {}
     try:
         ids = [f"rec-{uuid.uuid4().hex[:6]}-{i}" for i in range(DEVICES)]
         for device_id in ids:
@@ -108,7 +111,9 @@ async def journal_with_reports(settings: StackSettings, reports: int, timeout_s:
     return await read_journal(settings)
 
 
-async def kill_under_load(stack: StackSettings, tmp_path: Path, *, workers: int) -> tuple[list[Event], dict]:
+async def kill_under_load(
+    stack: StackSettings, tmp_path: Path, *, workers: int
+) -> tuple[list[Event], dict[str, dict[str, Any]]]:
     """Run ``workers`` workers, SIGKILL the first halfway through the fleet's reports, start it again."""
     parts = [worker(stack, tmp_path, f"w{i}") for i in range(workers)]
     try:
@@ -144,7 +149,7 @@ async def test_a_second_worker_takes_over_losing_and_doubling_nothing(
     check_nothing_lost_or_doubled(events, last)
 
 
-def check_nothing_lost_or_doubled(events: list[Event], last: dict[str, dict]) -> None:
+def check_nothing_lost_or_doubled(events: list[Event], last: dict[str, dict[str, Any]]) -> None:
     by_device: dict[str, dict[int, list[Event]]] = defaultdict(lambda: defaultdict(list))
     for event in events:
         by_device[event.device_id][event.version].append(event)
@@ -156,7 +161,7 @@ def check_nothing_lost_or_doubled(events: list[Event], last: dict[str, dict]) ->
         facts = [copies[0] for _, copies in sorted(versions.items())]
         reports = [e for e in facts if isinstance(e, StateReported)]
         assert [r.payload.device_seq for r in reports] == list(range(1, REPORTS + 1)), f"{device_id}: lost"
-        reported: dict = {}
+        reported: dict[str, Any] = {}
         for r in reports:
             reported.update(r.payload.reported)
         assert reported == last[device_id]

@@ -20,7 +20,7 @@ from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess
 from hearth_shared.adapters.probe import describe_group
 from hearth_shared.adapters.settings import StackSettings
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from hearth_shared.schema.events import (
     decode_model,
     encode,
 )
-from tests.journal import produce, produce_facts
-from tests.known_history import DAY1, DAY2, Journal, at, known_history
+from tests.support.known_history import DAY1, DAY2, Journal, at, known_history
+from tests.support.topics import produce, produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -35,7 +35,8 @@ def row(frame: pd.DataFrame, day: datetime, **keys: str) -> dict[str, Any]:
     for name, value in keys.items():
         match = match[match[name] == value]
     assert len(match) == 1, (day, keys, match)
-    return match.iloc[0].to_dict()
+    found: dict[str, Any] = match.iloc[0].to_dict()
+    return found
 
 
 def check(got: dict[str, Any], want: dict[str, Any]) -> None:

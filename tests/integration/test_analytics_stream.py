@@ -28,7 +28,7 @@ from hearth_shared.schema.events import (
     StateReportedPayload,
     decode_model,
 )
-from tests.journal import produce_facts
+from tests.support.topics import produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -45,7 +45,9 @@ class History:
         self.readings: list[dict[str, Any]] = []  # what the expectations are computed from
         self.batch = 0
 
-    def _fact(self, cls: type[Event], payload: Any, device: str, home: str, t: datetime) -> Event:
+    def _fact(
+        self, cls: type[DeviceRegistered | StateReported], payload: Any, device: str, home: str, t: datetime
+    ) -> Event:
         self.versions[device] += 1
         return cls(
             event_id=uuid.uuid4(), device_id=device, home_id=home, version=self.versions[device],
@@ -87,7 +89,7 @@ def latest_records(spark: Any, settings: AnalyticsSettings, topic: str) -> tuple
 
 
 def iso(t: pd.Timestamp) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(t.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def expected_rollups(  # noqa: C901  (the oracle, written straight from the spec: one pass per figure)
@@ -196,7 +198,10 @@ async def test_rollups_equal_a_pandas_recomputation_including_late_events(
 ) -> None:
     settings = settings_for(stack, tmp_path, allowed_lateness_s=120)
     h = History()
-    at = lambda m, s=0: T0 + timedelta(minutes=m, seconds=s)  # noqa: E731
+
+    def at(m: int, s: int = 0) -> datetime:
+        return T0 + timedelta(minutes=m, seconds=s)
+
     facts = [
         h.register("t1", "h1", "thermostat"),
         h.register("l1", "h1", "lock"),

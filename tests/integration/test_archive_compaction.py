@@ -22,7 +22,7 @@ from hearth_analytics.archive_table import committed_files, journal_ranges, read
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.adapters.archive_log import log_files
 from hearth_shared.adapters.settings import StackSettings
-from tests.archive_support import facts_across_days, produce
+from tests.support.archive import facts_across_days, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

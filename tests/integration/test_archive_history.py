@@ -16,8 +16,8 @@ from hearth_analytics.history import read_history
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.train import train_from_history
 from hearth_shared.adapters.settings import StackSettings
-from tests.journal import produce_facts
-from tests.known_history import known_history
+from tests.support.known_history import known_history
+from tests.support.topics import produce_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # four Spark jobs on 2 loaded cores
 

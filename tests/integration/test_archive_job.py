@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from hearth.archive_cli import archive_app, inspect_archive
 from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import decode_event
-from tests.archive_support import (
+from tests.support.archive import (
     POISON,
     archive_env,
     committed_batches,
@@ -29,6 +28,7 @@ from tests.archive_support import (
     readings,
     start_archive_job,
 )
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -50,11 +50,18 @@ async def test_archive_exactly_once_across_kill_and_verify(stack: StackSettings,
 
     job = start_archive_job(env, log, once=False)
     try:
-        deadline = time.monotonic() + 400
-        while committed_batches(table) < 1:  # two micro-batches committed, more to come
+
+        def committed() -> bool:  # two micro-batches committed, more to come
             assert job.poll() is None, f"the archive job exited early:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no micro-batch committed:\n{log.read_text()[-3000:]}"
-            await asyncio.sleep(0.2)
+            return committed_batches(table) >= 1
+
+        await eventually(
+            committed,
+            "a micro-batch committed",
+            timeout_s=400,
+            every_s=0.2,
+            shown=lambda: log.read_text()[-3000:],
+        )
     finally:
         kill_group(job)
     at_kill = len(read_columns(table, ["kafka_offset"]))

@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 
 from hearth_devstack.process import free_port
 from hearth_shared.adapters.settings import StackSettings
-from tests.archive_support import archive_env, kill_group, produce, readings, start_archive_job
+from tests.support.archive import archive_env, kill_group, produce, readings, start_archive_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 

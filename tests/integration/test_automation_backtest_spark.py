@@ -23,11 +23,11 @@ from hearth_read_models.query.backtest_views import read_stretch
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, Trigger
 from hearth_shared.domain.automation_replay import BacktestResult, backtest, replayed
-from tests.conftest import SECRET, Platform
-from tests.journal import produce_facts_at_their_time
-from tests.known_history import DAY1, DAY2, at, known_history
-from tests.registration import register_device
-from tests.support import eventually
+from tests.support.known_history import DAY1, DAY2, at, known_history
+from tests.support.platform import SECRET, Platform
+from tests.support.registration import register_device
+from tests.support.topics import produce_facts_at_their_time
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # Spark jobs on 2 loaded cores
 

@@ -27,12 +27,12 @@ from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter
 from hearth_shared.domain.automation import action_id, fact_names, run_id
 from hearth_shared.schema.events import CommandRequested, Event, SubmitCommand, utcnow
-from tests.automation_support import automation_listed, receiving, runs, signed_by
-from tests.conftest import Platform
-from tests.home_fleet import playing, simulator_endpoint
-from tests.journal import read_journal
-from tests.registration import register_device
-from tests.support import eventually, poll_until
+from tests.support.automations import automation_listed, receiving, runs, signed_by
+from tests.support.home_fleet import playing, simulator_endpoint
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.topics import read_journal
+from tests.support.waiting import eventually, poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

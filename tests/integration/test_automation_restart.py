@@ -42,8 +42,8 @@ from hearth_shared.schema.events import (
     decode_inbound,
     utcnow,
 )
-from tests.journal import pass_retention, produce, produce_facts, read_topic
-from tests.support import eventually
+from tests.support.topics import pass_retention, produce, produce_facts, read_topic
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from tests.automation_support import Receiver, automation_listed, receiving, runs, signed_by
-from tests.registration import register_device
-from tests.support import eventually
+from tests.support.automations import Receiver, automation_listed, receiving, runs, signed_by
+from tests.support.registration import register_device
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ async def test_an_automation_triggered_by_its_own_command_is_suspended(
     assert sent.status_code == 202
 
     async def suspended() -> bool:
-        return (await runs(query, automation_id))["suspended"] == "own_action"
+        return bool((await runs(query, automation_id))["suspended"] == "own_action")
 
     await eventually(suspended, "the suspension", timeout_s=30)
     assert len((await runs(query, automation_id))["runs"]) == 1  # the person's trigger ran, its own did not

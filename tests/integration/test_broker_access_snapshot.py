@@ -38,9 +38,15 @@ from hearth_shared.schema.events import (
     Event,
 )
 from hearth_shared.schema.mqtt import availability_topic
-from tests.journal import pass_retention, produce_facts
-from tests.mosquitto_clients import NOT_AUTHORISED, broker_on_free_ports, publish, retained, wait_connect_code
-from tests.support import eventually
+from tests.support.mosquitto_clients import (
+    NOT_AUTHORISED,
+    broker_on_free_ports,
+    publish,
+    retained,
+    wait_connect_code,
+)
+from tests.support.topics import pass_retention, produce_facts
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

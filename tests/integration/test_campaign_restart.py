@@ -4,7 +4,7 @@ heads of the journal and of the campaigns topic gone (as a passed retention wind
 The driver runs in this process on the test's own topics (tests/integration/test_campaigns.py runs it as
 a process of the shared platform, whose journal other tests still read). The devices' side is played by
 the test: it reads the update commands the driver put on the inbox and writes the facts the device actor
-would record for them (made by the real ``decide``/``stamp``/``evolve``, tests/device_journal.py)."""
+would record for them (made by the real ``decide``/``stamp``/``evolve``, tests/support/device_journal.py)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ from hearth_shared.schema.campaign_events import (
     encode_campaign_record,
 )
 from hearth_shared.schema.events import SubmitCommand, decode_inbound, utcnow
-from tests.device_journal import DeviceJournal
-from tests.journal import pass_retention, produce, produce_facts, read_topic
-from tests.support import ack_request, eventually, register_request, report_request
+from tests.support.device_journal import DeviceJournal
+from tests.support.inbox_requests import ack_request, register_request, report_request
+from tests.support.topics import pass_retention, produce, produce_facts, read_topic
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.schema.campaign_events import JobMoved
 from hearth_shared.schema.events import CommandRequested
-from tests.conftest import Platform
-from tests.journal import read_campaign_facts, read_journal
-from tests.support import eventually
+from tests.support.platform import Platform
+from tests.support.topics import read_campaign_facts, read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -52,13 +52,8 @@ def firmware_simulator(
             "HEARTH_SIMULATOR_FIRMWARE_DRIFT_C_PER_H": "3600",
         },
     )
-    part, timeout_s = services.part("simulator")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
-        yield part
-    finally:
-        part.stop()
+    with services_running(services, ["simulator"]) as parts:
+        yield parts["simulator"]
 
 
 async def simulated_fleet(platform: Platform, home: str, device_type: str, n: int) -> list[str]:

@@ -26,9 +26,10 @@ from hearth_shared.domain.storable import decode_request
 from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.events import Event, Inbound, utcnow
-from tests.conftest import SECRET
-from tests.journal import pass_retention, produce_facts, read_topic
-from tests.support import ack_request, poll_until, report_request
+from tests.support.inbox_requests import ack_request, report_request
+from tests.support.platform import SECRET
+from tests.support.topics import pass_retention, produce_facts, read_topic
+from tests.support.waiting import poll_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

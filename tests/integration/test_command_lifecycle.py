@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth_shared.schema.events import TERMINAL_STATUSES
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.registration import register_device
-from tests.support import poll_until
+from tests.support.commands import final_command, send
+from tests.support.device_link import DeviceLink
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -28,49 +28,6 @@ async def device(platform: Platform) -> AsyncIterator[DeviceLink]:
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str) -> str:
     return await register_device(api, home, device_type, name=device_type)
-
-
-async def send(
-    api: httpx.AsyncClient,
-    device_id: str,
-    name: str,
-    params: dict[str, Any] | None = None,
-    *,
-    wait: str | None = None,
-    timeout_s: float = 20,
-    key: str | None = None,
-    expires_in_s: float | None = None,
-) -> httpx.Response:
-    body: dict[str, Any] = {"name": name, "params": params or {}}
-    if expires_in_s is not None:
-        body["expires_in_s"] = expires_in_s
-    query = {"wait": wait, "timeout_s": timeout_s} if wait else {}
-    headers = {"Idempotency-Key": key} if key else {}
-    return await api.post(f"/v1/devices/{device_id}/commands", json=body, params=query, headers=headers)
-
-
-async def final_command(query: httpx.AsyncClient, command_id: str, timeout_s: float = 30) -> dict[str, Any]:
-    """The command's view once it reached a terminal status (the read model is eventually consistent)."""
-    response = await poll_until(
-        lambda: query.get(f"/v1/commands/{command_id}"),
-        lambda r: r.status_code == 200 and r.json()["status"] in TERMINAL_STATUSES,
-        f"command {command_id} to end",
-        timeout_s=timeout_s,
-    )
-    return dict(response.json())
-
-
-async def twin_when(
-    query: httpx.AsyncClient, device_id: str, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 30
-) -> dict[str, Any]:
-    """The device's twin once ``ready`` holds for it (the view is eventually consistent)."""
-    response = await poll_until(
-        lambda: query.get(f"/v1/devices/{device_id}"),
-        lambda r: r.status_code == 200 and ready(r.json()),
-        f"the twin of {device_id}",
-        timeout_s=timeout_s,
-    )
-    return dict(response.json())
 
 
 async def online(device: DeviceLink, device_id: str, state: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ own (its access files written here from a credential, as the broker-access follo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,7 +16,14 @@ import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.servers import start_healthy
-from tests.mosquitto_clients import NOT_AUTHORISED, Subscriber, admit_devices, broker_on_free_ports, publish
+from tests.support.mosquitto_clients import (
+    NOT_AUTHORISED,
+    Subscriber,
+    admit_devices,
+    broker_on_free_ports,
+    publish,
+)
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +46,12 @@ def hearth(*args: str, **kwargs: object) -> subprocess.Popen[str]:
 
 
 def wait_for(path: Path, text: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while text not in path.read_text():
-        assert time.monotonic() < deadline, f"no {text!r} in {path.read_text()!r}"
-        time.sleep(0.1)
+    """Until ``path`` holds ``text`` (the test is synchronous: one event loop run for the wait)."""
+    asyncio.run(
+        eventually(
+            lambda: text in path.read_text(), f"{text!r} in {path}", timeout_s=timeout_s, shown=path.read_text
+        )
+    )
 
 
 def test_a_person_receives_a_command_acks_it_and_reports_over_tls(

@@ -23,10 +23,11 @@ from hearth_shared.schema.mqtt import (
     commands_topic,
     state_topic,
 )
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import final_command, send, twin_when
-from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
-from tests.mqtt_devices import connected, read_topic, register
+from tests.support.commands import final_command, send
+from tests.support.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.support.mqtt_devices import connected, read_topic, register
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ from hearth_shared.schema.events import (
     utcnow,
 )
 from hearth_shared.schema.mqtt import state_topic
-from tests.mqtt_devices import read_topic
-from tests.support import poll_until
+from tests.support.mqtt_devices import read_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 

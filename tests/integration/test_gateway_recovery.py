@@ -17,6 +17,7 @@ import signal
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -163,7 +164,7 @@ async def test_a_gateway_killed_under_load_loses_and_doubles_nothing(
         for part in reversed(parts):
             part.stop()
 
-    by_device: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    by_device: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for event in events:
         by_device[event.device_id][event.version].append(event)
     assert set(by_device) == set(device_ids)

@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Platform
-from tests.live_feed import register, twin_when
+from tests.support.live_feed import register
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +75,8 @@ async def test_query_api_refuses_hostile_parameters_with_a_documented_422(
     platform: Platform, home: str, what: str, documented_path: str, path: str, query: dict[str, str]
 ) -> None:
     device_id = await register(platform, home)
-    await twin_when(platform, home, device_id, lambda twin: True)
+    async with platform.client(platform.query_api, home) as reader:
+        await twin_when(reader, device_id, lambda twin: True)
     async with platform.client(platform.query_api, home) as api:
         response = await api.get(path.format(device=device_id), params=query)
     assert response.status_code == 422, f"{what}: {response.status_code} {response.text}"
@@ -95,7 +97,8 @@ async def test_an_admin_listing_devices_without_home_id_gets_a_documented_422(pl
 async def test_an_empty_home_id_or_after_still_means_none_given(platform: Platform, home: str) -> None:
     """(The live page asks for its first page with ``after=``.)"""
     device_id = await register(platform, home)
-    await twin_when(platform, home, device_id, lambda twin: True)
+    async with platform.client(platform.query_api, home) as reader:
+        await twin_when(reader, device_id, lambda twin: True)
     async with platform.client(platform.query_api, home) as api:
         response = await api.get("/v1/devices", params={"home_id": "", "after": ""})
     assert response.status_code == 200, response.text
@@ -156,7 +159,8 @@ async def test_a_name_with_nul_is_refused_and_the_platform_keeps_projecting(
             "/v1/devices", json={"home_id": home, "type": "lock", "name": "Front door ✓"}
         )
     assert accepted.status_code == 201, accepted.text
-    twin = await twin_when(platform, home, accepted.json()["device_id"], lambda twin: True)
+    async with platform.client(platform.query_api, home) as reader:
+        twin = await twin_when(reader, accepted.json()["device_id"], lambda twin: True)
     assert twin["name"] == "Front door ✓"
 
 

@@ -15,17 +15,17 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import websockets
 
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.live_feed import (
+from tests.support.device_link import DeviceLink
+from tests.support.live_feed import (
     close_code,
     connected,
     query_api_process,
     receive_until,
     register,
     subscription,
-    twin_when,
 )
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +107,8 @@ async def test_a_message_over_the_limit_after_subscribing_gets_4400(
     platform: Platform, strict: str, home: str
 ) -> None:
     device_id = await register(platform, home)
-    await twin_when(platform, home, device_id, lambda twin: True)
+    async with platform.client(platform.query_api, home) as reader:
+        await twin_when(reader, device_id, lambda twin: True)
     async with subscription(platform, strict, home, {"home_id": home}) as ws:
         await receive_until(ws, lambda m: m["type"] == "snapshot")
         await ws.send("y" * (MESSAGE_LIMIT + 1))
@@ -119,7 +120,8 @@ async def test_after_beyond_a_devices_version_gets_an_error_and_the_snapshot_the
     platform: Platform, device: DeviceLink, home: str
 ) -> None:
     device_id = await register(platform, home)
-    twin = await twin_when(platform, home, device_id, lambda twin: True)
+    async with platform.client(platform.query_api, home) as reader:
+        twin = await twin_when(reader, device_id, lambda twin: True)
     request = {"home_id": home, "after": {device_id: twin["version"] + 100}}
     async with subscription(platform, platform.query_api, home, request) as ws:
         first = await receive_until(ws, lambda m: m["type"] == "snapshot", timeout_s=10)

@@ -24,8 +24,9 @@ from hearth_shared.adapters.kafka import KafkaWriter, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import PARTITIONS
 from hearth_shared.schema.events import Inbound, SubmitCommand, encode
-from tests.journal import read_journal
-from tests.support import command_request, eventually, register_request, report_request
+from tests.support.inbox_requests import command_request, register_request, report_request
+from tests.support.topics import read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.local import retention_warning
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
-from tests.archive_support import produce, readings
-from tests.support import eventually
+from tests.support.archive import produce, readings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

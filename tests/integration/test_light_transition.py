@@ -11,9 +11,10 @@ from datetime import datetime
 import pytest
 
 from hearth_devstack.process import ManagedProcess
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import final_command, send, twin_when
 from tests.integration.test_simulator_mqtt import simulator  # noqa: F401  (the fixture)
+from tests.support.commands import final_command, send
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from hearth_shared.domain.schedule import DAYS
-from tests.campaign_start import start_recorded_campaign
-from tests.conftest import Platform
-from tests.registration import register_device
-from tests.support import eventually
+from tests.support.campaigns import start_recorded_campaign
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_devstack.servers import start_healthy
-from tests.mosquitto_clients import (
+from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,
     admit_devices,
@@ -102,7 +102,12 @@ async def test_a_client_with_another_devices_client_id_neither_drops_it_nor_acts
         await device_a.connect()
         await device_a.link.subscribed()
         on_disconnect = device_a.link.client.on_disconnect
-        device_a.link.client.on_disconnect = lambda *args: (dropped.append(args), on_disconnect(*args))
+
+        def dropping(*args: object) -> None:
+            dropped.append(args)
+            on_disconnect(*args)
+
+        device_a.link.client.on_disconnect = dropping
         await intruder.connect()  # accepted: B's credential is good, and its client id becomes B's
         intruder.link.subscribe("hearth/devices/lock-a/commands")
         await asyncio.sleep(0.5)

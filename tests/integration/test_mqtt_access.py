@@ -13,12 +13,13 @@ import pytest
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
 from hearth_shared.schema.mqtt import state_topic
-from tests.conftest import Platform
-from tests.identity_stack import Identity, account, register
 from tests.integration.test_device_gateway import journal_of
-from tests.mosquitto_clients import Subscriber, publish, wait_connect_code
-from tests.mqtt_devices import connected
-from tests.mqtt_devices import register as register_device
+from tests.support.identity_stack import Identity, account, register
+from tests.support.mosquitto_clients import Subscriber, publish, wait_connect_code
+from tests.support.mqtt_devices import connected
+from tests.support.mqtt_devices import register as register_device
+from tests.support.platform import Platform
+from tests.support.waiting import eventually, poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,12 +77,14 @@ async def test_a_simulated_device_has_no_credential_and_only_the_simulator_hub_a
     ).start()
     try:
         await asyncio.sleep(0.5)
-        for attempt in range(100):  # until the follower has given the hub the new device
-            publish(mosquitto, hub, f"hearth/devices/{simulated['device_id']}/state", f"sim-{attempt}")
-            if any("sim-" in line for line in watcher.lines()):
-                break
-            await asyncio.sleep(0.1)
-        await watcher.wait_for_line(f"hearth/devices/{simulated['device_id']}/state sim-")
+
+        def hub_publishes() -> bool:  # once the follower has given the hub the new device
+            publish(mosquitto, hub, f"hearth/devices/{simulated['device_id']}/state", "sim-state")
+            return any(
+                f"hearth/devices/{simulated['device_id']}/state sim-" in line for line in watcher.lines()
+            )
+
+        await eventually(hub_publishes, "the hub's report for its new device", timeout_s=15, every_s=0.1)
         forged = publish(
             mosquitto, hub, f"hearth/devices/{real['device_id']}/state", "hub-forged", mqtt5=True
         )
@@ -123,12 +126,14 @@ async def test_a_person_is_a_device_with_mosquitto_clients_as_the_readme_shows(
             assert publish(mosquitto, device, f"{base}/acks", ack).returncode == 0
             report = '{"seq": 2, "at": "2026-11-23T12:00:01Z", "state": {"lock_state": "unlocked"}}'
             assert publish(mosquitto, device, f"{base}/state", report).returncode == 0
-            for _ in range(100):
-                status = await api.get(f"{platform.query_api}/v1/commands/{command_id}")
-                if status.status_code == 200 and status.json().get("status") == "converged":
-                    break
-                await asyncio.sleep(0.2)
-            assert status.json().get("status") == "converged", (status.text, sub.lines(), platform.logs())
+            status = await poll_until(
+                lambda: api.get(f"{platform.query_api}/v1/commands/{command_id}"),
+                lambda status: status.status_code == 200 and status.json().get("status") == "converged",
+                f"command {command_id} converged",
+                timeout_s=20,
+                every_s=0.2,
+            )
+            assert status.json()["status"] == "converged"
         finally:
             sub.stop()
 

@@ -1,6 +1,6 @@
 """Device credentials end to end, enforced by the real broker: the command API issues, rotates and revokes;
 the device actor records the facts; the broker-access follower applies them to Mosquitto; Debian's
-``mosquitto_pub``/``mosquitto_sub`` play the device (on ``identity``: see tests/identity_stack.py).
+``mosquitto_pub``/``mosquitto_sub`` play the device (on ``identity``: see tests/support/identity_stack.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_devstack.mosquitto import MqttAccount
 from hearth_shared.schema.credentials import ITERATIONS
 from hearth_shared.schema.events import DeviceCredentialsIssued
-from tests.identity_stack import Identity, account, connected_device, journal_facts, register
-from tests.mosquitto_clients import NOT_AUTHORISED, publish, wait_connect_code
+from tests.support.identity_stack import Identity, account, connected_device, journal_facts, register
+from tests.support.mosquitto_clients import NOT_AUTHORISED, publish, wait_connect_code
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ import pytest
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import DeviceCredentialsRevoked, DeviceWentOffline
 from hearth_shared.schema.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import twin_when
 from tests.integration.test_device_gateway import THERMOSTAT, journal_of
-from tests.mosquitto_clients import Subscriber, publish, retained
-from tests.mqtt_devices import connected, register
+from tests.support.mosquitto_clients import Subscriber, publish, retained
+from tests.support.mqtt_devices import connected, register
+from tests.support.platform import Platform
+from tests.support.waiting import eventually, poll_until, twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -32,11 +32,15 @@ AT_ONCE_S = 4.0  # under the platform's silence timeout (5 s): offline by the me
 
 async def retained_becomes(mosquitto: MosquittoBroker, topic: str, want: str, timeout_s: float) -> float:
     """Seconds until the retained message on ``topic`` reads ``want``."""
-    started = time.monotonic()
-    while (now := await asyncio.to_thread(retained, mosquitto, topic)) != want:
-        assert time.monotonic() - started < timeout_s, f"{topic} retains {now!r}, not {want!r}"
-        await asyncio.sleep(0.2)
-    return time.monotonic() - started
+    now: list[str] = []
+
+    async def retains_it() -> bool:
+        now[:] = [await asyncio.to_thread(retained, mosquitto, topic)]
+        return now[0] == want
+
+    return await eventually(
+        retains_it, f"{topic} to retain {want!r}", timeout_s=timeout_s, every_s=0.2, shown=now.copy
+    )
 
 
 def by_a_request(fact: Any) -> bool:
@@ -107,16 +111,20 @@ async def test_a_dropped_hubs_will_takes_its_children_offline_at_once(
     try:
         await asyncio.sleep(0.5)
         say(hub_availability_topic(hub.username), "online", retain=True)
-        deadline = time.monotonic() + 30
-        while True:  # until the follower has let the hub act for the new children, and they are online
+
+        async def children_said_online() -> list[dict[str, Any]]:
             for child in children:
                 say(availability_topic(child), "online", retain=True)
             await asyncio.to_thread(report_all)
-            twins = [(await query.get(f"/v1/devices/{c}")).json() for c in children]
-            if all(t.get("connectivity", {}).get("online") for t in twins):
-                break
-            assert time.monotonic() < deadline, twins
-            await asyncio.sleep(0.5)
+            return [(await query.get(f"/v1/devices/{c}")).json() for c in children]
+
+        await poll_until(  # until the follower has let the hub act for the new children, and they are online
+            children_said_online,
+            lambda twins: all(t.get("connectivity", {}).get("online") for t in twins),
+            "the hub's new children online",
+            timeout_s=30,
+            every_s=0.5,
+        )
         await asyncio.to_thread(report_all)  # fresh: the silence timeout is 5 s away
         assert listener.proc is not None
         os.kill(listener.proc.pid, signal.SIGKILL)  # the hub's connection drops: the broker sends its will

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import websockets
 
-from tests.conftest import Platform
-from tests.registration import register_device
-from tests.support import poll_until
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 

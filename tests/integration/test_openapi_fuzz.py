@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
 
-from tests.conftest import Platform
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,6 @@ command API's device book follows the journal, and every part's process stays al
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -37,9 +36,7 @@ from hearth_shared.schema.events import (
     new_id,
     utcnow,
 )
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.integration.test_command_lifecycle import final_command, register, send, twin_when
+from tests.integration.test_command_lifecycle import register
 from tests.integration.test_projector import (
     T0,
     Device,
@@ -51,6 +48,10 @@ from tests.integration.test_projector import (
     running_projector,
 )
 from tests.integration.test_rebuild import settings_for
+from tests.support.commands import final_command, send
+from tests.support.device_link import DeviceLink
+from tests.support.platform import Platform
+from tests.support.waiting import eventually, twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -78,13 +79,18 @@ async def read_dead_letters(
     await consumer.start()
     letters: Letters = []
     try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not enough(letters):
-            assert asyncio.get_running_loop().time() < deadline, f"only {len(letters)} dead letters"
+
+        async def read_enough() -> bool:
             batch = await consumer.getmany(timeout_ms=500)
-            letters += [
+            letters.extend(
                 (len(r.value or b""), msgspec.json.decode(r.value)) for rs in batch.values() for r in rs
-            ]
+            )
+            return enough(letters)
+
+        if not enough(letters):
+            await eventually(
+                read_enough, "enough dead letters", timeout_s=timeout_s, every_s=0, shown=letters.__len__
+            )
     finally:
         await consumer.stop()
     return letters
@@ -339,8 +345,8 @@ async def test_poison_on_every_topic_stops_no_part_of_the_platform(
 
     letters = mine(await read_dead_letters(platform.settings, lambda read: len(mine(read)) == len(wanted)))
     assert {key: letter["reason"] for key, (_, letter) in letters.items()} == wanted
-    for key in (f"{tag}-random", f"{tag}-journal", rollup_key.decode()):
-        assert_bounded(*letters[key], BIG)
+    for bounded in (f"{tag}-random", f"{tag}-journal", rollup_key.decode()):
+        assert_bounded(*letters[bounded], BIG)
     consumers = {key: letter["consumer"] for key, (_, letter) in letters.items()}
     assert consumers[f"{tag}-random"] == consumers[f"{tag}-nul-name"] == "device-actor"
     assert consumers[f"{tag}-journal"] == consumers[f"{tag}-nul"] == "read-models-projector"

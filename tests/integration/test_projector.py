@@ -61,6 +61,7 @@ from hearth_shared.schema.events import (
     StateReportedPayload,
     encode,
 )
+from tests.support.waiting import eventually, poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -204,15 +205,17 @@ async def running_projector(
 async def caught_up(projector: Projector, timeout_s: float = 60) -> None:
     """Until the projector has committed everything in its topics as they are now."""
     ends = await projector.consumer.end_offsets(projector.tps)
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while any(projector.positions.get(tp, 0) < end for tp, end in ends.items()):
-        assert asyncio.get_running_loop().time() < deadline, f"projector stuck at {projector.positions}"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: all(projector.positions.get(tp, 0) >= end for tp, end in ends.items()),
+        f"the projector to commit up to {ends}",
+        timeout_s=timeout_s,
+        shown=lambda: projector.positions,
+    )
 
 
 def query(dsn: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(libpq_dsn(dsn)) as conn:
-        return conn.execute(sql, args).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql, args).fetchall()
 
 
 def schema_of(stack: StackSettings) -> str:
@@ -279,8 +282,8 @@ async def test_every_fact_type_reaches_its_views(stack: StackSettings) -> None:
     )
     assert alert == (f"{home}-th", "ambient_c", 35.5, 5.1, 3.0, 4)
 
-    assert msgspec.json.decode(await redis.get(f"twin:{home}-th")) == th  # the cache holds the view
-    changes = []
+    assert msgspec.json.decode(await redis.get(f"twin:{home}-th") or b"") == th  # the cache holds the view
+    changes: list[dict[str, Any]] = []
     while len(changes) < len(facts):
         message = await asyncio.wait_for(pubsub.get_message(ignore_subscribe_messages=True, timeout=5), 10)
         if message:
@@ -293,7 +296,7 @@ async def test_every_fact_type_reaches_its_views(stack: StackSettings) -> None:
     ]
     assert last["event"] == msgspec.json.decode(encode(facts[-1]))
     assert last["twin"] == twins[facts[-1].device_id]
-    await pubsub.aclose()
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
     await redis.aclose()
 
 
@@ -395,16 +398,16 @@ async def projected(stack: StackSettings, schema: str) -> int:
 
 
 async def wait_projected(stack: StackSettings, schema: str, at_least: int, timeout_s: float = 120) -> int:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+
+    async def done() -> int:
         try:
-            done = await projected(stack, schema)
+            return await projected(stack, schema)
         except psycopg.errors.UndefinedTable:  # not migrated yet
-            done = 0
-        if done >= at_least:
-            return done
-        assert asyncio.get_running_loop().time() < deadline, f"only {done} of {at_least} projected"
-        await asyncio.sleep(0.1)
+            return 0
+
+    return await poll_until(
+        done, lambda n: n >= at_least, f"{at_least} records projected", timeout_s=timeout_s
+    )
 
 
 async def test_a_killed_projector_loses_nothing_and_doubles_nothing(

@@ -7,9 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from tests.conftest import SECRET, Platform
-from tests.device_link import DeviceLink
-from tests.integration.test_command_lifecycle import final_command, register, send, twin_when
+from tests.integration.test_command_lifecycle import register
+from tests.support.commands import final_command, send
+from tests.support.device_link import DeviceLink
+from tests.support.platform import SECRET, Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.integration.test_command_lifecycle import send, twin_when
-from tests.registration import register_device
-from tests.support import ack_request, report_request
+from tests.support.commands import send
+from tests.support.device_link import DeviceLink
+from tests.support.inbox_requests import ack_request, report_request
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +38,7 @@ async def bulb(platform: Platform) -> AsyncIterator[DeviceLink]:
 
 async def converged_light(
     api: httpx.AsyncClient, query: httpx.AsyncClient, device: DeviceLink, home: str
-) -> tuple[str, dict[str, object]]:
+) -> tuple[str, dict[str, Any]]:
     """A light turned on with a transition and `?wait=converged`: (its id, the command API's answer)."""
     device_id = await register_device(api, home, "light")
     await device.report(device_id, {**BEFORE, "firmware_version": "1.0.0"})

@@ -24,8 +24,9 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.events import Event
-from tests.conftest import SECRET
 from tests.integration.test_projector import caught_up, query, running_projector
+from tests.support.platform import SECRET
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 HISTORY_COLUMNS = ("event_id", "type", "home_id", "occurred_at", "recorded_at", "event")  # besides the key
@@ -76,7 +77,7 @@ async def home_messages(stack: StackSettings) -> AsyncIterator[list[dict[str, An
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
-        await pubsub.aclose()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
         await redis.aclose()
 
 
@@ -113,12 +114,13 @@ async def test_rebuild_swaps_in_while_the_live_projector_and_the_api_serve(stack
             await asyncio.gather(*tasks)
         await caught_up(live)
         assert live.stats.reloads == 1  # it saw the new generation once and reloaded its positions
-        deadline = asyncio.get_running_loop().time() + 30
-        while len(messages) < journal.count:
-            assert asyncio.get_running_loop().time() < deadline, (
-                f"{len(messages)} of {journal.count} messages"
-            )
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: len(messages) >= journal.count,
+            f"{journal.count} messages",
+            timeout_s=30,
+            every_s=0.1,
+            shown=messages.__len__,
+        )
 
     assert result.swapped and result.generation == 1 and all(c.ok for c in result.checks), result
     assert result.twins_refreshed == 0  # the rebuild changed no twin: the cache is left alone
@@ -198,7 +200,7 @@ async def test_verify_finds_a_planted_difference_and_rebuild_repairs_it(stack: S
             await asyncio.sleep(0.5)
         assert repaired.swapped and repaired.twins_refreshed == 1
         assert [(m["type"], m["device_id"], m["twin"]) for m in messages] == [("snapshot", changed, view)]
-        assert msgspec.json.decode(await redis.get(f"twin:{changed}")) == view
+        assert msgspec.json.decode(await redis.get(f"twin:{changed}") or b"") == view
         await journal.append(500)  # the live projector goes on in the repaired views
         await caught_up(live)
         assert live.stats.reloads == 1

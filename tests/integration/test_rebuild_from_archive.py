@@ -22,8 +22,8 @@ from hearth_read_models.rebuild.table_diff import compare_table
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import connect
 from hearth_shared.adapters.settings import StackSettings
-from tests.archive_support import POISON, facts_across_days, plant_gap_and_duplicate, produce
 from tests.integration.test_projector import query
+from tests.support.archive import POISON, facts_across_days, plant_gap_and_duplicate, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

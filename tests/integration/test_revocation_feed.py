@@ -17,8 +17,8 @@ from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import Revocations
-from tests.journal import produce
-from tests.support import eventually
+from tests.support.topics import produce
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from hearth_shared.domain.schedule import DAYS, resume_command_id, transition_command_id
-from tests.registration import register_device
-from tests.support import eventually
+from tests.support.registration import register_device
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

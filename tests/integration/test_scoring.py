@@ -3,17 +3,17 @@ the anomaly fact names the version that scored it."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.schema.events import AnomalyModel, Baseline, encode, utcnow
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.registration import register_device
-from tests.support import poll_until
+from tests.support.device_link import DeviceLink
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -51,17 +51,17 @@ async def test_a_published_model_changes_the_scoring(platform: Platform) -> None
             )
         finally:
             await producer.stop()
+
         # Report 24.5 until the agents score with the new model: |24.5 - 21| / 0.5 = 7 > 3 (the default
         # model, which scored the first report, finds 24.5 normal too).
-        deadline = asyncio.get_running_loop().time() + 30
-        while True:
+        async def anomalies_after_a_report() -> list[dict[str, Any]]:
             await device.report(device_id, {"ambient_c": 24.5})
-            await asyncio.sleep(0.5)
             events = (await query.get(f"/v1/devices/{device_id}/events")).json().get("items", [])
-            anomalies = [e for e in events if e["type"] == "anomaly.detected"]
-            if anomalies or asyncio.get_running_loop().time() > deadline:
-                break
-    assert anomalies, events
+            return [e for e in events if e["type"] == "anomaly.detected"]
+
+        anomalies = await poll_until(
+            anomalies_after_a_report, bool, "an anomaly scored with the new model", timeout_s=30, every_s=0.5
+        )
     assert {a["payload"]["model_version"] for a in anomalies} == {version}
     payload = anomalies[0]["payload"]
     assert (payload["metric"], payload["value"], payload["model_version"]) == ("ambient_c", 24.5, version)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
-from tests.conftest import Platform
-from tests.integration.test_command_lifecycle import final_command, send, twin_when
-from tests.registration import register_device
+from hearth_devstack.service_processes import Services, services_running
+from tests.support.commands import final_command, send
+from tests.support.platform import Platform
+from tests.support.registration import register_device
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +33,8 @@ def simulator(platform: Platform, mosquitto: MosquittoBroker, tmp_path: Path) ->
         mqtt_simulator_password=mosquitto.simulator.password,
         extra_env={"HEARTH_SIMULATOR_RATE": "2"},
     )
-    part, timeout_s = services.part("simulator")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
-        yield part
-    finally:
-        part.stop()
+    with services_running(services, ["simulator"]) as parts:
+        yield parts["simulator"]
 
 
 async def test_a_simulated_device_registered_later_is_played_over_mqtt(

@@ -21,9 +21,8 @@ import pytest
 import websockets
 from redis.asyncio import Redis
 
-from tests.conftest import Platform
-from tests.device_link import DeviceLink
-from tests.live_feed import (
+from tests.support.device_link import DeviceLink
+from tests.support.live_feed import (
     Message,
     close_code,
     query_api_process,
@@ -31,9 +30,10 @@ from tests.live_feed import (
     receive_until,
     register,
     subscription,
-    twin_when,
     ws_url,
 )
+from tests.support.platform import Platform
+from tests.support.waiting import twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,8 @@ async def online_thermostat(platform: Platform, device: DeviceLink, home: str) -
     """A registered thermostat that has reported once, and its twin once the views show that report."""
     device_id = await register(platform, home)
     await device.report(device_id, THERMOSTAT)
-    twin = await twin_when(platform, home, device_id, lambda t: t["reported"].get("humidity_pct") == 40.0)
+    async with platform.client(platform.query_api, home) as reader:
+        twin = await twin_when(reader, device_id, lambda t: t["reported"].get("humidity_pct") == 40.0)
     return device_id, twin
 
 
@@ -129,7 +130,8 @@ async def test_resume_with_after_gives_exactly_the_missed_changes(
 
     for i in range(5):  # missed while disconnected
         await device.report(device_id, {"ambient_c": 20.0 + i})
-    await twin_when(platform, home, device_id, lambda t: t["reported"]["ambient_c"] == 24.0)
+    async with platform.client(platform.query_api, home) as reader:
+        await twin_when(reader, device_id, lambda t: t["reported"]["ambient_c"] == 24.0)
 
     async def keep_reporting() -> None:  # and more while resuming
         for i in range(5):
@@ -150,7 +152,8 @@ async def test_resume_with_after_gives_exactly_the_missed_changes(
     assert got == list(range(seen + 1, seen + 1 + len(got))), "a gap or a duplicate"
     assert [m["event"]["event_id"] for m in received] == [e["event_id"] for e in journal][: len(received)]
     assert_consistent(received)
-    current = await twin_when(platform, home, device_id, lambda t: t["version"] >= got[-1])
+    async with platform.client(platform.query_api, home) as reader:
+        current = await twin_when(reader, device_id, lambda t: t["version"] >= got[-1])
     if current["version"] == got[-1]:
         assert received[-1]["twin"] == current
 

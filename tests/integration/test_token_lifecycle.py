@@ -5,6 +5,7 @@ page's link works once and buys a page token that renews itself; a home token ca
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -18,9 +19,9 @@ import pytest
 import websockets
 
 from hearth_shared.schema.auth import create_token, issue, token_id
-from tests.conftest import SECRET, Platform
-from tests.live_feed import close_code
-from tests.support import eventually
+from tests.support.live_feed import close_code
+from tests.support.platform import SECRET, Platform
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +147,7 @@ async def test_a_page_link_buys_one_page_session_that_renews_and_ends_with_the_l
         assert (await admin_api.delete(f"/v1/tokens/{claims.jti}")).status_code == 200
         for token in (page, renewed.json()["token"]):  # the link's session ends, with every renewal
             await eventually(
-                lambda token=token: _both_refuse(platform, token, home),
+                functools.partial(_both_refuse, platform, token, home),
                 "401 from both APIs",
                 timeout_s=WITHIN_S,
             )

@@ -15,7 +15,7 @@ from hearth_devstack.kafka import KafkaBroker
 from hearth_shared.adapters.kafka import ensure_topics, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import TopicFollower
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -1,8 +1,8 @@
 """``TopicFollower`` with snapshots on a real broker (``hearth_shared.adapters.snapshots``'s Kafka store): a
-restart restores the saved state and reads only what came after it; a state larger than one record is cut into
-chunks and comes back whole; a snapshot that cannot be read is reported and the fold starts from the first
-offset; and with the topic's head gone (a retention window passed), a restart from the snapshot still
-has everything, while positions the window passed are counted as a gap."""
+restart restores the saved state and reads only what came after it; a state larger than one record is cut
+into chunks and comes back whole; a snapshot that cannot be read is reported and the fold starts from the
+first offset; and with the topic's head gone (a retention window passed), a restart from the snapshot
+still has everything, while positions the window passed are counted as a gap."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from hearth_shared.adapters.topic_follower import SnapshotPolicy, TopicFollower
 from hearth_shared.adapters.topics import PARTITIONS
 from hearth_shared.schema.events import utcnow
 from hearth_shared.schema.snapshot_format import NotNow
-from tests.journal import pass_retention, produce
-from tests.support import eventually
+from tests.support.topics import pass_retention, produce
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

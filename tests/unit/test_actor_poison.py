@@ -17,7 +17,7 @@ from hearth_shared.schema.events import (
     RegisterDevice,
     encode,
 )
-from tests.fakes import FakeOutbox
+from tests.support.fakes import FakeOutbox
 
 pytestmark = pytest.mark.unit
 

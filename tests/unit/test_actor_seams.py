@@ -25,8 +25,8 @@ from hearth_shared.schema.events import (
     encode,
     wire_name,
 )
-from tests.fakes import FakeClock, FakeOutbox
-from tests.support import ack_request, command_request, register_request, report_request
+from tests.support.fakes import FakeClock, FakeOutbox
+from tests.support.inbox_requests import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 

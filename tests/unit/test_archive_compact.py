@@ -17,7 +17,7 @@ from hearth_analytics.archive_check import OffsetRange
 from hearth_analytics.archive_compact import compact_archive
 from hearth_analytics.archive_table import committed_files, read_columns
 from hearth_shared.adapters.archive_log import METADATA_DIR
-from tests.archive_support import write_table_by_hand
+from tests.support.archive import write_table_by_hand
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from hearth_read_models.rebuild.archive_source import (
     snapshot_archive,
     uncovered,
 )
-from tests.archive_support import write_table_by_hand
+from tests.support.archive import write_table_by_hand
 
 pytestmark = pytest.mark.unit
 

@@ -16,8 +16,8 @@ from hearth_automations.effect_batch import FlushFailed
 from hearth_shared.domain.automation import Automation, StateTest, Trigger, action_id, run_id
 from hearth_shared.domain.home_facts import AutomationRan, AutomationSuspended
 from hearth_shared.schema.events import Event, SubmitCommand
-from tests.engine_facts import T0, automation, converged, created, engine_over, report
-from tests.fakes import FakeEnginePath, FakeNotify
+from tests.support.engine_facts import T0, automation, converged, created, engine_over, report
+from tests.support.fakes import FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from hearth_shared.schema.events import (
     StateReported,
     StateReportedPayload,
 )
-from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
+from tests.support.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from hearth_shared.domain.automation_replay import BacktestResult, HomeReplay, R
 from hearth_shared.domain.home_facts import AutomationCreated, AutomationRan, HomeTimezoneSet, TimezonePayload
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.schema.events import StateReported, StateReportedPayload
-from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
+from tests.support.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 pytestmark = pytest.mark.unit
 

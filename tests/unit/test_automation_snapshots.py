@@ -59,8 +59,8 @@ from hearth_shared.domain.home_facts import (
 from hearth_shared.domain.home_view import DELIVERIES_KEPT, RUNS_KEPT, HomesView
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
 from hearth_shared.schema.events import Event, SubmitCommand
-from tests.engine_facts import HOME, T0, automation, converged, created, report
-from tests.fakes import FakeClock, FakeNotify
+from tests.support.engine_facts import HOME, T0, automation, converged, created, report
+from tests.support.fakes import FakeClock, FakeNotify
 
 pytestmark = pytest.mark.unit
 

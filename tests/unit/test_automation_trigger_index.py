@@ -22,7 +22,7 @@ from hearth_shared.domain.automation import (
 from hearth_shared.domain.automation_timers import timer_change
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.schema.events import StateReported, wire_name
-from tests.engine_facts import HOME, automation, created
+from tests.support.engine_facts import HOME, automation, created
 
 pytestmark = pytest.mark.unit
 

@@ -43,7 +43,7 @@ from hearth_shared.schema.campaign_events import (
     decode_campaign_fact,
     encode_campaign_record,
 )
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

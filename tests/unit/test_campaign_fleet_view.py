@@ -12,7 +12,7 @@ from hearth_campaigns.fleet_view import FleetView
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.events import Event, Inbound, encode, fact_type
-from tests.support import ack_request, command_request, register_request, report_request
+from tests.support.inbox_requests import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 

@@ -40,8 +40,8 @@ from hearth_shared.schema.campaign_events import (
     encode_campaign_record,
 )
 from hearth_shared.schema.events import Event, encode, fact_type
-from tests.device_journal import DeviceJournal
-from tests.support import ack_request, command_request, register_request, report_request
+from tests.support.device_journal import DeviceJournal
+from tests.support.inbox_requests import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.compose_file import (
+from tests.support.compose_file import (
     COMPOSE,
     IMAGE_PACKAGES,
     ROOT,

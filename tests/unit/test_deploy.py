@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from hearth_shared.adapters.topics import Topics, min_insync_replicas
-from tests.compose_file import ROOT, SERVICES, command, env_values, known_env_names, ours
+from tests.support.compose_file import ROOT, SERVICES, command, env_values, known_env_names, ours
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,6 @@
   before, and a replay of the same facts later prunes alike;
 * a snapshot written in format 1 (bytes kept here) still restores; one of an unknown format is refused
   and leaves the state as it was;
-* each command's ``twin_version`` is the version of the fact that put it in its status (an accepted
-  one's: the setting that follows), also after a restore, and None only until its first fact is folded;
 * an Idempotency-Key names the same command within the window and a new one after it, and the device
   actor runs that new one (it drops a request whose command id it has seen).
 """
@@ -23,7 +21,6 @@ from typing import Any
 import pytest
 
 from hearth_command_api.device_book import (
-    SETTING_FACTS,
     CommandEntry,
     DeviceBook,
     fingerprint,
@@ -32,16 +29,8 @@ from hearth_command_api.device_book import (
 )
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
-from hearth_shared.schema.events import (
-    COMMAND_STATUS_BY_EVENT,
-    Event,
-    Inbound,
-    RegisterDevice,
-    SubmitCommand,
-    encode,
-    fact_type,
-)
-from tests.fakes import FakeClock
+from hearth_shared.schema.events import Event, Inbound, RegisterDevice, SubmitCommand, encode, fact_type
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
@@ -125,7 +114,7 @@ async def fold(view: DeviceBook, facts: list[Event]) -> None:
 def state(view: DeviceBook) -> tuple[dict[str, Any], dict[uuid.UUID, tuple[Any, ...]]]:
     """What the view knows, waiters aside."""
     commands = {
-        command_id: (c.device_id, c.fingerprint, c.status, c.expires_at, c.finished_at, c.twin_version)
+        command_id: (c.device_id, c.fingerprint, c.status, c.expires_at, c.finished_at)
         for command_id, c in view.commands.items()
     }
     return dict(view.devices), commands
@@ -162,31 +151,6 @@ async def test_a_restored_snapshot_equals_the_fold_and_folds_on_alike() -> None:
     await fold(restored, later)
     assert state(restored) == state(live)
     assert ids["expired"] not in restored.commands and ids["late"] in restored.commands
-
-
-async def test_a_command_carries_the_version_of_the_fact_that_put_it_in_its_status() -> None:
-    device, ids = a_history()
-    clock = FakeClock(T0 + timedelta(minutes=55))
-    view = view_at(clock)
-    early = uuid.uuid4()  # remembered by the route before its fact comes back
-    view.remember_command(early, device.device_id, b"p", T0 + WINDOW)
-    assert view.commands[early].twin_version is None
-    device.submit(early, T0 + timedelta(minutes=51), expires_in=timedelta(hours=5))
-    await fold(view, device.facts)
-    last_step = {  # its status fact, or the setting that follows its acceptance
-        f.correlation_id: f.version
-        for f in device.facts
-        if type(f) in COMMAND_STATUS_BY_EVENT or isinstance(f, SETTING_FACTS)
-    }
-    for command_id in (*ids.values(), early):
-        entry = view.commands[command_id]
-        assert entry.twin_version == last_step[command_id], (entry.status, command_id)
-    restored = view_at(clock)
-    restored.restore(view.snapshot())
-    assert state(restored) == state(view)
-    assert view.commands[early].status == "accepted"  # held: the device is offline (it superseded "held")
-    [asked] = [f for f in device.facts if isinstance(f, SETTING_FACTS) and f.correlation_id == early]
-    assert view.commands[early].twin_version == asked.version  # desired is in the twin from there
 
 
 async def test_a_finished_command_leaves_once_the_window_passed_since_its_terminal_fact() -> None:

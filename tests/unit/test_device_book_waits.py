@@ -23,7 +23,7 @@ from hearth_shared.schema.events import (
     new_id,
     utcnow,
 )
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from hearth_shared.domain import CommandInvalid, Twin, decide
 from hearth_shared.domain.device_type import Command, Param, Value
 from hearth_shared.domain.registry import DEVICE_TYPES
 from hearth_shared.schema.events import DesiredSetPayload, DesiredStateSet, SubmitCommand
-from tests.support import payload_of
+from tests.support.inbox_requests import payload_of
 
 pytestmark = pytest.mark.unit
 

@@ -23,7 +23,7 @@ from hearth_shared.schema.events import (
     ReleaseDevice,
     new_id,
 )
-from tests.support import ack_request, command_request, register_request, report_request
+from tests.support.inbox_requests import ack_request, command_request, register_request, report_request
 
 pytestmark = pytest.mark.unit
 

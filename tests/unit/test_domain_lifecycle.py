@@ -45,7 +45,7 @@ from hearth_shared.schema.events import (
     decode_event,
     encode,
 )
-from tests.support import payload_of
+from tests.support.inbox_requests import payload_of
 
 pytestmark = pytest.mark.unit
 

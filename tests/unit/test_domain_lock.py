@@ -27,7 +27,7 @@ from hearth_shared.schema.events import (
     StateReported,
     SubmitCommand,
 )
-from tests.support import payload_of
+from tests.support.inbox_requests import payload_of
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from hearth_shared.schema.events import (
     DesiredStateSet,
     SubmitCommand,
 )
-from tests.support import payload_of
+from tests.support.inbox_requests import payload_of
 
 pytestmark = pytest.mark.unit
 

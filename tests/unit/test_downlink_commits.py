@@ -20,7 +20,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from hearth_device_gateway import downlink as downlink_module
 from hearth_device_gateway.downlink import Downlink
 from hearth_shared.schema.events import DeviceCommand, encode, utcnow
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 

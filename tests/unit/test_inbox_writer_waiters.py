@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from hearth_device_gateway.inbox_writer import InboxWriter
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 
@@ -42,14 +43,6 @@ class _Producer:
         return future
 
 
-async def _until(condition: Any) -> None:
-    for _ in range(200):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not met")
-
-
 def _writer(producer: _Producer, batch_size: int = 3) -> InboxWriter:
     return InboxWriter(producer, "inbox", batch_size=batch_size, linger_s=10.0)
 
@@ -58,7 +51,7 @@ async def test_puts_return_only_when_their_batch_is_in_kafka() -> None:
     producer = _Producer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", f"r{i}".encode())) for i in range(3)]  # a full batch
-    await _until(lambda: producer.sent)
+    await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
     assert not any(p.done() for p in puts)
     for _, future in producer.sent:
         future.set_result(None)
@@ -75,7 +68,7 @@ async def test_a_refused_batch_raises_in_every_put_of_it() -> None:
     producer = _Producer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", b"r")) for _ in range(3)]
-    await _until(lambda: producer.sent)
+    await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
     for _, future in producer.sent:
         future.set_exception(ConnectionError("broker refused"))
     results = await asyncio.gather(*puts, return_exceptions=True)
@@ -87,7 +80,7 @@ async def test_a_cancelled_put_leaves_the_rest_of_its_batch_alone() -> None:
     producer = _Producer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", f"r{i}".encode())) for i in range(3)]
-    await _until(lambda: producer.sent)
+    await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
     puts[1].cancel()
     for _, future in producer.sent:
         future.set_result(None)
@@ -104,7 +97,7 @@ async def test_close_sends_what_is_gathered() -> None:
     await asyncio.sleep(0)
     assert not producer.sent  # lingering (10 s) for more
     closing = asyncio.create_task(writer.close())
-    await _until(lambda: producer.sent)
+    await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
     producer.sent[0][1].set_result(None)
     await asyncio.wait_for(asyncio.gather(put, closing), 1)
     assert writer.written == 1

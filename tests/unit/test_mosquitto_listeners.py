@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mosquitto_clients import broker_on_free_ports
+from tests.support.mosquitto_clients import broker_on_free_ports
 
 pytestmark = pytest.mark.unit
 

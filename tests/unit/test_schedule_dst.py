@@ -22,7 +22,7 @@ from hearth_shared.domain.schedule import (
     zone,
 )
 from hearth_shared.domain.schedule_hold import DeviceSchedule, due, fired, hold, is_own_command, resume
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from hearth_shared.domain.home_facts import HomeFact, ProgramPayload, ScheduleRe
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
 from hearth_shared.schema.events import CommandRequested, CommandRequestedPayload, SubmitCommand
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

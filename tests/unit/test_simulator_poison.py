@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hearth_shared.schema.mqtt import decode_ack
+from tests.support.waiting import eventually
 from tests.unit.test_simulator_fleet import T0, command, fleet, registered
 
 pytestmark = pytest.mark.unit
@@ -45,10 +46,12 @@ async def test_a_command_whose_handling_raises_is_skipped_and_later_ones_carried
         hub.commands.put_nowait(cmd)
     taking = asyncio.create_task(gateway._take_commands(hub))  # type: ignore[arg-type]
     try:
-        for _ in range(100):
-            if hub.commands.empty() and gateway._acks:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: hub.commands.empty() and bool(gateway._acks),
+            "both commands taken",
+            timeout_s=5,
+            every_s=0.01,
+        )
     finally:
         taking.cancel()
         await asyncio.gather(taking, return_exceptions=True)

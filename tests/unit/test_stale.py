@@ -19,7 +19,7 @@ from hearth.cli import app
 from hearth_devstack.process import ManagedProcess
 from hearth_devstack.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
 from hearth_devstack.status import PartStatus, write_status
-from tests.support import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 

@@ -28,7 +28,7 @@ from rich.console import Console
 from hearth_bench.options import option
 from hearth_bench.results import ratio_rows
 from hearth_bench.stack import counting_progress, raw_consume_rate
-from hearth_devstack.local import Services
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics, make_producer, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import RegisterDevice, ReportState, encode, new_id, utcnow
@@ -154,14 +154,10 @@ def run_actor_bench(bootstrap: str, *, work: Path, devices: int, events: int) ->
         data=work / "data",
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "86400"},
     )
-    worker, timeout_s = services.part("device-actor")
-    worker.start()
-    try:
-        worker.wait_healthy(timeout_s)
-        assert worker.proc is not None
-        seen = asyncio.run(follow_journal(settings, events, worker.proc.pid))
-    finally:
-        worker.stop()
+    with services_running(services, ["device-actor"]) as parts:
+        worker = parts["device-actor"].proc
+        assert worker is not None
+        seen = asyncio.run(follow_journal(settings, events, worker.pid))
     rate = seen["reports"] / seen["seconds"]
     return {
         "title": "device-agent throughput (one worker, telemetry)",

@@ -34,7 +34,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hearth_devstack.local import Services
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.servers import (
     ServerT,
@@ -44,6 +43,7 @@ from hearth_devstack.servers import (
     start_postgres,
     start_redis,
 )
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
@@ -164,12 +164,6 @@ def bench_stack(
         work = Path(tmp)
         parts: dict[str, ManagedProcess] = {}
 
-        def start(part: ManagedProcess, timeout_s: float) -> None:
-            console.print(f"[dim]starting {part.name} ...[/]")
-            parts[part.name] = part
-            part.start()
-            part.wait_healthy(timeout_s)
-
         def started(name: str, server: Callable[[Path], StartedServer[ServerT]]) -> ServerT:
             console.print(f"[dim]starting {name} ...[/]")
             running = server(work)
@@ -211,9 +205,11 @@ def bench_stack(
                 extra_env=dict(env or {}),
                 **mqtt_env,
             )
-            for service in services:
-                start(*runner.part(service))
-            yield BenchStack(settings, runner, parts)
+            with services_running(
+                runner, services, report=lambda line: console.print(f"[dim]{line}[/]")
+            ) as running:
+                parts.update(running)
+                yield BenchStack(settings, runner, parts)
         except BaseException:
             for part in parts.values():
                 console.print(f"[red]--- {part.name} ({part.log_path.name})[/]\n{tail(part.log_path, 15)}")

@@ -1,5 +1,6 @@
 """The embedded servers' start-up, written once for the tests' fixtures (tests/conftest.py,
-tests/identity_stack.py), the benchmarks' stacks (``hearth_bench.stack``) and ``hearth up`` (``local.py``).
+tests/support/identity_stack.py), the benchmarks' stacks (``hearth_bench.stack``) and ``hearth up``
+(``local.py``).
 
 A ``ServerStartup`` says how one server starts: what must happen before its process runs (PostgreSQL's
 initdb, a stale ``postmaster.pid`` cleared), the process itself (not started, a new one each time), how

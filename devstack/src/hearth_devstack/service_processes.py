@@ -9,14 +9,17 @@ a killed predecessor's figures. The device actor is healthy when it serves (its 
 ``hearth_device_actor.serving``), not merely once its worker has started.
 
 Apart from the local stack (``local.py``), which supervises them beside the servers, because the tests'
-fixtures and ``hearth_bench.stack`` start the same services on their own temporary servers.
+fixtures and ``hearth_bench.stack`` start the same services on their own temporary servers. They start
+them with ``services_running``, the one start loop outside the supervisor: every service it started is
+stopped when the block ends, or when a start fails, so a failed start leaves no process behind.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,3 +173,35 @@ class Services:
             url=process.url,
             reports=str(follower_reports_dir(self.data, name)),
         )
+
+
+@contextmanager
+def services_running(
+    services: Services,
+    names: Sequence[str],
+    *,
+    patience: float = 1.0,
+    together: bool = False,
+    report: Callable[[str], None] | None = None,
+) -> Iterator[dict[str, ManagedProcess]]:
+    """The services ``names`` (as in ``Services.part``), started in that order and each healthy within
+    its start timeout times ``patience`` (more on a shared, busy machine), by name; stopped in reverse
+    order when the block ends or a start fails. ``together``: start them all, then wait for each (they
+    mostly wait for the broker). ``report`` hears a line as each one starts."""
+    parts: dict[str, ManagedProcess] = {}
+    waits: dict[str, float] = {}
+    try:
+        for name in names:
+            if report is not None:
+                report(f"starting {name} ...")
+            parts[name], waits[name] = services.part(name)
+            parts[name].start()
+            if not together:
+                parts[name].wait_healthy(waits[name] * patience)
+        if together:
+            for name, part in parts.items():
+                part.wait_healthy(waits[name] * patience)
+        yield parts
+    finally:
+        for part in reversed(parts.values()):
+            part.stop()

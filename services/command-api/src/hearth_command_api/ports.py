@@ -1,6 +1,6 @@
 """What the command API needs of the outside world, as protocols: the composition root (``make_app``)
 wires Kafka in (``KafkaTopicWriter``, a ``TopicFollower`` of the journal), the unit tests wire fakes
-(tests/fakes.py).
+(tests/support/fakes.py).
 
 The routes see only these methods, so a request that reaches them can be checked without a broker, and
 nothing in the routes reaches past them to a producer.

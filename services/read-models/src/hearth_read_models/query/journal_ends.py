@@ -40,20 +40,26 @@ class JournalEnds:
     """Answers ``mark(device_id)``; started and stopped with the query API (its lifespan)."""
 
     def __init__(self, bootstrap_servers: str, journal_topic: str, projector_consumer: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
         self.topic = journal_topic
         self.projector_consumer = projector_consumer
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="query-api-ends")
+        self._consumer: AIOKafkaConsumer | None = None  # made in start(): aiokafka needs a running loop
         self._partitions = 0
 
     async def start(self) -> None:
-        await self._consumer.start()
-        self._partitions = len(await topic_partitions(self._consumer, self.topic))
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, client_id="query-api-ends")
+        self._consumer = consumer
+        await consumer.start()
+        self._partitions = len(await topic_partitions(consumer, self.topic))
 
     async def stop(self) -> None:
-        await self._consumer.stop()
+        if self._consumer is not None:
+            await self._consumer.stop()
 
     async def mark(self, device_id: str) -> JournalMark:
         """The end offset of ``device_id``'s journal partition now (a request to the broker)."""
+        if self._consumer is None:
+            raise RuntimeError("JournalEnds.start() has not been awaited")
         tp = TopicPartition(self.topic, partition_of(device_id.encode(), self._partitions))
         ends = await self._consumer.end_offsets([tp])
         return JournalMark(self.projector_consumer, self.topic, tp.partition, ends[tp])

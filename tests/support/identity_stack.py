@@ -8,6 +8,7 @@ broker's access files are then this stack's alone (the platform's follower owns 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -19,17 +20,18 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 
 from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import decode_event
-from tests.conftest import Platform, make_settings
-from tests.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
+from tests.support.mosquitto_clients import Subscriber, broker_on_free_ports, wait_connect_code
+from tests.support.platform import Platform, make_settings
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -69,17 +71,15 @@ def identity_stack(
         mqtt_access_dir=broker.access_dir,
         mqtt_pid_file=broker.pid_file,
     )
-    parts: dict[str, ManagedProcess] = {}
+    mosquitto = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
     try:
-        parts["mosquitto"] = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
-        for name in ("broker-access", "device-actor", "command-api"):
-            part, timeout_s = services.part(name)
-            # twice the stack's patience: a shared, busy machine
-            parts[name] = start_healthy(part, timeout_s * 2)
-        yield Identity(settings, f"http://127.0.0.1:{services.command_api_port}", broker, parts)
+        # twice the services' patience: a shared, busy machine
+        names = ("broker-access", "device-actor", "command-api")
+        with services_running(services, names, patience=2) as parts:
+            api = f"http://127.0.0.1:{services.command_api_port}"
+            yield Identity(settings, api, broker, {"mosquitto": mosquitto, **parts})
     finally:
-        for part in reversed(parts.values()):
-            part.stop()
+        mosquitto.stop()
 
 
 async def journal_facts(
@@ -93,12 +93,16 @@ async def journal_facts(
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         found: list[Any] = []
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not found and asyncio.get_running_loop().time() < deadline:
+
+        async def one_found() -> bool:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 for record in records:
                     if record.key == device_id.encode() and wire_type.encode() in record.value:
                         found.append((decode_event(record.value), record.value))
+            return bool(found)
+
+        with contextlib.suppress(AssertionError):  # none within the time: the caller asserts on what it got
+            await eventually(one_found, f"a {wire_type} fact of {device_id}", timeout_s=timeout_s, every_s=0)
         return found
     finally:
         await consumer.stop()

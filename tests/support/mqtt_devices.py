@@ -3,7 +3,6 @@ the credential it was issued (the SDK), and read a Kafka topic (mosquitto_pub/su
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from gmqtt.mqtt.handler import MQTTConnectError
 from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import topic_partitions
+from tests.support.waiting import eventually
 
 
 async def register(api: httpx.AsyncClient, home: str, device_type: str = "thermostat") -> tuple[str, str]:
@@ -32,16 +32,19 @@ async def connected(
 ) -> DeviceConnection:
     """The device connected with its credential (retried until the broker has read the new password);
     ``options`` go to ``DeviceConnection`` (e.g. ``backoff_max_s``)."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+    connections: list[DeviceConnection] = []
+
+    async def connects() -> bool:
         device = DeviceConnection(username=device_id, password=password, port=mosquitto.port, **options)
         try:
             await device.connect()
-            return device
         except (MQTTConnectError, ConnectionError):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+            return False
+        connections.append(device)
+        return True
+
+    await eventually(connects, f"{device_id} connected with its credential", timeout_s=timeout_s, every_s=0.2)
+    return connections[0]
 
 
 async def read_topic(
@@ -55,11 +58,20 @@ async def read_topic(
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         records: list[Any] = []
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not done(records):
-            assert asyncio.get_running_loop().time() < deadline, f"{topic}: {len(records)} records, not done"
+
+        async def read_until_done() -> bool:
             for batch in (await consumer.getmany(timeout_ms=200)).values():
-                records += batch
+                records.extend(batch)
+            return done(records)
+
+        if not done(records):
+            await eventually(
+                read_until_done,
+                f"{topic} read until done",
+                timeout_s=timeout_s,
+                every_s=0,
+                shown=records.__len__,
+            )
         return records
     finally:
         await consumer.stop()

@@ -2,7 +2,7 @@
 from the device-bound topic, send acks and state reports to the inbox.
 
 A test seam for the device actor only: real devices (and the simulator) go through MQTT and the device
-gateway (tests/mqtt_devices.py, the hearth_device SDK); nothing outside the platform writes Kafka."""
+gateway (tests/support/mqtt_devices.py, the hearth_device SDK); nothing outside the platform writes Kafka."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import DeviceCommand, decode_device_command
-from tests.support import ack_request, report_request
+from tests.support.inbox_requests import ack_request, report_request
 
 
 class DeviceLink:

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings
 
 from hearth_shared.adapters.settings import StackSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 WORKSPACE_PACKAGES = [

@@ -11,7 +11,7 @@ from typing import Any
 
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_simulator.fleet import Fleet, FleetOptions, MqttEndpoint
-from tests.conftest import Platform
+from tests.support.platform import Platform
 
 
 class HomeFleet(Fleet):

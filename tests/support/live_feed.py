@@ -13,10 +13,10 @@ from typing import Any
 
 import websockets
 
-from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
-from tests.conftest import Platform
-from tests.registration import register_device
+from hearth_devstack.service_processes import Services, services_running
+from tests.support.platform import Platform
+from tests.support.registration import register_device
 
 Message = dict[str, Any]
 
@@ -25,38 +25,20 @@ Message = dict[str, Any]
 def query_api_process(platform: Platform, logs: Path, env: dict[str, str]) -> Iterator[str]:
     """One more query API (one process) on the platform's PostgreSQL and Redis, with ``env`` settings."""
     port = free_port()
-    part, timeout_s = Services(
+    services = Services(
         platform.settings,
         logs=logs,
         data=logs,
         query_api_port=port,
         extra_env={"HEARTH_READ_MODELS_API_WORKERS": "1", **env},
-    ).part("query-api")
-    part.start()
-    try:
-        part.wait_healthy(timeout_s)
+    )
+    with services_running(services, ["query-api"]):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        part.stop()
 
 
 async def register(platform: Platform, home: str, device_type: str = "thermostat") -> str:
     async with platform.client(platform.command_api, home) as api:
         return await register_device(api, home, device_type)
-
-
-async def twin_when(
-    platform: Platform, home: str, device_id: str, ok: Callable[[Message], bool], timeout_s: float = 30
-) -> Message:
-    """The device's twin from the query API once ``ok(twin)`` (the views are eventually consistent)."""
-    async with platform.client(platform.query_api, home) as query:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            response = await query.get(f"/v1/devices/{device_id}")
-            if response.status_code == 200 and ok(response.json()):
-                return dict(response.json())
-            assert asyncio.get_running_loop().time() < deadline, f"twin never got there: {response.text}"
-            await asyncio.sleep(0.1)
 
 
 def ws_url(base: str, token: str | None = None) -> str:

@@ -13,7 +13,7 @@ from hearth_shared.domain.automation import Action, Automation, CommandAction, M
 from hearth_shared.domain.home_facts import AutomationCreated, HomeFact
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.schema.events import CommandConverged, CommandRef, StateReported, StateReportedPayload
-from tests.fakes import FakeClock, FakeEnginePath, FakeNotify
+from tests.support.fakes import FakeClock, FakeEnginePath, FakeNotify
 
 HOME = "h"
 T0 = datetime(2026, 7, 1, 12, tzinfo=UTC)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from hearth_device_gateway.mosquitto_access import MosquittoAccess
 from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.process import free_port
 from hearth_shared.schema.credentials import hash_secret, new_secret
+from tests.support.waiting import eventually
 
 NOT_AUTHORISED = 5
 
@@ -79,18 +79,18 @@ async def wait_connect_code(
 ) -> float:
     """Publish once a tenth of a second until ``mosquitto_pub`` exits with ``expected``; the seconds
     it took (a credential reaches the broker through the inbox, the actor, the journal and a reload)."""
-    started = time.monotonic()
     topic = f"hearth/devices/{account.username}/availability"
-    while True:
-        done = await asyncio.to_thread(publish, broker, account, topic, "online")
-        if done.returncode == expected:
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(
-                f"mosquitto_pub as {account.username} exited {done.returncode}, not {expected}, "
-                f"for {timeout_s} s: {done.stderr.strip()}"
-            )
-        await asyncio.sleep(0.1)
+    return await eventually(
+        lambda: exits_with(broker, account, topic, expected),
+        f"mosquitto_pub as {account.username} to exit {expected}",
+        timeout_s=timeout_s,
+        every_s=0.1,
+    )
+
+
+async def exits_with(broker: MosquittoBroker, account: MqttAccount, topic: str, expected: int) -> bool:
+    """Whether ``mosquitto_pub`` as ``account`` to ``topic`` exits with ``expected``."""
+    return (await asyncio.to_thread(publish, broker, account, topic, "online")).returncode == expected
 
 
 @dataclass
@@ -116,21 +116,25 @@ class Subscriber:
         return self.out.read_text(errors="replace").splitlines()
 
     async def wait_for_line(self, text: str, timeout_s: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any(text in line for line in self.lines()):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no line with {text!r} within {timeout_s} s: {self.lines()}")
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: any(text in line for line in self.lines()),
+            f"a line with {text!r} from mosquitto_sub",
+            timeout_s=timeout_s,
+            shown=self.lines,
+        )
 
     async def wait_exit(self, timeout_s: float) -> tuple[int, float]:
         """(exit code, seconds waited) once the client exits (it does when the broker refuses it)."""
-        assert self.proc is not None
-        started = time.monotonic()
-        while self.proc.poll() is None:
-            if time.monotonic() - started > timeout_s:
-                raise AssertionError(f"mosquitto_sub still connected after {timeout_s} s: {self.lines()}")
-            await asyncio.sleep(0.02)
-        return self.proc.returncode, time.monotonic() - started
+        proc = self.proc
+        assert proc is not None
+        waited = await eventually(
+            lambda: proc.poll() is not None,
+            "mosquitto_sub to be disconnected",
+            timeout_s=timeout_s,
+            every_s=0.02,
+            shown=self.lines,
+        )
+        return proc.returncode, waited
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

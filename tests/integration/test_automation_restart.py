@@ -160,7 +160,7 @@ async def test_restarted_from_its_snapshot_after_retention_it_reads_only_the_tai
 
     # Each once: the commands of both runs and both transitions, none sent again by the restart; the
     # home journal's facts since the retention window passed: the new run and the next transition only.
-    inbox = await read_topic(settings, settings.topics.inbox, decode_inbound)
+    inbox = await read_topic(settings, settings.topics.command_lane, decode_inbound)
     sent = Counter(r.command_id for r in inbox if isinstance(r, SubmitCommand))
     assert sent == {
         action_id(before_run, 0): 1,

@@ -82,7 +82,7 @@ class Devices:
 
     async def updates(self) -> list[SubmitCommand]:
         """Every ``update_firmware`` command the driver put on the inbox so far."""
-        inbox = await read_topic(self.stack, self.stack.topics.inbox, decode_inbound)
+        inbox = await read_topic(self.stack, self.stack.topics.command_lane, decode_inbound)
         return [r for r in inbox if isinstance(r, SubmitCommand) and r.name == "update_firmware"]
 
     async def install_what_was_sent(self) -> None:

@@ -72,7 +72,7 @@ class PlayedActor:
 
     async def decide_inbox(self) -> list[Event]:
         """The requests the command API put on the inbox since the last call, decided."""
-        requests = await read_topic(self.stack, self.stack.topics.inbox, decode_request)
+        requests = await read_topic(self.stack, self.stack.topics.command_lane, decode_request)
         fresh = [r for r in requests if r.request_id not in self.decided]
         self.decided.update(r.request_id for r in fresh)
         return await self.decide(*fresh)

@@ -72,7 +72,7 @@ async def hub(mosquitto: MosquittoBroker) -> AsyncIterator[DeviceConnection]:
     await connection.close()
 
 
-async def test_reports_and_availability_become_inbox_requests_with_ids_derived_from_the_device(
+async def test_reports_and_availability_become_inbox_requests_on_their_lanes_with_derived_ids(
     stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
 ) -> None:
     device_id = f"dev-{uuid.uuid4().hex[:8]}"
@@ -81,14 +81,14 @@ async def test_reports_and_availability_become_inbox_requests_with_ids_derived_f
     await hub.report({"ambient_c": 20.0}, device_id=device_id, seq=7)  # as a redelivery would
     # The session's broker is shared: retained messages of other tests' devices reach this gateway too.
     key = device_id.encode()
-    records = await read_topic(
-        stack.kafka_bootstrap_servers, stack.topics.inbox, lambda r: sum(x.key == key for x in r) >= 3
-    )
-    requests = [request for r in records if (request := decode_inbound(r.value)).device_id == device_id]
-    assert len(requests) == 3
-    assert all(r.key == key for r in records if decode_inbound(r.value).device_id == device_id)
-    reports = [r for r in requests if isinstance(r, ReportState)]
-    assert [(r.request_id, r.device_seq, r.state) for r in reports] == 2 * [
+    servers, topics = stack.kafka_bootstrap_servers, stack.topics
+    telemetry = await read_topic(servers, topics.inbox, lambda r: sum(x.key == key for x in r) >= 2)
+    lane = await read_topic(servers, topics.command_lane, lambda r: sum(x.key == key for x in r) >= 1)
+    # Each on its lane: the state reports on telemetry, the availability on the command lane.
+    reports = [q for r in telemetry if (q := decode_inbound(r.value)).device_id == device_id]
+    requests = [q for r in lane if (q := decode_inbound(r.value)).device_id == device_id]
+    assert all(isinstance(r, ReportState) for r in reports) and len(reports) == 2
+    assert [(r.request_id, r.device_seq, r.state) for r in reports if isinstance(r, ReportState)] == 2 * [
         (request_id(device_id, "state", "7"), 7, {"ambient_c": 20.0})
     ]
     assert [r.online for r in requests if isinstance(r, ReportAvailability)] == [True]

@@ -159,9 +159,9 @@ async def _measure(
 
 
 async def _mark(stack: BenchStack, times: dict[uuid.UUID, dict[str, float]]) -> None:
-    """Add to each converged command's times those its inbox request and facts carry."""
+    """Add to each converged command's times those its request (on the command lane) and facts carry."""
     topics = stack.settings.topics
-    async for value in read_topic(stack.settings, topics.inbox):
+    async for value in read_topic(stack.settings, topics.command_lane):
         if b"submit_command" in value:
             request = decode_inbound(value)
             if isinstance(request, SubmitCommand) and request.command_id in times:

@@ -108,14 +108,14 @@ class KafkaOutbox:
 
 async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
     """Create the twins' changelog topic as faust would (compacted, partitioned like the inbox) and wait
-    until every broker knows it and the inbox (``ensure_topics``), before the worker joins its group: a
-    worker that joins while a broker does not know the changelog yet is assigned nothing, for good (see
-    ``wait_until_every_broker_knows``)."""
+    until every broker knows it and the inbox's lanes (``ensure_topics``), before the worker joins its
+    group: a worker that joins while a broker does not know the changelog yet is assigned nothing, for
+    good (see ``wait_until_every_broker_knows``)."""
     topic = app.tables["twins"].changelog_topic
     config = {"cleanup.policy": "compact", **(topic.config or {})}
     changelog = TopicSpec(topic.get_topic_name(), PARTITIONS, config, stack.kafka_replication_factor)
-    inbox = next(s for s in stack.topics.specs() if s.name == stack.topics.inbox)
-    await ensure_topics(stack.kafka_bootstrap_servers, [changelog, inbox])
+    lanes = [s for s in stack.topics.specs() if s.name in stack.topics.inbox_lanes]
+    await ensure_topics(stack.kafka_bootstrap_servers, [changelog, *lanes])
 
 
 def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wired here; each is flat)
@@ -182,7 +182,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=4 * 1024 * 1024,
         ),  # (fetches not held at the broker: see ``held_fetches`` for why the hot path does not)
-        topics.inbox,
+        topics.inbox_lanes,
         actors.handle_batch,
         lambda: app.producer.flush(),
         lock,

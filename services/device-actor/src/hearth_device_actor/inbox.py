@@ -12,6 +12,15 @@ offset is ever ahead of the journal, and a partition's next owner starts where t
 Each commit records the journal's end offset in its metadata, and a worker that is assigned a partition
 first folds the journal from there into its twins (catch_up.py): what a killed worker appended but did
 not commit is then known, and reading its requests again appends nothing twice.
+
+Two lanes (``Topics.inbox_lanes``: the command lane, then telemetry), co-partitioned: the worker reads
+partition p of both. Each round hands the actors what is fetched of the command lane first, as a batch
+of its own, and telemetry after it, so a command, an ack or a registration is decided and its facts
+sent without waiting for the readings fetched with it. A device's requests on different lanes may be
+decided out of their arrival order; that is safe by the domain's own rules: a state report carries the
+device's sequence number (an older one arriving late changes nothing), and commands, acks and lifecycle
+requests are never reordered among themselves (one lane, one partition). Both lanes are committed
+together, with the same journal offset, so the catch-up is as above.
 """
 
 from __future__ import annotations
@@ -19,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from hearth_device_actor.actor import InboxRecord
 from hearth_device_actor.catch_up import journal_offset_from, journal_offset_metadata
@@ -33,7 +42,7 @@ class InboxFeed:
     def __init__(
         self,
         make_consumer: Callable[[], AIOKafkaConsumer],  # with a group_id for its commits; never subscribed
-        topic: str,
+        lanes: Sequence[str],  # the inbox's lanes, the one served first first (``Topics.inbox_lanes``)
         handle: Callable[[list[InboxRecord]], Awaitable[None]],
         flush_changelog: Callable[[], Awaitable[None]],
         lock: asyncio.Lock,  # held while a batch is handled; the deadline timer takes it too
@@ -45,7 +54,7 @@ class InboxFeed:
     ) -> None:
         self.make_consumer = make_consumer
         self._consumer: AIOKafkaConsumer | None = None
-        self.topic = topic
+        self.lanes = tuple(lanes)
         self.handle = handle
         self.flush_changelog = flush_changelog
         self.lock = lock
@@ -58,6 +67,7 @@ class InboxFeed:
         self._started = asyncio.Event()
         self._assigned = asyncio.Event()
         self._last_commit = time.monotonic()
+        self.first_lane: list[TopicPartition] = []  # the partitions of the lane served first
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
@@ -84,15 +94,15 @@ class InboxFeed:
         """Read these inbox partitions from their committed offsets (the table holds their twins now)."""
         await self.start()
         async with self.lock:
-            tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+            tps = [TopicPartition(lane, p) for lane in self.lanes for p in sorted(partitions)]
             self.consumer.assign(tps)
+            self.first_lane = [tp for tp in tps if tp.topic == self.lanes[0]]
             # The offset and its metadata; aiokafka's public committed() drops the metadata.
             committed = await self.consumer._coordinator.fetch_committed_offsets(tps)
-            since = {
-                tp.partition: journal_offset
-                for tp, meta in committed.items()
-                if (journal_offset := journal_offset_from(meta.metadata or "")) is not None
-            }
+            since: dict[int, int] = {}  # the lanes are committed together; the lower one if they differ
+            for tp, meta in committed.items():
+                if (journal_offset := journal_offset_from(meta.metadata or "")) is not None:
+                    since[tp.partition] = min(since.get(tp.partition, journal_offset), journal_offset)
             await self.catch_up(since)
             for tp in tps:
                 if tp in committed:
@@ -119,19 +129,26 @@ class InboxFeed:
         while True:
             await self._assigned.wait()
             generation = self.generation
-            fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+            # What the command lane has fetched already, without waiting; else whatever comes first.
+            fetched = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
+            if not fetched:
+                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
             async with self.lock:
                 if fetched and generation == self.generation:  # else a rebalance came in between
-                    records = [
-                        InboxRecord(m.topic, m.partition, m.offset, m.key, m.value)
-                        for messages in fetched.values()
-                        for m in messages
-                    ]
-                    await self.handle(records)
-                    for tp, messages in fetched.items():
-                        self.handled[tp] = messages[-1].offset + 1
+                    for lane in self.lanes:  # each lane's records a batch of its own, in lane order
+                        await self._handle({tp: ms for tp, ms in fetched.items() if tp.topic == lane})
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
+
+    async def _handle(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        if not fetched:
+            return
+        records = [
+            InboxRecord(m.topic, m.partition, m.offset, m.key, m.value) for ms in fetched.values() for m in ms
+        ]
+        await self.handle(records)
+        for tp, messages in fetched.items():
+            self.handled[tp] = messages[-1].offset + 1
 
     async def _commit(self) -> None:
         self._last_commit = time.monotonic()

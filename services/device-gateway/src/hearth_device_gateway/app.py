@@ -26,7 +26,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer
 
 from hearth_device_gateway.downlink import Downlink
-from hearth_device_gateway.inbox_writer import InboxWriter
+from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_device_gateway.uplink import Uplink
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
@@ -76,9 +76,7 @@ class DeviceGateway:
         await journal.start()
         try:
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
-            inbox = InboxWriter(
-                journal.producer, topics.inbox, batch_size=s.batch_size, linger_s=s.linger_ms / 1000
-            )
+            inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
             uplink = self.uplink = Uplink(
                 inbox, dead_letters, lambda topic, payload: link.publish(topic, payload), clock=self.clock
             )

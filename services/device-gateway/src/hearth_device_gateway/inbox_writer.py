@@ -14,6 +14,11 @@ gateway's profile showed at about 13 % of its CPU.)
 If the broker refuses a batch, every ``put`` of it raises: their MQTT messages stay unacknowledged and
 the broker delivers them again (after the gateway reconnects or restarts). Nothing is acknowledged that
 Kafka does not have.
+
+``InboxLanes`` holds one writer per lane of the inbox (``Topics.lane_of``): acks and availability on the
+command lane, which does not linger (an ack is what a command's convergence waits for), state reports on
+the telemetry lane. Each lane keeps a device's records in arrival order; across lanes the actor serves
+the command lane first (see hearth_device_actor.inbox for why that is safe).
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from hearth_shared.adapters.kafka import send_batched
+from hearth_shared.adapters.topics import Topics
+from hearth_shared.schema.events import encode
+from hearth_shared.schema.record_envelope import Inbound
 
 
 class InboxWriter:
@@ -85,6 +93,29 @@ class InboxWriter:
         self._flush()
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
+
+
+class InboxLanes:
+    """An ``InboxWriter`` per lane; ``put`` sends a request on its lane."""
+
+    def __init__(
+        self, producer: AIOKafkaProducer, topics: Topics, *, batch_size: int, linger_s: float
+    ) -> None:
+        self.topics = topics
+        self.telemetry = InboxWriter(producer, topics.inbox, batch_size=batch_size, linger_s=linger_s)
+        self.commands = InboxWriter(producer, topics.command_lane, batch_size=batch_size, linger_s=0.0)
+
+    async def put(self, request: Inbound) -> None:
+        """Queue the request on its lane; returns when the broker has it (raises if it refused it)."""
+        lane = self.commands if self.topics.lane_of(request) == self.commands.topic else self.telemetry
+        await lane.put(request.device_id.encode(), encode(request))
+
+    @property
+    def written(self) -> int:
+        return self.telemetry.written + self.commands.written
+
+    async def close(self) -> None:
+        await asyncio.gather(self.commands.close(), self.telemetry.close())
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

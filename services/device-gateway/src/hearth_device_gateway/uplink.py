@@ -1,6 +1,7 @@
 """Device -> Hearth: each MQTT message from a device becomes an inbox request, or a dead letter.
 
-A good message (``edge.to_request``) is put on the inbox keyed by device_id; the handler returns, and so
+A good message (``edge.to_request``) is put on the inbox keyed by device_id, on its lane (an ack or an
+availability on the command lane, a state report on telemetry: ``InboxLanes``); the handler returns, and so
 the MQTT message is acknowledged, only once Kafka has the record. A message the edge refuses goes to the
 dead-letter topic with its reason (the MQTT topic as source, partition and offset -1: it never was in
 Kafka), and an ``errors`` message goes back to the device; the bad message is then acknowledged, so it
@@ -18,9 +19,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from hearth_device_gateway.edge import to_request
-from hearth_device_gateway.inbox_writer import InboxWriter
+from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_shared.adapters.kafka import DeadLetters
-from hearth_shared.schema.events import MalformedRecord, encode, utcnow
+from hearth_shared.schema.events import MalformedRecord, utcnow
 from hearth_shared.schema.ids import is_identifier
 from hearth_shared.schema.mqtt import ErrorMessage, encode_message, errors_topic, parse_topic
 
@@ -34,7 +35,7 @@ Publish = Callable[[str, bytes], object]
 class Uplink:
     def __init__(
         self,
-        inbox: InboxWriter,
+        inbox: InboxLanes,
         dead_letters: DeadLetters,
         publish_error: Publish,
         *,
@@ -55,7 +56,7 @@ class Uplink:
             await self._refuse(topic, payload, error)
             return
         try:
-            await self.inbox.put(request.device_id.encode(), encode(request))
+            await self.inbox.put(request)
         except Exception:
             log.exception("gateway: the inbox refused a record; stopping so the message is delivered again")
             self.failed.set()

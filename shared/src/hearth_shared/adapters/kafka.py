@@ -258,9 +258,11 @@ class KafkaWriter:
         await asyncio.gather(*futures)
 
     async def send_requests(self, *requests: Inbound) -> None:
-        """Put requests on the inbox; returns once the broker has them (raises if one failed)."""
+        """Put requests on the inbox, each on its lane (``Topics.lane_of``); returns once the broker has
+        them (raises if one failed)."""
         futures = [
-            await self.producer.send(self.topics.inbox, encode(r), key=r.device_id.encode()) for r in requests
+            await self.producer.send(self.topics.lane_of(r), encode(r), key=r.device_id.encode())
+            for r in requests
         ]
         await asyncio.gather(*futures)
 

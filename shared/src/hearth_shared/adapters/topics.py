@@ -1,7 +1,14 @@
 """Every Kafka topic Hearth uses, with its partition count and configs, in one place.
 
-Topics are created explicitly (never auto-created by the broker) so that the journal, the inbox and the
-device actor's changelog stay co-partitioned by device_id.
+Topics are created explicitly (never auto-created by the broker) so that the journal, the inbox's two
+lanes and the device actor's changelog stay co-partitioned by device_id.
+
+The inbox has two lanes (the contract's "Commands before telemetry"): ``command_lane`` carries every
+request but a device's state report (registrations, commands, acks, availability, credentials,
+quarantine), ``inbox`` carries the state reports (telemetry). A device actor owns partition p of both and
+serves the command lane first, so a command never waits behind a flood of readings. ``lane_of`` is the
+one rule every writer follows. The actor accepts any request on either lane (records written before the
+command lane existed are all on ``inbox``), so the rule may change without a migration.
 
 Replication: every topic gets ``replication_factor`` replicas (``HEARTH_KAFKA_REPLICATION_FACTOR``: 1 on
 one broker, 3 on the local 3-broker cluster) and ``min.insync.replicas`` of ``min_insync_replicas``: with
@@ -14,7 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PARTITIONS = 12  # journal, inbox and device-bound commands: all keyed by device_id, co-partitioned
+from hearth_shared.schema.inbox_requests import ReportState
+from hearth_shared.schema.record_envelope import Inbound
+
+PARTITIONS = 12  # journal, inbox lanes and device-bound commands: all keyed by device_id, co-partitioned
 FOREVER = "-1"
 
 
@@ -53,8 +63,23 @@ class Topics:
 
     @property
     def inbox(self) -> str:
-        """Requests to the device actors: registrations, commands, device reports and acks."""
+        """The inbox's telemetry lane: device state reports, to the device actors."""
         return f"{self.prefix}.inbox"
+
+    @property
+    def command_lane(self) -> str:
+        """The inbox's command lane: every other request to the device actors (registrations, commands,
+        acks, availability, credentials, quarantine), served before the telemetry lane."""
+        return f"{self.prefix}.command-lane"
+
+    @property
+    def inbox_lanes(self) -> tuple[str, str]:
+        """Both lanes of the inbox, the one served first first."""
+        return self.command_lane, self.inbox
+
+    def lane_of(self, request: Inbound) -> str:
+        """The lane a request travels on: telemetry for a state report, the command lane otherwise."""
+        return self.inbox if isinstance(request, ReportState) else self.command_lane
 
     @property
     def device_commands(self) -> str:
@@ -125,6 +150,7 @@ class Topics:
         return [
             TopicSpec(self.journal, PARTITIONS, self.journal_retention() | replicas, rf),
             TopicSpec(self.inbox, PARTITIONS, keep | replicas, rf),
+            TopicSpec(self.command_lane, PARTITIONS, keep | replicas, rf),
             TopicSpec(self.device_commands, PARTITIONS, week | replicas, rf),
             TopicSpec(self.models, 1, compact | replicas, rf),
             TopicSpec(self.rollups, 6, compact | replicas, rf),

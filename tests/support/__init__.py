@@ -4,7 +4,8 @@
 - The platform as tests see it: ``platform`` (token secret, settings, running services; the fixtures
   that start them are in tests/conftest.py), ``identity_stack`` (device identity's own parts).
 - Talking to it: ``commands`` and ``registration`` (HTTP), ``inbox_requests`` and ``device_link`` (the
-  inbox, for tests that play a device on Kafka), ``mqtt_devices``, ``mosquitto_clients`` and
+  inbox, for tests that play a device on Kafka), ``inbox_worker`` (a device-actor worker's hot path in
+  the test's process), ``mqtt_devices``, ``mosquitto_clients`` and
   ``home_fleet`` (devices over MQTT), ``live_feed`` (the websocket and extra query APIs),
   ``live_browser`` (the live page in Chromium), ``automations`` (webhooks and runs), ``campaigns``.
 - Journals and data: ``topics`` (writing and reading a test's topics), ``device_journal``,

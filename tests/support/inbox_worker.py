@@ -24,7 +24,13 @@ class Worker:
     """One device-actor worker's hot path on the real broker, with a plain dict as its changelog."""
 
     def __init__(
-        self, settings: StackSettings, twins: dict[bytes, bytes], *, catch_up: bool, batch_size: int = 500
+        self,
+        settings: StackSettings,
+        twins: dict[bytes, bytes],
+        *,
+        catch_up: bool,
+        batch_size: int = 500,
+        coalesce_after: int = 0,
     ) -> None:
         self.journal = KafkaWriter(settings.kafka_bootstrap_servers, settings.topics, client_id="once")
         self.actors = DeviceActors(twins, KafkaOutbox(self.journal), offline_after_s=3600)
@@ -43,6 +49,7 @@ class Worker:
             _nothing_to_flush,
             asyncio.Lock(),
             batch_size=batch_size,
+            coalesce_after=coalesce_after,
             commit_interval_s=3600,  # commits only when the test says so
             journal_topic=settings.topics.journal,
             catch_up=reader.run if catch_up else _no_catch_up,

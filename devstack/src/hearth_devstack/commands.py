@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth.stack_dir import DEFAULT_HOME, Home
+from hearth_device_actor.serving import Serving, read_serving, serving_file
 from hearth_devstack.local import LocalStack, StackPorts, StartupError
 from hearth_devstack.stale import UP_PID, running_supervisor, same_process, stop_orphans
 from hearth_devstack.status import (
@@ -179,11 +180,11 @@ def status(
     current = read_status(home)
     running = current is not None and _supervisor_alive(home, current)
     if as_json:
-        sys.stdout.write(json.dumps(status_document(current, running), indent=1) + "\n")
+        sys.stdout.write(json.dumps(status_document(home, current, running), indent=1) + "\n")
     elif current is None:
         console.print(f"No stack has run from {home} (no {status_path(home).name}).")
     else:
-        _print_status(current, running)
+        _print_status(home, current, running)
     if not running:
         raise typer.Exit(NOT_RUNNING)
     assert current is not None
@@ -191,11 +192,14 @@ def status(
         raise typer.Exit(1)
 
 
-def status_document(current: StackStatus | None, running: bool) -> dict[str, Any]:
+def status_document(home: Path, current: StackStatus | None, running: bool) -> dict[str, Any]:
     """``hearth status --json``: the status file, each part with its followers' restart reports."""
     if current is None:
         return {"running": running, "parts": []}
     document = current.to_json()
+    inbox = read_serving(serving_file(home / "data" / "device-actor"))
+    if inbox is not None:
+        document["inbox"] = {"lag": inbox.lag, "coalesced_reports": inbox.coalesced_reports}
     for part, status in zip(document["parts"], current.parts, strict=True):
         part["followers"] = [
             {k: v for k, v in asdict(report).items() if k != "part"}
@@ -208,7 +212,7 @@ def _supervisor_alive(home: Path, current: StackStatus) -> bool:
     return same_process(current.supervisor_pid, status_path(home).stat().st_mtime) is not None
 
 
-def _print_status(current: StackStatus, running: bool) -> None:
+def _print_status(home: Path, current: StackStatus, running: bool) -> None:
     when = datetime.fromtimestamp(current.updated_at).strftime("%Y-%m-%d %H:%M:%S")
     title = (
         f"Hearth (supervisor pid {current.supervisor_pid}, updated {when})"
@@ -229,6 +233,21 @@ def _print_status(current: StackStatus, running: bool) -> None:
     reports = [report for p in current.parts for report in read_follower_reports(p)]
     if reports:
         out.print(followers_table(reports))
+    inbox = read_serving(serving_file(home / "data" / "device-actor"))
+    if inbox is not None and running:
+        out.print(inbox_table(inbox))
+
+
+def inbox_table(state: Serving) -> Table:
+    """The device actor's inbox: how far behind each lane is, and how many reports overload coalesced."""
+    table = Table(title="The device actor's inbox (its serving file)")
+    for column in ("lane", "behind (records)"):
+        table.add_column(column, justify="right" if column != "lane" else "left")
+    for lane, lag in state.lag.items():
+        table.add_row(lane, f"{lag:,}")
+    coalesced = f"{state.coalesced_reports:,}"
+    table.caption = f"state reports coalesced under overload since the worker started: {coalesced}"
+    return table
 
 
 def followers_table(reports: list[FollowerReport]) -> Table:

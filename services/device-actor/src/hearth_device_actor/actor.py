@@ -26,6 +26,7 @@ from typing import Protocol
 
 import msgspec
 
+from hearth_device_actor.coalescing import Coalesced, coalesce
 from hearth_shared.domain import DEFAULT_MODEL, Twin, decide, detect_anomalies, evolve, stamp, tick
 from hearth_shared.domain.storable import decode_request
 from hearth_shared.schema.events import (
@@ -88,6 +89,7 @@ class DeviceActors:
         self.processed = 0  # inbox records handled, and in how many batches (for the progress log)
         self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
+        self.coalesced = Coalesced()  # state reports folded into newer ones under overload (coalescing.py)
 
     def use_model(self, model: AnomalyModel) -> None:
         if model.version > self.model.version:
@@ -98,20 +100,33 @@ class DeviceActors:
         data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
-    async def handle_batch(self, records: list[InboxRecord]) -> None:
-        """Decide on a batch, send its facts and, once the broker has them, write its twins."""
+    def _last_seq(self, device_id: str) -> int:
+        twin = self.load(device_id)
+        return twin.last_device_seq if twin is not None else -1
+
+    async def handle_batch(self, records: list[InboxRecord], *, coalesce_reports: bool = False) -> None:
+        """Decide on a batch, send its facts and, once the broker has them, write its twins.
+        ``coalesce_reports``: fold each device's state reports into one first (coalescing.py: the
+        telemetry lane is behind)."""
         now = self.clock()
         touched: dict[str, Twin] = {}
         events: list[Event] = []
         commands: list[DeviceCommand] = []
+        decoded: list[tuple[InboxRecord, Inbound]] = []
         for record in records:
             try:
-                request = decode_request(record.value)
-                twin = touched.get(request.device_id) or self.load(request.device_id)
-                twin, new_events, new_commands = self._apply(twin, request, now)
+                decoded.append((record, decode_request(record.value)))
             except MalformedRecord as error:
                 await self.outbox.dead_letter(record, error)
-                continue
+        if coalesce_reports:
+            decoded, folded = coalesce(decoded, self._last_seq)
+            if folded:
+                self.coalesced.reports += folded
+                self.coalesced.batches += 1
+        for record, request in decoded:
+            try:
+                twin = touched.get(request.device_id) or self.load(request.device_id)
+                twin, new_events, new_commands = self._apply(twin, request, now)
             except Exception as error:  # a decision that fails drops this request only
                 log.exception("could not decide on %s[%d]@%d", record.topic, record.partition, record.offset)
                 await self.outbox.dead_letter(record, MalformedRecord("decide_failed", repr(error)))

@@ -187,6 +187,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         lambda: app.producer.flush(),
         lock,
         batch_size=settings.batch_size,
+        coalesce_after=settings.coalesce_after,
         journal_topic=topics.journal,
         catch_up=JournalCatchUp(
             lambda: AIOKafkaConsumer(
@@ -228,6 +229,9 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
 
         @Service.timer(WRITE_EVERY_S)
         async def _write(self) -> None:
+            if feed.serving:
+                serving.lag = await feed.lags()
+            serving.coalesced_reports = actors.coalesced.reports
             serving.write()
 
     fetch_every_s = period_s(settings.max_poll_interval_s)
@@ -285,11 +289,14 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             await actors.tick()
         if ticks % 20 == 0 and actors.batches:
             log.info(
-                "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines",
+                "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines; "
+                "%d state reports coalesced in %d batches",
                 actors.processed,
                 actors.batches,
                 actors.processed / actors.batches,
                 len(actors.deadlines),
+                actors.coalesced.reports,
+                actors.coalesced.batches,
             )
 
     app.timer(interval=settings.tick_interval_s)(deadlines)

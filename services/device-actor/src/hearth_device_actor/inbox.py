@@ -21,6 +21,10 @@ decided out of their arrival order; that is safe by the domain's own rules: a st
 device's sequence number (an older one arriving late changes nothing), and commands, acks and lifecycle
 requests are never reordered among themselves (one lane, one partition). Both lanes are committed
 together, with the same journal offset, so the catch-up is as above.
+
+Overload: when a telemetry partition of a batch is more than ``coalesce_after`` records behind its end,
+the batch's state reports are coalesced (coalescing.py) instead of the lag growing without bound.
+``lags`` says how far behind each lane is, for the serving file and ``hearth status``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
@@ -38,12 +43,18 @@ from hearth_device_actor.catch_up import journal_offset_from, journal_offset_met
 log = logging.getLogger(__name__)
 
 
+class BatchHandler(Protocol):
+    """Decides a batch (``DeviceActors.handle_batch``); ``coalesce_reports`` when telemetry is behind."""
+
+    def __call__(self, records: list[InboxRecord], *, coalesce_reports: bool = False) -> Awaitable[None]: ...
+
+
 class InboxFeed:
     def __init__(
         self,
         make_consumer: Callable[[], AIOKafkaConsumer],  # with a group_id for its commits; never subscribed
         lanes: Sequence[str],  # the inbox's lanes, the one served first first (``Topics.inbox_lanes``)
-        handle: Callable[[list[InboxRecord]], Awaitable[None]],
+        handle: BatchHandler,
         flush_changelog: Callable[[], Awaitable[None]],
         lock: asyncio.Lock,  # held while a batch is handled; the deadline timer takes it too
         *,
@@ -51,6 +62,7 @@ class InboxFeed:
         catch_up: Callable[[dict[int, int]], Awaitable[int]],  # journal partition -> offset to read from
         batch_size: int,
         commit_interval_s: float = 0.5,
+        coalesce_after: int = 0,  # records a telemetry partition may be behind before its reports coalesce
     ) -> None:
         self.make_consumer = make_consumer
         self._consumer: AIOKafkaConsumer | None = None
@@ -61,6 +73,7 @@ class InboxFeed:
         self.journal_topic = journal_topic
         self.catch_up = catch_up
         self.batch_size = batch_size
+        self.coalesce_after = coalesce_after
         self.commit_interval_s = commit_interval_s
         self.handled: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self.generation = 0  # one more at every assignment or revocation: older fetches are dropped
@@ -146,9 +159,36 @@ class InboxFeed:
         records = [
             InboxRecord(m.topic, m.partition, m.offset, m.key, m.value) for ms in fetched.values() for m in ms
         ]
-        await self.handle(records)
+        await self.handle(records, coalesce_reports=self._behind(fetched))
         for tp, messages in fetched.items():
             self.handled[tp] = messages[-1].offset + 1
+
+    def _behind(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> bool:
+        """Is a telemetry partition of this batch more than ``coalesce_after`` records behind its end?
+        (Never the command lane: commands are never coalesced.)"""
+        if not self.coalesce_after:
+            return False
+        for tp, messages in fetched.items():
+            if tp.topic == self.lanes[0]:
+                continue
+            end = self.consumer.highwater(tp)  # as of the fetch that brought these records
+            if end is not None and end - (messages[-1].offset + 1) > self.coalesce_after:
+                return True
+        return False
+
+    @property
+    def serving(self) -> bool:
+        """Started and reading partitions (``lags`` can be asked)."""
+        return self._assigned.is_set()
+
+    async def lags(self) -> dict[str, int]:
+        """Per lane, how many records its assigned partitions are behind their ends (as of the last fetch)."""
+        lags = dict.fromkeys(self.lanes, 0)
+        for tp in self.consumer.assignment():
+            end = self.consumer.highwater(tp)
+            if end is not None:
+                lags[tp.topic] += max(0, end - await self.consumer.position(tp))
+        return lags
 
     async def _commit(self) -> None:
         self._last_commit = time.monotonic()

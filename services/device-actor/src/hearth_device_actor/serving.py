@@ -22,6 +22,9 @@ Invariants and reasons:
   the same pid (a restarted container). It is rewritten every ``WRITE_EVERY_S``, and older than
   ``MAX_AGE_S`` it means a worker whose event loop is stuck: not healthy either.
 * It is written atomically (a temporary file renamed over it): a reader never sees half of one.
+
+It also carries the worker's inbox figures, for ``hearth status``: each lane's lag and how many state
+reports were coalesced (the actor's overload metric, coalescing.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class Serving(msgspec.Struct, frozen=True, kw_only=True):
     group: str  # faust's consumer group (the app id)
     changelog: str  # the twins' changelog topic
     partitions: int
+    lag: dict[str, int] = {}  # per inbox lane: records its partitions here are behind their ends
+    coalesced_reports: int = 0  # state reports folded into newer ones since the worker started
 
 
 def serving_file(data_dir: str | Path) -> Path:
@@ -83,6 +88,8 @@ class ServingFile:
         self.group, self.changelog, self.partitions = group, changelog, partitions
         self.phase: Phase = "joining"
         self.held: tuple[int, ...] = ()
+        self.lag: dict[str, int] = {}  # set by the worker before each write (InboxFeed.lags)
+        self.coalesced_reports = 0
         self._pid = os.getpid()
         self._started = process_started(self._pid)
 
@@ -104,6 +111,8 @@ class ServingFile:
             group=self.group,
             changelog=self.changelog,
             partitions=self.partitions,
+            lag=self.lag,
+            coalesced_reports=self.coalesced_reports,
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.partial")

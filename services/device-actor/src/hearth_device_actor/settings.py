@@ -14,6 +14,12 @@ class DeviceActorSettings(BaseSettings):
     app_id: str = "hearth-device-actor"
     data_dir: str = ".hearth/device-actor"
     batch_size: int = Field(5000, gt=0, description="Inbox records handled per batch at most")
+    coalesce_after: int = Field(
+        2000,
+        ge=0,
+        description="Records a telemetry partition may be behind its end before a batch's state reports of "
+        "one device are coalesced into one (0: never; see coalescing.py)",
+    )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0

@@ -149,8 +149,10 @@ class Topics:
         rf, replicas = self.replication_factor, replica_config(self.replication_factor)
         return [
             TopicSpec(self.journal, PARTITIONS, self.journal_retention() | replicas, rf),
-            TopicSpec(self.inbox, PARTITIONS, keep | replicas, rf),
-            TopicSpec(self.command_lane, PARTITIONS, keep | replicas, rf),
+            # Requests are needed until the actor has decided them (seconds): a week covers an actor down
+            # for days, and the inbox's disk does not grow with the platform's age (the facts are kept).
+            TopicSpec(self.inbox, PARTITIONS, week | replicas, rf),
+            TopicSpec(self.command_lane, PARTITIONS, week | replicas, rf),
             TopicSpec(self.device_commands, PARTITIONS, week | replicas, rf),
             TopicSpec(self.models, 1, compact | replicas, rf),
             TopicSpec(self.rollups, 6, compact | replicas, rf),

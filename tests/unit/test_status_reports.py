@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
+from hearth_device_actor.serving import ServingFile, serving_file
 from hearth_devstack.service_processes import Services, follower_reports_dir
 from hearth_devstack.status import PartStatus, write_status
 from hearth_shared.adapters.settings import StackSettings
@@ -105,3 +106,21 @@ def test_each_service_run_gets_its_own_empty_reports_directory(tmp_path: Path) -
     assert query.env[REPORTS_ENV] == str(follower_reports_dir(services.data, "query-api")) != str(left)
     spec = services.spec("command-api", depends_on=[])
     assert spec.reports == str(left)
+
+
+def test_status_shows_the_inbox_lanes_lag_and_the_reports_coalesced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack_with_reports(tmp_path, monkeypatch)
+    serving = ServingFile(
+        serving_file(tmp_path / "data" / "device-actor"), group="g", changelog="c", partitions=12
+    )
+    serving.lag, serving.coalesced_reports = {"hearth.command-lane": 0, "hearth.inbox": 48_210}, 9_031
+    serving.serve({0, 1})
+    document = json.loads(CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path), "--json"]).stdout)
+    assert document["inbox"] == {
+        "lag": {"hearth.command-lane": 0, "hearth.inbox": 48_210},
+        "coalesced_reports": 9_031,
+    }
+    table = CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path)]).stdout
+    assert "48,210" in table and "9,031" in table

@@ -30,12 +30,14 @@ the batch's state reports are coalesced (coalescing.py) instead of the lag growi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 
 from hearth_device_actor.actor import InboxRecord
 from hearth_device_actor.catch_up import journal_offset_from, journal_offset_metadata
@@ -186,8 +188,9 @@ class InboxFeed:
         lags = dict.fromkeys(self.lanes, 0)
         for tp in self.consumer.assignment():
             end = self.consumer.highwater(tp)
-            if end is not None:
-                lags[tp.topic] += max(0, end - await self.consumer.position(tp))
+            with contextlib.suppress(KafkaError):  # revoked meanwhile (a rebalance): counted as caught up
+                if end is not None:
+                    lags[tp.topic] += max(0, end - await self.consumer.position(tp))
         return lags
 
     async def _commit(self) -> None:

@@ -7,11 +7,13 @@ Revises: 0003
 
 The tables start empty: the live projector's positions on the home journal start at its first offset (no
 ``consumed_offsets`` rows for that topic yet), so its first batches fill them with every run and outcome
-the topic holds.
+the topic holds. Like 0002, it creates only what is missing (a schema made by 0001 before it was frozen
+has every table of the then current definitions).
 """
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import JSON
 
 revision = "0004"
@@ -20,7 +22,19 @@ branch_labels = None
 depends_on = None
 
 
+def _exists(schema: str, name: str) -> bool:
+    found = op.get_bind().execute(text("SELECT to_regclass(:name)"), {"name": f'"{schema}"."{name}"'})
+    return found.scalar() is not None
+
+
 def upgrade(schema: str) -> None:
+    if not _exists(schema, "automation_runs"):
+        _create_runs(schema)
+    if not _exists(schema, "notification_outcomes"):
+        _create_outcomes(schema)
+
+
+def _create_runs(schema: str) -> None:
     op.create_table(
         "automation_runs",
         sa.Column("run_id", sa.Uuid, primary_key=True),
@@ -35,6 +49,9 @@ def upgrade(schema: str) -> None:
     op.create_index(
         "automation_runs_newest", "automation_runs", ["automation_id", "journal_offset"], schema=schema
     )
+
+
+def _create_outcomes(schema: str) -> None:
     op.create_table(
         "notification_outcomes",
         sa.Column("notification_id", sa.Uuid, primary_key=True),

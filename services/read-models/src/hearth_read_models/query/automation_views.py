@@ -77,7 +77,7 @@ async def list_automations(
     "/automations/{automation_id}/runs",
     summary="An automation's runs, newest first, with each command's and notification's status",
     description="Every run is kept; a page holds `limit` of them, `next_after` leads to older ones.",
-    responses=error_responses(401, 404, 413, 422),
+    responses=error_responses(401, 404, 413),
 )
 async def list_runs(
     automation_id: Annotated[uuid.UUID, Path()],
@@ -146,7 +146,7 @@ def _action_ids(runs: list[dict[str, Any]]) -> tuple[list[uuid.UUID], list[uuid.
     summary="A home's notifications, newest first: delivered or given up, with attempts and the receiver's "
     "last status",
     description="Every outcome is kept; a page holds `limit` of them, `next_after` leads to older ones.",
-    responses=error_responses(401, 404, 413, 422),
+    responses=error_responses(401, 404, 413),
 )
 async def list_deliveries(
     home_id: Annotated[str, Path(pattern=IDENTIFIER_PATTERN)],

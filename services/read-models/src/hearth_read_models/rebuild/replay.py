@@ -168,7 +168,8 @@ class Replay:
     @property
     def events(self) -> int:
         stats = self.projector.stats
-        return stats.events + stats.rollups + self.shared_events + sum(s.events for s in self.shares)
+        shared = self.shared_events + sum(s.events for s in self.shares)
+        return stats.events + stats.rollups + stats.home_facts + shared
 
     @property
     def skipped(self) -> int:

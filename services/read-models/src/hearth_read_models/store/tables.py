@@ -111,7 +111,7 @@ automation_runs = Table(
     Column("journal_partition", Integer, nullable=False),
     Column("journal_offset", BigInteger, nullable=False),
     Column("run", JSON, nullable=False),  # the RunPayload as on the wire (its text)
-    Index("automation_runs_newest", "automation_id", "journal_offset"),
+    Index("automation_runs_newest", "automation_id", "journal_offset", "run_id"),
 )
 
 notification_outcomes = Table(
@@ -124,7 +124,7 @@ notification_outcomes = Table(
     Column("journal_partition", Integer, nullable=False),
     Column("journal_offset", BigInteger, nullable=False),
     Column("payload", JSON, nullable=False),  # the NotificationPayload as on the wire (its text)
-    Index("notification_outcomes_newest", "home_id", "journal_offset"),
+    Index("notification_outcomes_newest", "home_id", "journal_offset", "notification_id"),
 )
 
 meta = Table(

@@ -47,7 +47,10 @@ def _create_runs(schema: str) -> None:
         schema=schema,
     )
     op.create_index(
-        "automation_runs_newest", "automation_runs", ["automation_id", "journal_offset"], schema=schema
+        "automation_runs_newest",
+        "automation_runs",
+        ["automation_id", "journal_offset", "run_id"],
+        schema=schema,
     )
 
 
@@ -64,7 +67,10 @@ def _create_outcomes(schema: str) -> None:
         schema=schema,
     )
     op.create_index(
-        "notification_outcomes_newest", "notification_outcomes", ["home_id", "journal_offset"], schema=schema
+        "notification_outcomes_newest",
+        "notification_outcomes",
+        ["home_id", "journal_offset", "notification_id"],
+        schema=schema,
     )
 
 

@@ -30,11 +30,11 @@ from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.snapshots import KafkaSnapshotStore
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.schema.auth import create_token
-from tests.conftest import SECRET
-from tests.home_history import AutomationHistory, write_home_facts
 from tests.integration.test_projector import caught_up, running_projector
-from tests.journal import pass_retention, produce, read_topic
-from tests.support import eventually
+from tests.support.home_history import AutomationHistory, write_home_facts
+from tests.support.platform import SECRET
+from tests.support.topics import pass_retention, produce, read_topic
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -151,7 +151,11 @@ async def test_runs_and_outcomes_are_served_from_postgresql_after_a_restart_from
             assert len(runs) == 26 and runs[0]["actions"][1]["status"] == "sending"
             assert holds_no_history(app)
 
-    letters = await read_topic(stack, stack.topics.dead_letters, msgspec.json.decode)
+    def letter(value: bytes | None) -> dict[str, Any]:
+        decoded: dict[str, Any] = msgspec.json.decode(value or b"{}")
+        return decoded
+
+    letters = await read_topic(stack, stack.topics.dead_letters, letter)
     assert [(d["source_topic"], d["reason"]) for d in letters] == [
         (stack.topics.home_journal, "invalid_home_fact")
     ]

@@ -22,7 +22,7 @@ from hearth_shared.domain.home_facts import (
     TriggerRecord,
     encode_home_fact,
 )
-from tests.journal import produce
+from tests.support.topics import produce
 
 T0 = datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
 

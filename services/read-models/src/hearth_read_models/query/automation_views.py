@@ -7,14 +7,17 @@ Automations (definitions, on or off, suspended) are live state: they come from t
 memory (``app.state.homes``, the ``HomesView`` that ``schedule_views``' lifespan keeps; this router must be
 included with it). Runs and delivery outcomes are history: the projector writes every one of them to
 PostgreSQL (``automation_runs``, ``notification_outcomes``) with its home-journal positions, and they are
-read there, so the query API's memory does not grow with them (issue 20).
+read there, so the query API's memory does not grow with them (issue 20). The two paths lag on their
+own: an answer may show an automation suspended before the projector wrote the run that came before the
+suspension (a moment later it has both).
 
 Both lists are newest first (in home-journal order: a home's facts share a partition) and paged like the
 other lists: ``limit`` (runs: 20 by default, up to 500; deliveries: 100, up to 500) and ``after`` (the
 ``next_after`` of the page before; ``null`` on the last page). The answers keep their shape, with
-``next_after`` added. A notify action shows ``sending`` while there is no outcome for it yet, and the
-outcome's type once there is (every outcome is kept, so the former ``outcome_not_kept`` no longer
-happens). Another home's automation is a 404, like one that does not exist.
+``next_after`` added (deliveries were oldest first when the latest 100 were all there was). A notify
+action shows ``sending`` while there is no outcome for it yet, and the outcome's type once there is (every
+outcome is kept, so the former ``outcome_not_kept`` no longer happens). Another home's automation is a
+404, like one that does not exist.
 """
 
 from __future__ import annotations

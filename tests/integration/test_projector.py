@@ -179,7 +179,11 @@ async def running_projector(
     await journal.start()
     projector = Projector(
         JournalSource(
-            consumer, stack.topics.journal, rollups=stack.topics.rollups, batching=Batching(size=batch_size)
+            consumer,
+            stack.topics.journal,
+            rollups=stack.topics.rollups,
+            home_journal=stack.topics.home_journal,
+            batching=Batching(size=batch_size),
         ),
         ViewStore(stack.postgres_dsn, schema, "projector"),
         LiveSink(redis),

@@ -25,12 +25,24 @@ from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.events import Event
 from tests.integration.test_projector import caught_up, query, running_projector
+from tests.support.home_history import AutomationHistory, write_home_facts
 from tests.support.platform import SECRET
+from tests.support.topics import pass_retention
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 HISTORY_COLUMNS = ("event_id", "type", "home_id", "occurred_at", "recorded_at", "event")  # besides the key
-NO_DIFFERENCES = dict.fromkeys(["twins", "device_events", "commands", "alerts", "rollups"], 0)
+RUN_COLUMNS = ("automation_id", "home_id", "ran_at", "journal_partition", "journal_offset", "run")
+VIEW_TABLES = [
+    "twins",
+    "device_events",
+    "commands",
+    "alerts",
+    "rollups",
+    "automation_runs",
+    "notification_outcomes",
+]
+NO_DIFFERENCES = dict.fromkeys(VIEW_TABLES, 0)
 
 
 class Journal:
@@ -148,8 +160,11 @@ async def test_verify_finds_a_planted_difference_and_rebuild_repairs_it(stack: S
     settings = settings_for(stack)
     journal = Journal(stack, 20)
     await journal.append(5_000)
+    history = AutomationHistory(f"h-{stack.topic_prefix}")
+    await write_home_facts(stack, [*history.created(), *history.more(30)])
     dsn, schema = stack.postgres_dsn, settings.schema_name
     changed, gap = journal.devices[0], journal.devices[1]
+    lost_run, changed_outcome = history.runs[4].run_id, history.runs[6].actions[1].action_id  # delivered
     redis = Redis.from_url(stack.redis_url)
     async with running_projector(stack, schema) as live:
         await caught_up(live)
@@ -169,13 +184,25 @@ async def test_verify_finds_a_planted_difference_and_rebuild_repairs_it(stack: S
             dsn, f"UPDATE {schema}.commands SET status = 'failed' WHERE command_id = "
             f"(SELECT min(command_id::text)::uuid FROM {schema}.commands) RETURNING command_id",
         )  # fmt: skip
+        query(dsn, f"DELETE FROM {schema}.automation_runs WHERE run_id = %s RETURNING 1", lost_run)
+        query(
+            dsn,
+            f"UPDATE {schema}.notification_outcomes SET outcome = 'notification.gave_up', payload = '{{}}'"
+            " WHERE notification_id = %s RETURNING 1",
+            changed_outcome,
+        )
 
         found = await verify(settings)
-        assert found.counts == {"twins": 1, "device_events": 1, "commands": 1, "alerts": 0, "rollups": 0}
+        assert found.counts == {
+            **NO_DIFFERENCES, "twins": 1, "device_events": 1, "commands": 1, "automation_runs": 1,
+            "notification_outcomes": 1,
+        }  # fmt: skip
         assert {(d.table, d.key, d.kind, tuple(d.columns)) for d in found.differences} == {
             ("twins", changed, "differs", ("name", "view")),
             ("device_events", f"{gap}/3", "missing", HISTORY_COLUMNS),
             ("commands", str(command), "differs", ("status",)),
+            ("automation_runs", str(lost_run), "missing", RUN_COLUMNS),
+            ("notification_outcomes", str(changed_outcome), "differs", ("outcome", "payload")),
         }
 
         env = {
@@ -193,7 +220,7 @@ async def test_verify_finds_a_planted_difference_and_rebuild_repairs_it(stack: S
         )  # fmt: skip
         output = (await asyncio.wait_for(cli.communicate(), 120))[0].decode()
         assert cli.returncode == 1, output
-        assert "3 rows differ" in output and changed in output
+        assert "5 rows differ" in output and changed in output
 
         async with home_messages(stack) as messages:
             repaired = await rebuild(settings, batch_size=2000)
@@ -210,3 +237,29 @@ async def test_verify_finds_a_planted_difference_and_rebuild_repairs_it(stack: S
     [(events,)] = query(dsn, f"SELECT count(*) FROM {schema}.device_events")
     assert events == journal.count
     await redis.aclose()
+
+
+async def test_runs_and_outcomes_the_home_journal_no_longer_holds_are_carried_over_by_a_rebuild(
+    stack: StackSettings,
+) -> None:
+    """The home journal is not archived: once its head is gone, a rebuild takes the runs and outcomes of
+    those records from the live views (``rebuild.home_carry``) and replays the rest; verify agrees."""
+    settings = settings_for(stack)
+    journal = Journal(stack, 4)
+    await journal.append(400)
+    history = AutomationHistory(f"h-{stack.topic_prefix}")
+    await write_home_facts(stack, [*history.created(), *history.more(10)])
+    dsn, schema = stack.postgres_dsn, settings.schema_name
+    async with running_projector(stack, schema) as live:
+        await caught_up(live)
+        await pass_retention(stack.kafka_bootstrap_servers, stack.topics.home_journal)  # the head is gone
+        await write_home_facts(stack, history.more(5))
+        await caught_up(live)
+        rebuilt = await rebuild(settings, batch_size=2000)
+        assert rebuilt.swapped and all(c.ok for c in rebuilt.checks), rebuilt.checks
+        await caught_up(live)
+        assert (await verify(settings, processes=1)).counts == NO_DIFFERENCES
+    runs = query(dsn, f"SELECT run_id FROM {schema}.automation_runs ORDER BY journal_offset")
+    assert [run_id for (run_id,) in runs] == [r.run_id for r in history.runs]
+    outcomes = query(dsn, f"SELECT notification_id::text, outcome FROM {schema}.notification_outcomes")
+    assert dict(outcomes) == history.outcomes

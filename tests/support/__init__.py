@@ -9,8 +9,8 @@
   ``home_fleet`` (devices over MQTT), ``live_feed`` (the websocket and extra query APIs),
   ``live_browser`` (the live page in Chromium), ``automations`` (webhooks and runs), ``campaigns``.
 - Journals and data: ``topics`` (writing and reading a test's topics), ``device_journal``,
-  ``engine_facts`` and ``known_history`` (facts made for a test), ``archive`` (the archive job and its
-  table).
+  ``engine_facts``, ``known_history`` and ``home_history`` (facts made for a test), ``archive`` (the
+  archive job and its table).
 - Unit tests only: ``fakes``. Static files: ``compose_file``. The pytest plugin keeping each run's
   durations: ``durations``.
 """

@@ -429,6 +429,25 @@ def test_the_home_view_restored_from_a_snapshot_and_fed_the_tail_equals_the_fold
     assert set(whole.unsent) == {a.action_id for r in ran for a in r.actions} - outcomes
 
 
+def test_the_query_apis_home_view_keeps_no_runs_deliveries_or_unsent_even_from_an_older_snapshot() -> None:
+    """The query API reads runs and outcomes from PostgreSQL: its view keeps live state only, whether it
+    folds the home journal or restores a snapshot an older release saved with its runs in it."""
+    facts = view_history()
+    older = HomesView()  # what the previous release kept
+    for fact in facts:
+        older.apply(fact)
+    assert older.runs and older.deliveries and older.unsent
+    folded = HomesView(runs_kept=0, deliveries_kept=0, tracks_unsent=False)
+    for fact in facts:
+        folded.apply(fact)
+    restored = HomesView(runs_kept=0, deliveries_kept=0, tracks_unsent=False)
+    restored.restore(older.snapshot())
+    for view in (folded, restored):
+        assert (view.runs, view.deliveries, view.unsent) == ({}, {}, {})
+        assert view.automations == older.automations and view.schedules == older.schedules
+    assert msgspec.json.encode(restored.state()) == msgspec.json.encode(folded.state())
+
+
 def test_an_unreadable_or_unknown_snapshot_leaves_the_view_untouched() -> None:
     view = HomesView()
     for fact in view_history()[:40]:

@@ -5,7 +5,8 @@ from this package. Its folders are its roles; pyproject.toml's import contracts,
 folders, hold them apart: layers (highest first) entry points > query | rebuild > live | projection >
 store | settings ("a | b": neither imports the other), CQRS both ways (query and live import nothing of
 projection or rebuild, and the other way round), no import cycle inside a folder, and the pure parts
-(``projection/rules``, ``rebuild/archive_order``) free of any database, broker or web. A new module goes
+(``projection/rules``, ``projection/home_rules``, ``rebuild/archive_order``) free of any database,
+broker or web. A new module goes
 in the folder of its role; no contract lists it.
 
 The root: ``__main__`` (``python -m hearth_read_models projector|api|migrate|init``, the entry point
@@ -21,18 +22,21 @@ name (``db``), and the Redis twin cache's keys, the per-home change channels and
 reads). The projector writes these, the query side reads them; they are the only place the two sides
 meet, so a table, a key or a message field changes here or nowhere. Imports nothing of the package.
 
-``projection/``: the live projector. The projection rules (``rules``: a fact -> view rows, pure), the
-core that reads the journal in batches and folds them into its caches (``projector`` over
-``journal_source``), the one transaction that writes a batch with its offsets (``view_store``), the live
-sink that takes the swap lock, checks the generation and publishes to Redis (``live_sink``), what every
-writer of a view schema reads of it (``view_meta``: its generation and offsets; here and not in
-``store/`` because no reader needs it), and the projector process's composition root (``app``).
+``projection/``: the live projector. The projection rules (``rules``: a fact -> view rows, pure;
+``home_rules``: a home fact -> an automation run or notification outcome row, pure), the core that reads
+the journal (and the rollups and the home journal) in batches and folds them into its caches
+(``projector`` over ``journal_source``), the one transaction that writes a batch with its offsets
+(``view_store``), the live sink that takes the swap lock, checks the generation and publishes to Redis
+(``live_sink``), what every writer of a view schema reads of it (``view_meta``: its generation and
+offsets; here and not in ``store/`` because no reader needs it), and the projector process's composition
+root (``app``).
 Imports ``store/`` and ``settings`` only.
 
 ``rebuild/``: ``hearth rebuild`` and ``hearth verify`` (``run``). A replay into a fresh schema by the
 same projector with another sink (``replay``, its child processes ``replay_shares``, ``replay_sink``),
 from the journal or first from its Parquet archive (``archive_source``, ``archive_order``); checked
-(``checksums``), swapped in under the live projector's lock (``swap``) with the Redis cache refreshed
+(``checksums``; the runs and outcomes whose home-journal records are gone, carried over from the live
+views: ``home_carry``), swapped in under the live projector's lock (``swap``) with the Redis cache refreshed
 (``cache_refresh``), or, for verify, compared with the live views row by row (``table_diff``). Imports
 ``projection/`` (the projector and its sources), ``store/`` and ``settings``; never the read side.
 

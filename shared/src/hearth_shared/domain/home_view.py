@@ -7,13 +7,15 @@ names its command), so a replay, or two schedulers writing the same fact, is har
 again, after a restart from a snapshot, facts the snapshot already holds (what its owner folded before it
 read them back from the home journal: the automations service applies its own facts as it decides).
 
-Bounded by live state, not history: per automation, its latest ``runs_kept`` runs (the query API: the
-latest ``RUNS_KEPT``, what ``GET /v1/automations/{id}/runs`` can show; the automations service keeps more
-while it replays and fewer once live, see its app); per home, its latest ``deliveries_kept`` delivery
-facts; and ``unsent``, the notify actions of recorded runs that have no delivery fact yet (each leaves at
-its ``notification.delivered`` or ``notification.gave_up``, which the notifier writes once its run fact is
-in the journal, so a run fact is always folded before its delivery fact). Everything else is per home,
-device or automation.
+Bounded by live state, not history: per automation, its latest ``runs_kept`` runs (the automations
+service keeps more while it replays and fewer once live, see its app; the query API none: it reads runs
+and outcomes from PostgreSQL, where the projector writes them); per home, its latest ``deliveries_kept``
+delivery facts (0 in both services); and, with ``tracks_unsent``, the notify actions of recorded runs
+that have no delivery fact yet (each leaves at its ``notification.delivered`` or
+``notification.gave_up``, which the notifier writes once its run fact is in the journal, so a run fact is
+always folded before its delivery fact; the automations service's notifier sends only those). Everything
+else is per home, device or automation. A view that keeps none of them drops them from a snapshot it
+restores too (one saved by a release that kept them).
 
 Snapshots (``snapshot``/``restore``, or ``state``/``load_state`` inside a larger one): ``HomesViewState``,
 a msgspec struct read back across releases (a new field gets a default; ``format`` changes only with a
@@ -51,10 +53,10 @@ from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
 from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 DEFAULT_TIMEZONE = "UTC"
-# Per automation, in the query API's memory and snapshot (the journal and the archive keep them all): at
-# 10,000 automations that ran often, 200,000 runs, about 100 MB of snapshot; the live page shows 3.
+# The defaults (a view built for a backtest or a test): per automation, per home. The services choose their
+# own: the query API keeps none (issue 20: history in its memory grew with the journal's age).
 RUNS_KEPT = 20
-DELIVERIES_KEPT = 100  # per home
+DELIVERIES_KEPT = 100
 VIEW_FORMAT = 1
 
 
@@ -93,9 +95,16 @@ _CODEC = SnapshotCodec("home view", HomesViewSnapshot, VIEW_FORMAT, json=True)
 
 
 class HomesView:
-    def __init__(self, *, runs_kept: int = RUNS_KEPT, deliveries_kept: int = DELIVERIES_KEPT) -> None:
+    def __init__(
+        self,
+        *,
+        runs_kept: int = RUNS_KEPT,
+        deliveries_kept: int = DELIVERIES_KEPT,
+        tracks_unsent: bool = True,
+    ) -> None:
         self.runs_kept = runs_kept
         self.deliveries_kept = deliveries_kept
+        self.tracks_unsent = tracks_unsent
         self.timezones: dict[str, str] = {}
         self.notifications: dict[str, NotificationsPayload] = {}
         self.schedules: dict[str, DeviceSchedule] = {}
@@ -128,8 +137,9 @@ class HomesView:
         for aid, automation in automations.items():
             by_home.setdefault(automation.definition.home_id, {})[aid] = automation
         runs = {
-            aid: OrderedDict((r.run_id, r) for r in kept[-self.runs_kept :] if self.runs_kept)
+            aid: OrderedDict((r.run_id, r) for r in kept[-self.runs_kept :])
             for aid, kept in state.runs.items()
+            if self.runs_kept
         }
         deliveries = {
             home: OrderedDict((f.payload.notification_id, f) for f in kept[-self.deliveries_kept :])
@@ -140,7 +150,8 @@ class HomesView:
         self.schedules = {s.device_id: s for s in state.schedules}
         self.resumes = dict(state.resumes)
         self.automations, self._by_home = automations, by_home
-        self.runs, self.deliveries, self.unsent = runs, deliveries, dict(state.unsent)
+        unsent = dict(state.unsent) if self.tracks_unsent else {}
+        self.runs, self.deliveries, self.unsent = runs, deliveries, unsent
 
     def snapshot(self) -> bytes:
         return _CODEC.encode(HomesViewSnapshot(format=VIEW_FORMAT, view=self.state()))
@@ -151,6 +162,8 @@ class HomesView:
     def keep_runs(self, runs_kept: int) -> None:
         """From now on keep ``runs_kept`` runs per automation; the older ones go now."""
         self.runs_kept = runs_kept
+        if not runs_kept:
+            self.runs.clear()
         for kept in self.runs.values():
             while len(kept) > runs_kept:
                 kept.popitem(last=False)
@@ -253,9 +266,12 @@ class HomesView:
             state.suspended = fact.payload.reason
         elif isinstance(fact, AutomationRan):
             run = fact.payload
-            for action in run.actions:
-                if action.kind == "notify":
-                    self.unsent[action.action_id] = run
+            if self.tracks_unsent:
+                for action in run.actions:
+                    if action.kind == "notify":
+                        self.unsent[action.action_id] = run
+            if not self.runs_kept:
+                return
             runs = self.runs.setdefault(automation_id, OrderedDict())
             runs[run.run_id] = run
             while len(runs) > self.runs_kept:

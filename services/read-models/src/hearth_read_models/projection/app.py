@@ -45,7 +45,13 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     stop = stop or asyncio.Event()
     batching = Batching(settings.batch_size, settings.batch_wait_ms, settings.batch_linger_ms)
     projector = Projector(
-        JournalSource(consumer, stack.topics.journal, rollups=stack.topics.rollups, batching=batching),
+        JournalSource(
+            consumer,
+            stack.topics.journal,
+            rollups=stack.topics.rollups,
+            home_journal=stack.topics.home_journal,
+            batching=batching,
+        ),
         ViewStore(stack.postgres_dsn, settings.schema_name, settings.consumer_name),
         LiveSink(redis),
         dead_letters=DeadLetters(journal, consumer="read-models-projector"),

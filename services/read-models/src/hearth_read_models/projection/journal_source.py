@@ -1,10 +1,11 @@
-"""Where a projector's records come from: the journal's partitions (all, or one share of them) and the
-rollups topic, assigned to one consumer (no group: the positions live in PostgreSQL with the rows), read
-in batches.
+"""Where a projector's records come from: the journal's partitions (all, or one share of them), the
+rollups topic and the home journal, assigned to one consumer (no group: the positions live in PostgreSQL
+with the rows), read in batches.
 
 A share (k, n) is the journal's partitions p with p % n == k: a rebuild's replay is split so over
 processes; a device's facts are all in one partition, so each share's twins, commands and alerts are its
-own. Rollups are read only by a source that is given their topic.
+own. Rollups and the home journal are read only by a source that is given their topics (the live
+projector, and a replay's main process: never a share).
 
 ``RecordSource`` is what a projector needs of a source; the other one is
 ``rebuild.archive_source.ArchiveSource`` (a rebuild from the journal's archive).
@@ -42,6 +43,7 @@ class RecordSource(Protocol):
     batches in offset order per partition (the positions are the next offsets, as a consumer's)."""
 
     journal: str
+    home_journal: str | None  # its records are home facts (None: this source does not read it)
     tps: list[TopicPartition]
 
     async def assign(self) -> list[TopicPartition]: ...
@@ -62,12 +64,14 @@ class JournalSource:
         journal: str,
         *,
         rollups: str | None = None,
+        home_journal: str | None = None,
         batching: Batching = Batching(),
         share: tuple[int, int] = (0, 1),
     ) -> None:
         self.consumer = consumer
         self.journal = journal
-        self.topics = [journal, *([rollups] if rollups else [])]
+        self.topics = [journal, *[topic for topic in (rollups, home_journal) if topic]]
+        self.home_journal = home_journal
         self.batching = batching
         self.share = share
         self.tps: list[TopicPartition] = []

@@ -1,6 +1,7 @@
-"""The projection core: reads the journal (and the rollups topic) in batches, decodes and folds each batch
-into in-memory caches of twins and commands, and has a ``Sink`` commit it; the live projector and a
-rebuild's replay are this one class with a different sink (live_sink.py, rebuild/replay_sink.py).
+"""The projection core: reads the journal (and the rollups topic and the home journal) in batches, decodes
+and folds each batch into in-memory caches of twins and commands, and has a ``Sink`` commit it; the live
+projector and a rebuild's replay are this one class with a different sink (live_sink.py,
+rebuild/replay_sink.py).
 
 Exactly once into PostgreSQL: a batch's rows and the consumed offsets are written in one transaction
 (view_store.py), and a (re)start seeks to the offsets stored. The sink decides what surrounds that
@@ -11,6 +12,9 @@ Twins and commands come from the caches; only ones not seen yet are read, in the
 A sink that is the schema's sole writer (a replay) and finds it empty reads nothing back at all: its
 caches hold everything it wrote. Twins changed in memory are written when ``Sink.twin_batch`` of them
 are pending (1 for the live sink: every batch), and whatever is pending when a bounded run ends.
+
+Home-journal records are projected one by one into run and outcome rows (``home_rules``), nothing
+cached; a record that is not a home fact is a dead letter like a bad journal record.
 
 Poison: a fact that decodes but cannot be stored (``hearth_shared.domain.storable``: a NUL in a name, an id
 off the pattern, a >64-bit integer), or whose projection raises, goes to ``dead_letters`` with its reason
@@ -30,6 +34,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from hearth_read_models.projection.home_rules import HomeRows, home_row
 from hearth_read_models.projection.journal_source import JournalSource, Offsets, Record, Records, RecordSource
 from hearth_read_models.projection.rules import (
     Projection,
@@ -61,6 +66,7 @@ def tune_gc() -> None:
 class ProjectorStats:
     events: int = 0  # journal records read
     rollups: int = 0  # rollup records read
+    home_facts: int = 0  # home-journal records read
     batches: int = 0
     skipped: int = 0
     dead_letters: int = 0
@@ -199,14 +205,13 @@ class Projector:
         """Decode the batch and fold it into the caches (yielding now and then to a write in flight)."""
         events: list[tuple[Record, Event]] = []
         rollups: dict[str, RollupRow | None] = {}
+        home = HomeRows()
         offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
         journal = self.source.journal
         for tp, rs in records.items():
             await asyncio.sleep(0)  # a write in flight goes on
             if tp.topic != journal:
-                self.stats.rollups += len(rs)
-                for r in rs:
-                    await self._rollup(r, rollups)
+                await self._side_records(tp.topic, rs, rollups, home)
                 continue
             self.stats.events += len(rs)
             append = events.append  # (locals: this loop and the next run once per record)
@@ -231,7 +236,7 @@ class Projector:
                     await self.dead_letter(r, MalformedRecord("projection_failed", repr(error)))
         self.dirty |= projection.changed_twins
         twins = self.dirty_rows() if len(self.dirty) >= self.sink.twin_batch else []
-        return Batch(projection, rollups, offsets, twins)
+        return Batch(projection, rollups, offsets, twins, home)
 
     def dirty_rows(self) -> list[TwinRow]:
         rows = [twin_row(self.twins[d]) for d in self.dirty]
@@ -248,6 +253,23 @@ class Projector:
                 rollups[row.key] = row
         except MalformedRecord as error:
             await self.dead_letter(r, error)
+
+    async def _side_records(
+        self, topic: str, rs: list[Record], rollups: dict[str, RollupRow | None], home: HomeRows
+    ) -> None:
+        """Records of the home journal into ``home`` (most home facts project nothing), or of the rollups
+        topic into ``rollups``."""
+        if topic == self.source.home_journal:
+            self.stats.home_facts += len(rs)
+            for r in rs:
+                try:
+                    home.add(home_row(r.value, r.partition, r.offset))
+                except MalformedRecord as error:
+                    await self.dead_letter(r, error)
+            return
+        self.stats.rollups += len(rs)
+        for r in rs:
+            await self._rollup(r, rollups)
 
     async def dead_letter(self, r: Record, error: MalformedRecord) -> None:
         self.stats.dead_letters += 1

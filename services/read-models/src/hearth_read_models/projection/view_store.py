@@ -1,8 +1,9 @@
 """A projector's PostgreSQL side: one connection to one view schema, what it reads back (positions, the
 twins and commands its caches lack) and how a batch is written.
 
-A batch is written in the caller's transaction with its offsets: twins, commands and rollups are COPYed
-into temporary staging tables and moved with one ``INSERT ... ON CONFLICT`` per table; history (in
+A batch is written in the caller's transaction with its offsets: twins, commands, rollups, runs and
+notification outcomes are COPYed into temporary staging tables and moved with one ``INSERT ... ON
+CONFLICT`` per table (a run already there is kept: runs never change); history (in
 PostgreSQL's binary COPY format) and alerts are COPYed straight in. The version guard makes the appends
 safe: a twin at or above a row's version is never written over by an older one.
 """
@@ -19,6 +20,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import BytesBinaryDumper
 
+from hearth_read_models.projection.home_rules import OUTCOME_COLUMNS, RUN_COLUMNS, HomeRows
 from hearth_read_models.projection.journal_source import Offsets
 from hearth_read_models.projection.rules import (
     ALERT_COLUMNS,
@@ -49,6 +51,7 @@ class Batch:
     rollups: dict[str, RollupRow | None]  # by key; None: deleted (a tombstone)
     offsets: Offsets  # the next offset of each partition in the batch
     twin_rows: list[TwinRow] = field(default_factory=list)  # the twins written with it
+    home: HomeRows = field(default_factory=HomeRows)  # runs and outcomes from the home journal
 
 
 class Positions(NamedTuple):
@@ -85,7 +88,7 @@ class ViewStore:
         # COPY's bytea columns (the history's facts) through psycopg's C dumper: the one registered for
         # bytea by default (dbapi20's, which also takes ``Binary``) is Python, called once per fact.
         self._conn.adapters.register_dumper(None, BytesBinaryDumper)
-        for table in ("twins", "commands", "rollups"):
+        for table in ("twins", "commands", "rollups", "automation_runs", "notification_outcomes"):
             await self.conn.execute(
                 sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DELETE ROWS").format(
                     sql.Identifier(f"stage_{table}"), sql.Identifier(table)
@@ -131,6 +134,10 @@ class ViewStore:
         if deleted:
             await self.conn.execute("DELETE FROM rollups WHERE key = ANY(%s)", (deleted,))
         await self._merge("rollups", ROLLUP_COLUMNS, [r for r in batch.rollups.values() if r], "key")
+        runs = list(batch.home.runs.values())
+        await self._merge("automation_runs", RUN_COLUMNS, runs, "run_id", replace=False)
+        outcomes = list(batch.home.outcomes.values())
+        await self._merge("notification_outcomes", OUTCOME_COLUMNS, outcomes, "notification_id")
         await self._write_offsets(batch.offsets)
 
     async def _copy(
@@ -156,19 +163,26 @@ class ViewStore:
                 await copy.write_row(row)
 
     async def _merge(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], key: str, where: str = ""
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        key: str,
+        where: str = "",
+        *,
+        replace: bool = True,
     ) -> None:
-        """Insert or replace ``rows`` by ``key``: COPY into the staging table, then one INSERT."""
+        """Insert or replace ``rows`` by ``key`` (``replace=False``: a row already there stays): COPY into
+        the staging table, then one INSERT."""
         if not rows:
             return
         await self._copy(f"stage_{table}", columns, rows)
         update = sql.SQL(", ").join(
             sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c != key
         )
+        conflict = "DO UPDATE SET {u} {w}" if replace else "DO NOTHING"
         await self.conn.execute(
-            sql.SQL(
-                "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT ({k}) DO UPDATE SET {u} {w}"
-            ).format(
+            sql.SQL("INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT ({k}) " + conflict).format(
                 t=sql.Identifier(table),
                 c=_columns(columns),
                 s=sql.Identifier(f"stage_{table}"),

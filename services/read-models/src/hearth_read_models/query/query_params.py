@@ -109,6 +109,17 @@ def cursor_time(text: str) -> datetime:
         raise _not_a_cursor("no time") from exc
 
 
+def cursor_position(text: str) -> int:
+    """A journal offset in a cursor (bounded to a bigint, as SQL takes it)."""
+    try:
+        position = int(text)
+    except ValueError as exc:
+        raise _not_a_cursor("no position") from exc
+    if not 0 <= position <= BIGINT_MAX:
+        raise _not_a_cursor("no position")
+    return position
+
+
 def cursor_uuid(text: str) -> uuid.UUID:
     try:
         return uuid.UUID(text)

@@ -4,12 +4,15 @@ the coming ones (``next``: local time, UTC offset, command), computed in the hom
 functions the scheduler decides with (``hearth_shared.domain.schedule``).
 
 The home journal is small beside the device journal (settings and decisions, not telemetry), so each
-query-API process folds it in memory (``HomesView``, bounded by live state: the latest runs per
-automation and deliveries per home) and follows it; the router's lifespan runs the feed. It restarts
-from a snapshot of that view (``query-api-homes`` on the snapshots topic, shared by every query-API
-process: they fold the same topic alike) and reads only the home journal after it, so neither its start
-nor its memory grows with the journal's age, and a retention window that passed the journal's head
-loses nothing the snapshot holds. ``/healthz`` answers 503 until the feed caught up, and shows what its
+query-API process folds it in memory (``HomesView``) and follows it. It keeps live state only (zones,
+notification settings, schedules, automations' definitions and switches): no runs, deliveries or unsent
+notifications, which grow with history and are read from PostgreSQL instead (``automation_runs``,
+``notification_outcomes``, projected from the home journal: ``automation_views``). The router's lifespan
+runs the feed. It restarts from a snapshot of that view (``query-api-homes`` on the snapshots topic,
+shared by every query-API process: they fold the same topic alike; one saved by a release that kept runs
+loads, without them) and reads only the home journal after it, so neither its start nor its memory grows
+with the journal's age, and a retention window that passed the journal's head loses nothing the snapshot
+holds. ``/healthz`` answers 503 until the feed caught up, and shows what its
 last start read (``followers``). A device that has no schedule, or one of another home, is a 404 alike.
 """
 
@@ -42,7 +45,7 @@ HOMES_SNAPSHOT = "query-api-homes"  # the snapshot's name, and the feed's (logs,
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     stack = app.state.settings.stack
-    view = app.state.homes = HomesView()
+    view = app.state.homes = HomesView(runs_kept=0, deliveries_kept=0, tracks_unsent=False)
 
     async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
         try:

@@ -122,7 +122,10 @@ def _records(journal: str, run: Run, take: int) -> list[Record]:
 
 
 class ArchiveSource:
-    """A projector's source over an archive snapshot (the journal's partitions only, no rollups)."""
+    """A projector's source over an archive snapshot (the journal's partitions only, no rollups nor home
+    journal)."""
+
+    home_journal: str | None = None
 
     def __init__(
         self,

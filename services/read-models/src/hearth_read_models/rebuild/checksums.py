@@ -3,12 +3,15 @@
 
 The checksum of a table is the sum over its rows of an integer made from each row's content, computed
 the same way in SQL (``CHECKSUMS``) and in Python (``Tally.expected``): the history and alerts from the
-low 60 bits of their event ids (plus the version), twins, commands and rollups from md5 digests.
+low 60 bits of their event ids (plus the version), twins, commands, rollups, runs and notification
+outcomes from md5 digests. Runs and outcomes a rebuild carried over from the live schema (home_carry.py)
+are counted as written by the replay.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -25,6 +28,8 @@ CHECKSUMS = {
     "commands": DIGEST.format("command_id || ':' || status"),
     "alerts": LOW60.format("event_id"),
     "rollups": DIGEST.format("key"),
+    "automation_runs": DIGEST.format("run_id::text"),
+    "notification_outcomes": DIGEST.format("notification_id || ':' || outcome"),
 }
 MASK60 = (1 << 60) - 1
 
@@ -57,6 +62,8 @@ class Tally:
     twins: dict[str, TwinTally] = field(default_factory=dict)
     commands: dict[str, str] = field(default_factory=dict)  # command_id -> status
     rollups: set[str] = field(default_factory=set)
+    runs: set[uuid.UUID] = field(default_factory=set)
+    outcomes: dict[uuid.UUID, str] = field(default_factory=dict)  # notification_id -> outcome
     events: Sum = field(default_factory=lambda: Sum(0, 0))
     alerts: Sum = field(default_factory=lambda: Sum(0, 0))
 
@@ -74,12 +81,21 @@ class Tally:
                 self.rollups.discard(key)
             else:
                 self.rollups.add(key)
+        self.runs.update(batch.home.runs)
+        self.outcomes.update((key, row.outcome) for key, row in batch.home.outcomes.items())
+
+    def carried(self, runs: list[uuid.UUID], outcomes: list[tuple[uuid.UUID, str]]) -> None:
+        """Count rows copied from the live schema (home_carry.py) as written."""
+        self.runs.update(runs)
+        self.outcomes.update(outcomes)
 
     def merge(self, other: Tally) -> None:
         """Add what another process's share of the replay wrote (its devices and commands are its own)."""
         self.twins |= other.twins
         self.commands |= other.commands
         self.rollups |= other.rollups
+        self.runs |= other.runs
+        self.outcomes |= other.outcomes
         self.events = self.events.plus(other.events)
         self.alerts = self.alerts.plus(other.alerts)
 
@@ -91,6 +107,10 @@ class Tally:
             "commands": Sum(len(self.commands), sum(digest(f"{c}:{s}") for c, s in self.commands.items())),
             "alerts": self.alerts,
             "rollups": Sum(len(self.rollups), sum(map(digest, self.rollups))),
+            "automation_runs": Sum(len(self.runs), sum(digest(str(r)) for r in self.runs)),
+            "notification_outcomes": Sum(
+                len(self.outcomes), sum(digest(f"{n}:{o}") for n, o in self.outcomes.items())
+            ),
         }
 
 

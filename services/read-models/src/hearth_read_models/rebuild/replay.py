@@ -12,6 +12,10 @@ shared out over the processes the same way, each reading Parquet (``archive_sour
 archive's end per partition; the positions committed with the rows are those offsets, so ``replay`` then
 reads from Kafka only the journal's tail beyond the archive (this process alone: the shares were used).
 The journal must still hold every offset the archive lacks (``archive_source.uncovered``).
+
+The home journal is replayed by this process (never a share), with the rollups topic; the runs and
+outcomes of its records that the topic no longer holds are copied from the live schema first
+(home_carry.py says why).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from hearth_read_models.projection.view_meta import read_offsets
 from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder
 from hearth_read_models.rebuild.archive_source import ArchiveSnapshot, ArchiveSource, uncovered
 from hearth_read_models.rebuild.checksums import TableCheck, Tally, check_tables
+from hearth_read_models.rebuild.home_carry import carry_over
 from hearth_read_models.rebuild.replay_shares import RebuildFailed, ReplayShare, replay_projector
 from hearth_read_models.rebuild.swap import drop_schema
 from hearth_read_models.settings import ReadModelSettings
@@ -118,15 +123,26 @@ class Replay:
             await conn.execute("ALTER TABLE device_events DROP CONSTRAINT device_events_pkey")
         await self.consumer.start()
         self._projector = replay_projector(
-            self.settings, self.schema, self.consumer, self.batch_size, rollups=True
+            self.settings, self.schema, self.consumer, self.batch_size, side_topics=True
         )
         self._projector.on_commit = self.tally.add
         assert isinstance(self._projector.source, JournalSource)
         self._journal = self._projector.source
         await self._projector.start()
         self.tps = list(self._projector.tps)
+        await self._carry_home_history()
         self.started = time.perf_counter()
         return self
+
+    async def _carry_home_history(self) -> None:
+        """The runs and outcomes whose home-journal records are gone, from the live schema (home_carry)."""
+        home = [tp for tp in self.tps if tp.topic == self.settings.stack.topics.home_journal]
+        lows = await self.consumer.beginning_offsets(home)
+        async with await connect(self.settings.stack.postgres_dsn, self.schema) as conn:
+            carried = await carry_over(
+                conn, self.settings.schema_name, self.schema, {tp.partition: o for tp, o in lows.items()}
+            )
+        self.tally.carried(*carried)
 
     async def __aexit__(self, *exc: object) -> None:
         for share in self.shares:
@@ -152,7 +168,8 @@ class Replay:
     @property
     def events(self) -> int:
         stats = self.projector.stats
-        return stats.events + stats.rollups + self.shared_events + sum(s.events for s in self.shares)
+        shared = self.shared_events + sum(s.events for s in self.shares)
+        return stats.events + stats.rollups + stats.home_facts + shared
 
     @property
     def skipped(self) -> int:

@@ -1,4 +1,5 @@
-"""A replay's child processes: each replays one share of the journal's partitions (no rollups) into the
+"""A replay's child processes: each replays one share of the journal's partitions (no rollups nor home
+journal: the main process reads those) into the
 replay's schema once told where to stop, and sends back its ``Tally`` and counts, or its error as text.
 Told an archive snapshot too, it reads its share from the archive (``archive_source``) instead of Kafka.
 
@@ -44,12 +45,13 @@ def replay_projector(
     consumer: AIOKafkaConsumer,
     batch_size: int,
     *,
-    rollups: bool,
+    side_topics: bool,
     share: tuple[int, int] = (0, 1),
     archive: ArchiveSnapshot | None = None,
 ) -> Projector:
     """A projector into a replay's ``schema``: no dead letters (the live projector sent them). It reads
-    the journal from Kafka, or (given ``archive``) that archive snapshot's share."""
+    the journal from Kafka (``side_topics``: the rollups and the home journal too), or (given
+    ``archive``) that archive snapshot's share."""
     stack = settings.stack
     batching = Batching(size=batch_size, wait_ms=REPLAY_WAIT_MS)
     source: RecordSource
@@ -59,7 +61,8 @@ def replay_projector(
         source = JournalSource(
             consumer,
             stack.topics.journal,
-            rollups=stack.topics.rollups if rollups else None,
+            rollups=stack.topics.rollups if side_topics else None,
+            home_journal=stack.topics.home_journal if side_topics else None,
             batching=batching,
             share=share,
         )
@@ -158,7 +161,7 @@ async def _project_share(
     tally = Tally()
     consumer = make_consumer(settings.stack)
     projector = replay_projector(
-        settings, schema, consumer, batch_size, rollups=False, share=share, archive=archive
+        settings, schema, consumer, batch_size, side_topics=False, share=share, archive=archive
     )
 
     def committed(batch: Batch) -> None:

@@ -1,6 +1,10 @@
 """Rebuild and verify: replay the journal from its first offset into a fresh schema (replay.py) while the
 live projector and the query API keep serving.
 
+The replay reads the journal, the rollups topic and the home journal (automation runs and notification
+outcomes; those of home-journal records the topic no longer holds are carried over from the live views:
+home_carry.py).
+
 ``rebuild``: replay into ``<live>_rebuild_<time>`` (migrated by Alembic), check it (row count and content
 checksum per table against what the replay wrote: checksums.py), then swap it in (swap.py). Under the
 swap lock the new schema catches up exactly to the live projector's offsets, takes the next generation
@@ -56,7 +60,15 @@ __all__ = [
     "verify",
 ]
 
-COMPARED = (t.twins, t.device_events, t.commands, t.alerts, t.rollups)
+COMPARED = (
+    t.twins,
+    t.device_events,
+    t.commands,
+    t.alerts,
+    t.rollups,
+    t.automation_runs,
+    t.notification_outcomes,
+)
 
 
 @dataclass

@@ -98,6 +98,35 @@ rollups = Table(
     Index("rollups_subject_time", "scope", "subject_id", "window_start"),
 )
 
+# From the home journal (projection/home_rules.py): runs and notification outcomes, history the query API
+# no longer holds in memory. ``journal_partition``/``journal_offset``: the record it came from (a home's
+# facts share a partition, so the offset orders them; a rebuild carries over rows the topic lost).
+automation_runs = Table(
+    "automation_runs",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    Column("automation_id", Uuid, nullable=False),
+    Column("home_id", String, nullable=False),
+    Column("ran_at", DateTime(timezone=True), nullable=False),
+    Column("journal_partition", Integer, nullable=False),
+    Column("journal_offset", BigInteger, nullable=False),
+    Column("run", JSON, nullable=False),  # the RunPayload as on the wire (its text)
+    Index("automation_runs_newest", "automation_id", "journal_offset", "run_id"),
+)
+
+notification_outcomes = Table(
+    "notification_outcomes",
+    metadata,
+    Column("notification_id", Uuid, primary_key=True),
+    Column("home_id", String, nullable=False),
+    Column("outcome", String, nullable=False),  # "notification.delivered" or "notification.gave_up"
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("journal_partition", Integer, nullable=False),
+    Column("journal_offset", BigInteger, nullable=False),
+    Column("payload", JSON, nullable=False),  # the NotificationPayload as on the wire (its text)
+    Index("notification_outcomes_newest", "home_id", "journal_offset", "notification_id"),
+)
+
 meta = Table(
     "meta",
     metadata,

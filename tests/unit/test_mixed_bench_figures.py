@@ -9,6 +9,7 @@ from hearth_bench.mixed_figures import (
     highest_sustained,
     reading_account,
     search_rates,
+    sender_short,
     sustained,
 )
 
@@ -42,6 +43,7 @@ def test_a_search_that_cannot_step_up_is_refused(start: float, factor: float, to
 def test_the_ceiling_is_the_last_step_sustained_before_the_first_that_was_not() -> None:
     assert highest_sustained([(1_000, True), (1_950, True), (3_700, False), (9_000, True)]) == 1_950
     assert highest_sustained([(1_000, True), (2_000, True)]) == 2_000
+    assert highest_sustained([(6_100, True), (4_200, True)]) == 6_100  # a sender that fell short
     assert highest_sustained([(1_000, False), (2_000, True)]) is None
 
 
@@ -76,4 +78,10 @@ def test_no_commands_have_empty_figures() -> None:
 def test_every_reading_sent_is_a_fact_or_coalesced() -> None:
     assert reading_account(1_000, 700, 300)["unaccounted"] == 0
     assert reading_account(1_000, 690, 300)["unaccounted"] == 10  # lost
-    assert reading_account(1_000, 700, 305) == {"sent": 1_000, "facts": 700, "coalesced": 305, "unaccounted": -5}
+    folded_more = {"sent": 1_000, "facts": 700, "coalesced": 305, "unaccounted": -5}
+    assert reading_account(1_000, 700, 305) == folded_more
+
+
+def test_a_sender_more_than_five_percent_short_of_its_rate_ends_the_search() -> None:
+    assert not sender_short(10_000, 9_500)
+    assert sender_short(10_000, 9_499)

@@ -18,6 +18,7 @@ from hearth_bench.load_client import latency_ms
 from hearth_shared.schema.events import TERMINAL_STATUSES
 
 LAG_BOUND_S = 1.0
+SENDER_SHORT = 0.05
 
 
 def sustained(lags: Sequence[int], rate: float, bound_s: float = LAG_BOUND_S) -> bool:
@@ -38,14 +39,21 @@ def search_rates(start: float, factor: float, top: float) -> list[float]:
     return rates
 
 
+def sender_short(offered: float, achieved: float) -> bool:
+    """Did the bench's sender fall short of the rate it offered (by more than ``SENDER_SHORT``)? Then a
+    higher rate would not be offered either: the search ends there, and the ceiling is the client's."""
+    return achieved < (1 - SENDER_SHORT) * offered
+
+
 def highest_sustained(steps: Sequence[tuple[float, bool]]) -> float | None:
-    """The achieved rate of the last step sustained before the first one that was not (``steps``: each
-    step's achieved rate and whether it was sustained, in the order offered); None if the first failed."""
+    """The highest achieved rate of the steps sustained before the first one that was not (``steps``:
+    each step's achieved rate and whether it was sustained, in the order offered; a sender that fell
+    short may have achieved less in a later step than in an earlier one); None if the first failed."""
     best = None
     for rate, kept_up in steps:
         if not kept_up:
             break
-        best = rate
+        best = rate if best is None else max(best, rate)
     return best
 
 

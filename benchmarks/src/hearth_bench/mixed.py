@@ -6,11 +6,12 @@ The stack: temporary servers and the whole live path as processes (``bench_stack
 projector, query API, command API, automations service, and the fleet simulator with its gateway and
 Mosquitto). Three kinds of device, one job each:
 
-- **Load thermostats** (``--devices``, homes of 10, ids ``device_id(triggers ...)``): the telemetry.
-  Registered and read straight onto the inbox's lanes by this process (``send_readings``, the automations
-  bench's sender), not through MQTT and the gateway: this bench is about the actor's two lanes and its
-  coalescing, and what the gateway carries has its own bench (``hearth bench gateway``); one Python
-  client over MQTT would also cap the rate far below what the actor folds.
+- **Load thermostats** (``--devices``, in homes of 10 without automations; ids numbered after the
+  trigger thermostats'): the telemetry. Registered on the command lane and read straight onto the
+  inbox's telemetry lane (``topics.inbox``) by this process (``send_readings``, the automations bench's
+  sender), not through MQTT and the gateway: this bench is about the actor's two lanes and its
+  coalescing, and what the gateway carries has its own bench (``hearth bench gateway``); one Python MQTT
+  client would also cap the rate far below what the actor folds.
 - **Trigger thermostats** (``--command-rate`` x ``TRIGGER_PERIOD_S`` of them, in ``HOME``, the same
   lane): each reads hot and calm in turn, ``TRIGGER_PERIOD_S`` / 2 apart, and has one automation
   (``ambient_c`` above ``THRESHOLD_C``, mode parallel) whose action commands a simulated thermostat: so
@@ -35,7 +36,8 @@ highest rate achieved in a step sustained. Then the actor is restarted with coal
 Each phase: load readings at the phase's share of the ceiling minus the trigger readings, the trigger
 readings, and the API's commands (``POST /v1/devices/{id}/commands``, no wait, open loop at
 ``--command-rate``, ``LeanHttp``), for ``--duration`` s; then the bench waits until the actor has caught up
-and the commands have settled. Where each time comes from (all processes share the machine's clock):
+and the commands have settled (the floor phase's commands are the same, with no load telemetry). Where
+each time comes from (all processes share the machine's clock):
 requested is the request's ``sent_at`` on the command lane (the command API's, or the automations
 service's); dispatched and converged are the actor's ``recorded_at`` on ``command.dispatched`` and
 ``command.converged`` (``mark_commands``, the round-trip bench's). Telemetry lag: the lane's lag in
@@ -579,6 +581,12 @@ def _notes(
             f"reached only {last['achieved_per_s']:,}/s: the ceiling is the client's, a lower bound of the "
             "actor's"
         )
+    short = "".join(
+        f"In the {p['phase']} phase the bench's senders offered {p['telemetry_offered_per_s']:,}/s but sent "
+        f"{p['telemetry_sent_per_s']:,}/s: the phase ran below its share. "
+        for p in phases
+        if sender_short(p["telemetry_offered_per_s"], p["telemetry_sent_per_s"])
+    )
     cpu = "; ".join(
         f"{p['phase']}: " + ", ".join(f"{k} {v:.0f}" for k, v in p["cpu_percent_of_one_core"].items())
         for p in phases
@@ -587,14 +595,20 @@ def _notes(
         f"Ceiling: {ceiling:,.0f} telemetry readings/s sustained by one device-actor worker with coalescing "
         f"off ({limit}; a step of {args.search_duration:g} s is sustained when the telemetry lane stays "
         "within 1 s of readings behind in its second half). Phases of "
-        f"{args.duration:g} s, coalescing on (its default): {args.command_rate:g} API commands/s "
+        f"{args.duration:g} s, coalescing on ({_threshold(args)}): {args.command_rate:g} API commands/s "
         f"(`set_target_temperature`, no wait, round robin over {args.commanded:,} simulated thermostats) and "
         f"{args.command_rate:g} automation commands/s (made by the trigger thermostats' hot readings, "
         f"onto {args.commanded:,} others), with load telemetry over {args.devices:,} thermostats straight "
         "onto the inbox's telemetry lane. Requested = the request's `sent_at` (command API or automations "
         "service); dispatched, converged = the actor's `recorded_at`. The floor: the same commands with no "
-        "load telemetry. Goals (issue 21): " + _goals(phases) + f" CPU in % of one core: {cpu}."
+        "load telemetry. " + short + "Goals (issue 21): " + _goals(phases) + f" CPU in % of one core: {cpu}."
     )
+
+
+def _threshold(args: MixedBench) -> str:
+    if args.coalesce_after is None:
+        return "the actor's default threshold"
+    return f"threshold {args.coalesce_after:,} records per partition"
 
 
 def main(params: MixedBench) -> dict[str, Any]:

@@ -93,11 +93,12 @@ class Follower:
         return done, len(self.triggers) - len(done)
 
 
-async def _send_readings(
-    settings: StackSettings, devices: int, rounds: range, rate: float, cross: int
+async def send_readings(
+    settings: StackSettings, devices: int, rounds: range, rate: float, cross: int, *, first: int = 0
 ) -> tuple[float, int]:
-    """Readings ``rounds`` of every device, round robin, paced at ``rate`` (in 10 ms slices); returns
-    how late the last slice started (s) and how many were sent."""
+    """Readings ``rounds`` of every device (``device_id(first)`` onwards), round robin, straight onto the
+    inbox's telemetry lane, paced at ``rate`` (in 10 ms slices); returns how late the latest slice
+    started (s) and how many were sent."""
     producer = make_producer(settings.kafka_bootstrap_servers, "bench-readings", linger_ms=5)
     await producer.start()
     loop = asyncio.get_running_loop()
@@ -110,7 +111,7 @@ async def _send_readings(
                 await asyncio.sleep(wait)
             late = max(late, loop.time() - due)
             for n in range(sent, min(total, sent + max(1, int(rate / 100)))):
-                i, seq = n % devices, rounds.start + n // devices
+                i, seq = first + n % devices, rounds.start + n // devices
                 now = utcnow()
                 report = ReportState(
                     request_id=new_id(), device_id=device_id(i), sent_at=now, device_seq=seq, device_time=now,
@@ -187,9 +188,9 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
         stack.parts[part.name] = part  # stopped with the rest
         part.start()
         await asyncio.to_thread(part.wait_healthy, timeout_s * 2)
-        await _send_readings(settings, devices, range(1, 2), args["rate"], cross)  # online, calm
+        await send_readings(settings, devices, range(1, 2), args["rate"], cross)  # online, calm
         before, began = stack.cpu_seconds(), time.monotonic()
-        late, sent = await _send_readings(settings, devices, rounds, args["rate"], cross)
+        late, sent = await send_readings(settings, devices, rounds, args["rate"], cross)
         sending_s = time.monotonic() - began
         expected = sum(len(triggered) for triggered in hot.values())
         try:  # a platform that falls behind is a figure, not a failure: what arrived in time is measured

@@ -38,6 +38,7 @@ BENCHES: dict[str, str] = {
     "automations": "hearth_bench.automation_load:main",
     "reads": "hearth_bench.reads:main",
     "restart": "hearth_bench.restart:main",
+    "mixed": "hearth_bench.mixed:main",
 }
 
 

@@ -64,7 +64,7 @@ STAGES = (
 @dataclass
 class Tally:
     """What came back: latencies of the requests that got what they wanted, every outcome, and for
-    commands their wall-clock times by command id (``due``, ``sent``, ``answered``; ``_mark`` adds the
+    commands their wall-clock times by command id (``due``, ``sent``, ``answered``; ``mark_commands`` adds the
     stack's)."""
 
     latencies: list[float] = field(default_factory=list)
@@ -158,14 +158,20 @@ async def _measure(
     return steps
 
 
-async def _mark(stack: BenchStack, times: dict[uuid.UUID, dict[str, float]]) -> None:
-    """Add to each converged command's times those its request (on the command lane) and facts carry."""
+async def mark_commands(
+    stack: BenchStack,
+    times: dict[uuid.UUID, dict[str, float]],
+    adopt: Callable[[SubmitCommand], bool] = lambda request: False,
+) -> None:
+    """Add to each command's times those its request (on the command lane: ``submitted``, the sender's
+    ``sent_at``) and facts carry (each status's fact's ``recorded_at``, by status name). ``adopt``: which
+    other commands' requests to add to ``times`` (e.g. those an automation sent)."""
     topics = stack.settings.topics
     async for value in read_topic(stack.settings, topics.command_lane):
         if b"submit_command" in value:
             request = decode_inbound(value)
-            if isinstance(request, SubmitCommand) and request.command_id in times:
-                times[request.command_id]["submitted"] = request.sent_at.timestamp()
+            if isinstance(request, SubmitCommand) and (request.command_id in times or adopt(request)):
+                times.setdefault(request.command_id, {})["submitted"] = request.sent_at.timestamp()
     async for value in read_topic(stack.settings, topics.journal):
         if b'"type":"command.' not in value[:40]:
             continue
@@ -174,7 +180,7 @@ async def _mark(stack: BenchStack, times: dict[uuid.UUID, dict[str, float]]) -> 
         except MalformedRecord:
             continue
         status = COMMAND_STATUS_BY_EVENT.get(type(event))
-        if event.correlation_id in times and status in ("dispatched", "acknowledged", "converged"):
+        if event.correlation_id in times and status is not None:
             times[event.correlation_id][status] = event.recorded_at.timestamp()
 
 
@@ -248,7 +254,7 @@ def run_roundtrip_bench(
             await stack.wait_listed(HOME, devices, online=True)
             steps = await _measure(stack, device_ids, rates, duration_s, floor_s)
             console.print("reading the inbox and the journal back for the stages")
-            await _mark(stack, {k: v for step in steps for k, v in step.commands.times.items()})
+            await mark_commands(stack, {k: v for step in steps for k, v in step.commands.times.items()})
             return steps
 
         steps = [_summary(step, duration_s) for step in asyncio.run(main())]

@@ -4,11 +4,13 @@ journal and MQTT).
 
 ``learn`` takes in a journal fact (a simulated device's registration adds it; a state report restores
 what it said), ``on_command`` applies a device's command and queues its ack, ``tick`` returns every MQTT
-message due by then as (topic, payload). An ack carries the report of what changed since the device
-last spoke (the contract's ``acks`` ``report``), as a device using the SDK's ``ack(..., report=...)``
-would: due at once (no ``ack_delay_s``), it carries its command's change, which is then not reported
-again; a slow ack comes after the change's own report; a lost ack's change goes out in that report. One heap of wake-up times, so a tick touches only the devices
+message due by then as (topic, payload). One heap of wake-up times, so a tick touches only the devices
 that have something to say.
+
+An ack carries the report of what changed since the device last spoke (the ``acks`` ``report``), as a
+device using the SDK's ``ack(..., report=...)`` would: due at once (no ``ack_delay_s``), it carries its
+command's change, which is then not reported again; a slow ack comes after the change's own report; a
+lost ack's change goes out in that report all the same.
 
 ``FleetOptions`` (options.py) make it a poor network on purpose: devices going silent for a while, slow
 or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop

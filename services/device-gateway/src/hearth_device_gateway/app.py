@@ -99,7 +99,8 @@ class DeviceGateway:
             self.downlink = Downlink(consumer, lane.publish, dead_letters, clock=self.clock)
             for link, uplink in zip(subscriptions, uplinks, strict=True):
                 link.route(uplink.handle)  # before connecting: the session's messages come at once
-            await asyncio.gather(*(link.connect(s.mqtt_host, s.mqtt_port) for link in subscriptions))
+            for link in (lane, telemetry):  # the lane first: what its session kept comes in first
+                await link.connect(s.mqtt_host, s.mqtt_port)
             # A session an older gateway left behind may still hold the lane's subscriptions on the
             # telemetry connection: drop them, so acks come only through the lane.
             for topic_filter in subscriptions[lane]:

@@ -91,6 +91,9 @@ class DeviceGateway:
         }
         await journal.start()
         try:
+            # The uplinks send dead letters concurrently: sends that wait for a topic's first metadata
+            # resume in no set order, so a device's first refusals could be answered out of order.
+            await journal.producer.partitions_for(topics.dead_letters)
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
             inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
             uplinks = self.uplinks = [

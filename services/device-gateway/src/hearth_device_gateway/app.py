@@ -20,6 +20,10 @@ commands reached their device after 5.6-11.4 s). So:
   ``availability``, publishes the device commands and answers refused acks and availabilities. Nothing
   waits in its queues but the command lane's own traffic.
 
+The lane connects first, so what its session kept while the gateway was away (acks, availability) comes
+in before the telemetry backlog; once both run, an ack waits in this process at most behind the reports
+already read from the other socket, never behind the broker's queue of them (test_gateway_command_lane).
+
 The connections are independent: when one drops, gmqtt reconnects it (its persistent session keeps what
 the broker had for it) while the other goes on; commands published meanwhile wait in the lane link's
 outbox. The gateway stops and restarts as before only when its inbox fails (either uplink's ``failed``).

@@ -6,15 +6,18 @@ then. (test_device_gateway.py runs it with the whole platform.)"""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import msgspec
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from hearth_device import DeviceConnection
+from hearth_device import Command, DeviceConnection
 from hearth_device_gateway.app import DeviceGateway, make_app
 from hearth_device_gateway.edge import request_id
 from hearth_device_gateway.settings import DeviceGatewaySettings
@@ -22,15 +25,17 @@ from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
+    AcknowledgeCommand,
     DeadLetter,
     DeviceCommand,
+    Inbound,
     ReportAvailability,
     ReportState,
     decode_inbound,
     encode,
     utcnow,
 )
-from hearth_shared.schema.mqtt import state_topic
+from hearth_shared.schema.mqtt import acks_topic, state_topic
 from tests.support.mqtt_devices import read_topic
 from tests.support.waiting import poll_until
 
@@ -92,6 +97,65 @@ async def test_reports_and_availability_become_inbox_requests_on_their_lanes_wit
         (request_id(device_id, "state", "7"), 7, {"ambient_c": 20.0})
     ]
     assert [r.online for r in requests if isinstance(r, ReportAvailability)] == [True]
+
+
+def lane_requests(records: list[Any], device_id: str) -> list[Inbound]:
+    return [q for r in records if (q := decode_inbound(r.value)).device_id == device_id]
+
+
+async def test_acks_and_availability_come_through_the_lane_connection_an_acks_report_after_its_ack(
+    stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
+) -> None:
+    device_id = f"dev-{uuid.uuid4().hex[:8]}"
+    telemetry, lane = gateway.uplinks
+    before = (telemetry.accepted, lane.accepted)
+    hub.add_device(device_id)  # `online` (retained)
+    command = Command(device_id, uuid.uuid4(), "set_target_temperature", {"target_c": 22.5}, utcnow())
+    seq = await hub.ack(command, report={"target_c": 22.5})
+    await hub.ack(dataclasses.replace(command, command_id=uuid.uuid4()), ok=False, reason="jammed")
+
+    key = device_id.encode()
+    records = await read_topic(
+        stack.kafka_bootstrap_servers, stack.topics.command_lane, lambda r: sum(x.key == key for x in r) >= 4
+    )
+    online, ack, report, failed = lane_requests(records, device_id)
+    assert isinstance(online, ReportAvailability) and online.online
+    assert isinstance(ack, AcknowledgeCommand) and (ack.command_id, ack.ok) == (command.command_id, True)
+    assert isinstance(report, ReportState) and (report.device_seq, report.state) == (seq, {"target_c": 22.5})
+    assert report.request_id == request_id(device_id, "state", str(seq)), "as a state message of that seq"
+    assert isinstance(failed, AcknowledgeCommand) and (failed.ok, failed.reason) == (False, "jammed")
+    # They came through the command lane's own MQTT connection, none through the telemetry one (the lane's
+    # count may hold more: other tests' retained availability reaches this gateway too).
+    assert telemetry.accepted == before[0] and lane.accepted - before[1] >= 3
+
+
+async def test_a_bad_report_in_an_ack_is_refused_with_its_reason_and_the_ack_goes_through(
+    stack: StackSettings, gateway: DeviceGateway, hub: DeviceConnection
+) -> None:
+    device_id = f"dev-{uuid.uuid4().hex[:8]}"
+    hub.add_device(device_id)
+    command_id = uuid.uuid4()
+    body = {"command_id": str(command_id), "result": "ok", "report": {"seq": 3, "at": "2026-01-01T00:00:00Z"}}
+    await hub.publish_raw(acks_topic(device_id), json.dumps(body).encode())
+
+    error = await hub.next_error(timeout_s=30)
+    assert (error.device_id, error.error, error.topic) == (device_id, "invalid_fields", acks_topic(device_id))
+    assert error.reason.startswith("ack report: ")
+    letters = await read_topic(
+        stack.kafka_bootstrap_servers, stack.topics.dead_letters, lambda r: len(r) >= 1
+    )
+    letter = msgspec.json.decode(letters[0].value, type=DeadLetter)
+    assert (letter.source_topic, letter.reason, letter.key) == (
+        acks_topic(device_id),
+        "invalid_fields",
+        device_id,
+    )
+    key = device_id.encode()
+    records = await read_topic(
+        stack.kafka_bootstrap_servers, stack.topics.command_lane, lambda r: sum(x.key == key for x in r) >= 2
+    )
+    [ack] = [q for q in lane_requests(records, device_id) if not isinstance(q, ReportAvailability)]
+    assert isinstance(ack, AcknowledgeCommand) and (ack.command_id, ack.ok) == (command_id, True)
 
 
 async def test_a_bad_payload_is_dead_lettered_and_answered_on_the_errors_topic(

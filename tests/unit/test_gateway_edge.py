@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth_device_gateway.edge import request_id, to_request
+from hearth_device_gateway.edge import request_id, to_request, translate
 from hearth_shared.schema.events import AcknowledgeCommand, MalformedRecord, ReportAvailability, ReportState
 from hearth_shared.schema.mqtt import (
     MAX_PAYLOAD_BYTES,
@@ -43,6 +43,36 @@ def test_a_report_keeps_the_device_seq_and_clock_and_its_id_comes_from_them() ->
     again = to_request(STATE, state(), datetime(2026, 11, 23, 13, tzinfo=UTC))  # redelivered later
     assert again.request_id == request.request_id == request_id("t-1", "state", "5")
     assert to_request(STATE, state(seq=6), NOW).request_id != request.request_id
+
+
+def test_an_acks_report_becomes_the_report_a_state_message_of_its_seq_would_be() -> None:
+    command_id = uuid.uuid4()
+    body = {"command_id": str(command_id), "result": "ok", "report": json.loads(state(seq=9))}
+    message = translate("hearth/devices/t-1/acks", json.dumps(body).encode(), NOW)
+    assert isinstance(message.request, AcknowledgeCommand) and message.request.command_id == command_id
+    assert message.answer == to_request(STATE, state(seq=9), NOW) and message.refused is None
+    for none in ({}, {"report": None}):
+        plain = {"command_id": str(command_id), "result": "ok"} | none
+        assert translate("hearth/devices/t-1/acks", json.dumps(plain).encode(), NOW).answer is None
+
+
+@pytest.mark.parametrize(
+    ("report", "reason"),
+    [
+        ({"seq": 1, "at": "2026-11-23T11:59:59+00:00", "state": {}}, "invalid_fields"),
+        ({"seq": 1, "at": "2026-11-23T11:59:59", "state": {"a": 1}}, "invalid_fields"),
+        ({"seq": 1, "state": {"a": 1}}, "invalid_fields"),
+        ("not a report", "invalid_fields"),
+    ],
+)
+def test_a_bad_report_in_an_ack_is_refused_alone_and_the_ack_goes_through(
+    report: object, reason: str
+) -> None:
+    body = {"command_id": str(uuid.uuid4()), "result": "ok", "report": report}
+    message = translate("hearth/devices/t-1/acks", json.dumps(body).encode(), NOW)
+    assert isinstance(message.request, AcknowledgeCommand) and message.answer is None
+    assert message.refused is not None and message.refused.reason == reason
+    assert message.refused.detail.startswith("ack report: state")
 
 
 def test_acks_and_availability() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hearth_device import Command
-from hearth_device_gateway.edge import to_request
+from hearth_device_gateway.edge import translate
 from hearth_shared.adapters.topics import Topics
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
@@ -67,9 +67,11 @@ def play(
     for i in range(1, round((until - start) / every) + 1):
         now = start + i * every
         for topic, payload in gateway.tick(now):
-            request = to_request(topic, payload, datetime.fromtimestamp(now, UTC))
-            assert isinstance(request, ReportState | AcknowledgeCommand)
-            sent.append(request)
+            message = translate(topic, payload, datetime.fromtimestamp(now, UTC))
+            assert isinstance(message.request, ReportState | AcknowledgeCommand) and not message.refused
+            sent.append(message.request)
+            if message.answer is not None:  # an ack's report, after the ack
+                sent.append(message.answer)
     return sent
 
 
@@ -148,6 +150,22 @@ def test_a_command_is_acked_after_the_delay_and_its_effect_reported_at_once() ->
     acks = [r for r in later if isinstance(r, AcknowledgeCommand)]
     assert [(a.command_id, a.ok) for a in acks] == [(order.command_id, True)]
     assert reports(later, "l1")[-1].state["lock_state"] == "unlocked"
+
+
+def test_an_ack_due_at_once_carries_the_report_of_its_command() -> None:
+    gateway = fleet()
+    gateway.learn(registered("t1", "thermostat"), T0)
+    play(gateway, T0, T0 + 1)
+    order = command("t1", "set_target_temperature", {"target_c": 23.5})
+    gateway.on_command(order, T0 + 1)
+
+    sent = play(gateway, T0 + 1, T0 + 1.1)
+    [ack_at] = [i for i, r in enumerate(sent) if isinstance(r, AcknowledgeCommand)]
+    answer = sent[ack_at + 1]
+    assert isinstance(answer, ReportState) and answer.state["target_c"] == 23.5
+    assert [r for r in reports(sent, "t1") if "target_c" in r.state] == [answer], "said once, with the ack"
+    later = reports(play(gateway, T0 + 1.1, T0 + 20), "t1")
+    assert later and all(r.device_seq > answer.device_seq for r in later), "its seq is in the device's order"
 
 
 def test_jammed_locks_nack_lost_acks_vanish_and_stale_commands_are_ignored() -> None:

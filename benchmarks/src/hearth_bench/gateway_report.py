@@ -78,7 +78,7 @@ def gateway_result(
             f"({hold['failed']:,} failed; connecting took {hold['seconds']:.1f} s; open-files limit "
             f"{figures['open_files_limit']:,}, raised to the hard limit with setrlimit). Resident memory "
             f"per connection: broker {kib['mosquitto']:.1f} KiB, gateway {kib['device-gateway']:.2f} KiB "
-            f"(the gateway holds one MQTT connection whatever the devices; RSS before/after: "
+            f"(the gateway holds two MQTT connections whatever the devices; RSS before/after: "
             f"{hold['rss_before_mb']}, {hold['rss_after_mb']} MB)."
         )
     if roundtrip and "error" in roundtrip:

@@ -3,7 +3,8 @@
 ``DeviceConnection(username=device_id, password=secret)`` is one device: it connects with the
 credential Hearth issued, announces itself (``online``, retained, on every (re)connect) and leaves
 ``offline`` (retained) as its will, so Hearth marks it offline the moment the connection drops. It
-reports state with an increasing ``seq``, receives commands and acknowledges them.
+reports state with an increasing ``seq``, receives commands and acknowledges them (an ack may carry the
+state the command left: ``ack(command, report=...)``).
 
 ``DeviceConnection(username=hub_id, password=..., hub=True)`` is a hub (a Zigbee coordinator, the fleet
 simulator): one connection acting for many child devices, each added with ``add_device``. MQTT gives a
@@ -29,6 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import JSON, MalformedRecord
@@ -164,10 +166,30 @@ class DeviceConnection:
         await self.link.publish(state_topic(device_id), encode_message(message))
         return seq
 
-    async def ack(self, command: Command, *, ok: bool = True, reason: str = "") -> None:
-        """Tell Hearth the command was carried out (``ok``) or could not be (a short ``reason``)."""
-        message = AckMessage(command_id=command.command_id, result="ok" if ok else "failed", reason=reason)
+    async def ack(
+        self,
+        command: Command,
+        *,
+        ok: bool = True,
+        reason: str = "",
+        report: JSON | None = None,
+        at: datetime | None = None,
+    ) -> int | None:
+        """Tell Hearth the command was carried out (``ok``) or could not be (a short ``reason``).
+
+        ``report``: the state the command left (the keys it changed, or all), sent in the ack under the
+        device's next seq, as ``report`` would. Hearth puts it on the command lane with the ack, so the
+        command converges without waiting behind telemetry: give it whenever the command changed state.
+        Returns the report's seq (None without one) once the broker has the ack."""
+        seq = None
+        state = None
+        if report is not None:
+            seq = self._seq[command.device_id] = self._seq[command.device_id] + 1
+            state = StateMessage(seq=seq, at=at or datetime.now(UTC), state=report)
+        result: Literal["ok", "failed"] = "ok" if ok else "failed"
+        message = AckMessage(command_id=command.command_id, result=result, reason=reason, report=state)
         await self.link.publish(acks_topic(command.device_id), encode_message(message))
+        return seq
 
     async def publish_raw(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish anything (tests of what Hearth refuses; returns once the broker has it)."""

@@ -7,6 +7,11 @@ what it said), ``on_command`` applies a device's command and queues its ack, ``t
 message due by then as (topic, payload). One heap of wake-up times, so a tick touches only the devices
 that have something to say.
 
+An ack carries the report of what changed since the device last spoke (the ``acks`` ``report``), as a
+device using the SDK's ``ack(..., report=...)`` would: due at once (no ``ack_delay_s``), it carries its
+command's change, which is then not reported again; a slow ack comes after the change's own report; a
+lost ack's change goes out in that report all the same.
+
 ``FleetOptions`` (options.py) make it a poor network on purpose: devices going silent for a while, slow
 or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop
 the older), and the faults of each type's model (thermostats whose reading drifts, locks that jam...:
@@ -26,6 +31,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+import msgspec
 
 from hearth_device import Command
 from hearth_shared.schema.events import DeviceRegistered, Event, StateReported
@@ -66,7 +73,7 @@ class FleetCore:
         self.stats: Counter[str] = Counter()
         self._heap: list[tuple[float, int, _Player]] = []
         self._order = itertools.count()  # heap tie-breaker
-        self._acks: deque[tuple[float, str, bytes]] = deque()  # (due, topic, payload), in due order
+        self._acks: deque[tuple[float, _Player, AckMessage]] = deque()  # (due, device, ack), in due order
         silent_s = sum(options.offline_s) / 2
         f = options.offline_fraction
         self._silence_per_s = f / ((1 - f) * silent_s)  # so that about f of the time is spent silent
@@ -111,7 +118,7 @@ class FleetCore:
             ok, reason = self._admin_command(player, command, now)
         else:
             ok, reason = player.model.apply_command(command.name, command.params, now)
-        self._schedule(player, now)  # report the change right away
+        self._schedule(player, now)  # report the change right away (with the ack if it is due now: tick)
         self.stats["commands_ok" if ok else "commands_failed"] += 1
         options = self.options
         if options.lost_ack_fraction and self.rng.random() < options.lost_ack_fraction:
@@ -119,7 +126,7 @@ class FleetCore:
             return
         due = now + options.ack_delay_s
         ack = AckMessage(command_id=command.command_id, result="ok" if ok else "failed", reason=reason)
-        self._acks.append((due, acks_topic(player.device_id), encode_message(ack)))
+        self._acks.append((due, player, ack))
         self._wake()
 
     def _admin_command(self, player: _Player, command: Command, now: float) -> tuple[bool, str]:
@@ -137,12 +144,14 @@ class FleetCore:
         return outcome.ok, outcome.reason
 
     def tick(self, now: float) -> list[Record]:
-        """Everything due by ``now``: acks, then every due device's report."""
+        """Everything due by ``now``: acks (each with the report of what its command changed, if it
+        did), then every due device's report."""
         out: list[Record] = []
         acks = self._acks
         while acks and acks[0][0] <= now:
-            _, topic, payload = acks.popleft()
-            out.append((topic, payload))
+            _, player, ack = acks.popleft()
+            ack = msgspec.structs.replace(ack, report=self._answer(player, now))
+            out.append((acks_topic(player.device_id), encode_message(ack)))
         self.stats["acks"] += len(out)
         heap = self._heap
         while heap and heap[0][0] <= now:
@@ -159,6 +168,18 @@ class FleetCore:
         if self._heap:
             due.append(self._heap[0][0])
         return min(due, default=math.inf)
+
+    def _answer(self, player: _Player, now: float) -> StateMessage | None:
+        """The report an ack carries: what changed since the device last spoke (None if nothing did, or
+        if it is out of reach), under its next seq, so it is ordered among its reports as sent."""
+        if player.silent_until > now:
+            return None
+        report = player.model.step(now)
+        if report is None:
+            return None
+        player.seq += 1
+        self.stats["reports_with_acks"] += 1
+        return StateMessage(seq=player.seq, at=_datetime(now), state=report)
 
     def _play(self, player: _Player, now: float, out: list[Record]) -> None:
         options, rng = self.options, self.rng

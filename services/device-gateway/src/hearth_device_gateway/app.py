@@ -1,12 +1,35 @@
 """The device gateway's composition root: ``make_app(settings)`` builds a ``DeviceGateway``; nothing
 connects until ``run``.
 
-One gateway process holds one MQTT connection (a persistent MQTT 5 session named after its instance),
-one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound topic, in
-the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and
+One gateway process holds two MQTT connections (each a persistent MQTT 5 session named after its
+instance), one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound
+topic, in the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and
 ``availability`` through MQTT 5 shared subscriptions (``$share/<group>/hearth/devices/+/<channel>``),
 so each device message goes to one gateway of the group (uplink.py), and publishes the commands of the
 partitions it was given (downlink.py). Several processes with distinct instances share the work.
+
+Two connections, one per lane, because the broker queues per connection: a session's queued messages and
+its in-flight window (``receive_maximum``) are first in, first out across all its subscriptions, and its
+socket carries everything sent both ways. On one connection an ack waited behind every state report
+queued before it, and a command went out among the flood's PUBACKs (measured with 200 devices flooding:
+commands reached their device after 5.6-11.4 s). So:
+
+* the telemetry connection (``hearth-gateway-{instance}``) subscribes to ``state`` and answers refused
+  reports on its ``errors`` topics;
+* the command-lane connection (``hearth-gateway-{instance}-lane``) subscribes to ``acks`` and
+  ``availability``, publishes the device commands and answers refused acks and availabilities. Nothing
+  waits in its queues but the command lane's own traffic.
+
+The lane connects first, so what its session kept while the gateway was away (acks, availability) comes
+in before the telemetry backlog; once both run, an ack waits in this process at most behind the reports
+already read from the other socket, never behind the broker's queue of them (test_gateway_command_lane).
+
+The connections are independent: when one drops, gmqtt reconnects it (its persistent session keeps what
+the broker had for it) while the other goes on; commands published meanwhile wait in the lane link's
+outbox. The gateway stops and restarts as before only when its inbox fails (either uplink's ``failed``).
+A clean stop unsubscribes both, waits for the inbox, and ends both sessions. Broker access: the ACL is
+the gateway account's (``services.acl``), whatever client id it uses, and the platform listener lets the
+service accounts choose their client ids (hearth_devstack.mosquitto), so the second one needs no rule.
 
 The instance is also the consumer's static group membership (Kafka's ``group.instance.id``, KIP-345): a
 gateway restarted after a crash rejoins at once with the partitions it had, instead of waiting until the
@@ -44,7 +67,7 @@ class DeviceGateway:
     def __init__(self, settings: DeviceGatewaySettings, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.settings = settings
         self.clock = clock
-        self.uplink: Uplink | None = None
+        self.uplinks: list[Uplink] = []  # the telemetry connection's, then the command lane's
         self.downlink: Downlink | None = None
         self.ready = asyncio.Event()  # connected, subscribed, consuming
 
@@ -54,14 +77,7 @@ class DeviceGateway:
         topics = s.stack.topics
         client_id = f"hearth-gateway-{s.instance}"
         journal = KafkaWriter(s.stack.kafka_bootstrap_servers, topics, client_id=client_id)
-        link = MqttLink(
-            client_id=client_id,
-            username=s.mqtt_username,
-            password=s.mqtt_password,
-            keepalive_s=s.mqtt_keepalive_s,
-            session_expiry_s=s.mqtt_session_expiry_s,
-            receive_maximum=s.receive_maximum,
-        )
+        telemetry, lane = self._link(client_id), self._link(f"{client_id}-lane")
         consumer = AIOKafkaConsumer(
             topics.device_commands,
             bootstrap_servers=s.stack.kafka_bootstrap_servers,
@@ -73,57 +89,85 @@ class DeviceGateway:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
+        subscriptions = {
+            telemetry: [shared_subscription(s.mqtt_group(), STATE)],
+            lane: [shared_subscription(s.mqtt_group(), c) for c in (ACKS, AVAILABILITY)],
+        }
         await journal.start()
         try:
+            # The uplinks send dead letters concurrently: sends that wait for a topic's first metadata
+            # resume in no set order, so a device's first refusals could be answered out of order.
+            await journal.producer.partitions_for(topics.dead_letters)
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
             inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
-            uplink = self.uplink = Uplink(
-                inbox, dead_letters, lambda topic, payload: link.publish(topic, payload), clock=self.clock
-            )
-            self.downlink = Downlink(consumer, link.publish, dead_letters, clock=self.clock)
-            link.route(uplink.handle)  # before connecting: the session's messages come at once
-            await link.connect(s.mqtt_host, s.mqtt_port)
-            subscriptions = [shared_subscription(s.mqtt_group(), c) for c in (STATE, ACKS, AVAILABILITY)]
-            for topic_filter in subscriptions:
-                link.subscribe(topic_filter)
-            await link.subscribed()
+            uplinks = self.uplinks = [
+                Uplink(inbox, dead_letters, link.publish, clock=self.clock) for link in subscriptions
+            ]
+            self.downlink = Downlink(consumer, lane.publish, dead_letters, clock=self.clock)
+            for link, uplink in zip(subscriptions, uplinks, strict=True):
+                link.route(uplink.handle)  # before connecting: the session's messages come at once
+            for link in (lane, telemetry):  # the lane first: what its session kept comes in first
+                await link.connect(s.mqtt_host, s.mqtt_port)
+            # A session an older gateway left behind may still hold the lane's subscriptions on the
+            # telemetry connection: drop them, so acks come only through the lane.
+            for topic_filter in subscriptions[lane]:
+                telemetry.unsubscribe(topic_filter)
+            for link, topic_filters in subscriptions.items():
+                for topic_filter in topic_filters:
+                    link.subscribe(topic_filter)
+                await link.subscribed()
             await consumer.start()
             try:
-                await self._serve(stop, uplink, self.downlink)
+                await self._serve(stop, uplinks, self.downlink)
             finally:
                 await consumer.stop()
                 # A clean stop leaves the group for good: no new messages, the ones under way acked once
-                # the inbox has them, then the session ends (a stopped member must not hold messages).
+                # the inbox has them, then the sessions end (a stopped member must not hold messages).
+                unsubscribed = [
+                    link.unsubscribe(f) for link, filters in subscriptions.items() for f in filters
+                ]
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.gather(*map(link.unsubscribe, subscriptions)), 10)
+                    await asyncio.wait_for(asyncio.gather(*unsubscribed), 10)
                 await inbox.close()
                 await asyncio.sleep(0.1)  # the last PUBACKs
-                await link.disconnect(end_session=not uplink.failed.is_set())
+                failed = any(uplink.failed.is_set() for uplink in uplinks)
+                await asyncio.gather(*(link.disconnect(end_session=not failed) for link in subscriptions))
         finally:
             await journal.stop()
 
-    async def _serve(self, stop: asyncio.Event, uplink: Uplink, downlink: Downlink) -> None:
+    def _link(self, client_id: str) -> MqttLink:
+        s = self.settings
+        return MqttLink(
+            client_id=client_id,
+            username=s.mqtt_username,
+            password=s.mqtt_password,
+            keepalive_s=s.mqtt_keepalive_s,
+            session_expiry_s=s.mqtt_session_expiry_s,
+            receive_maximum=s.receive_maximum,
+        )
+
+    async def _serve(self, stop: asyncio.Event, uplinks: list[Uplink], downlink: Downlink) -> None:
         self.ready.set()
         log.info("%s (instance %s, group %s)", READY, self.settings.instance, self.settings.mqtt_group())
         async with asyncio.TaskGroup() as tasks:
             commands = tasks.create_task(downlink.run())
             stats = tasks.create_task(self._log_stats())
             stopped = tasks.create_task(stop.wait())
-            failed = tasks.create_task(uplink.failed.wait())
-            await asyncio.wait({commands, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (commands, stats, stopped, failed):
+            failed = [tasks.create_task(uplink.failed.wait()) for uplink in uplinks]
+            await asyncio.wait({commands, stopped, *failed}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (commands, stats, stopped, *failed):
                 task.cancel()
-        if uplink.failed.is_set():
+        if any(uplink.failed.is_set() for uplink in uplinks):
             raise RuntimeError("the inbox refused records; the gateway stops so they are delivered again")
 
     async def _log_stats(self) -> None:
         while True:
             await asyncio.sleep(STATS_EVERY_S)
-            if self.uplink and self.downlink:
+            if self.uplinks and self.downlink:
                 log.info(
                     "gateway: %d device messages in, %d refused, %d commands out, %d stale commands skipped",
-                    self.uplink.accepted,
-                    self.uplink.refused,
+                    sum(uplink.accepted for uplink in self.uplinks),
+                    sum(uplink.refused for uplink in self.uplinks),
                     self.downlink.sent,
                     self.downlink.stale,
                 )

@@ -12,11 +12,18 @@ the device actor decides once:
 * an ack: ``(device_id, command_id, result)``; a second ack of a command changes nothing either;
 * availability carries nothing to derive from: the id is fresh, and a repeat is harmless because
   ``online`` for an online device (or ``offline`` for an offline one) decides nothing.
+
+An ack may carry the report that answers its command (``report``, a ``state`` payload): it becomes a
+``ReportState`` with the id a ``state`` message of that seq would have (so the same report sent both ways
+is decided once), which the gateway puts on the command lane right after the ack. A report the edge refuses
+is refused alone (``DeviceMessage.refused``: a dead letter and an ``errors`` message, as for a ``state``
+message): the ack is still true, and refusing it would leave a command the device carried out to expire.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from hearth_shared.schema.events import (
@@ -31,6 +38,7 @@ from hearth_shared.schema.mqtt import (
     ACKS,
     AVAILABILITY,
     STATE,
+    StateMessage,
     decode_ack,
     decode_availability,
     decode_state,
@@ -45,34 +53,64 @@ def request_id(*parts: str) -> uuid.UUID:
     return uuid.uuid5(REQUEST_NAMESPACE, "/".join(parts))
 
 
-def to_request(topic: str, payload: bytes, now: datetime) -> Inbound:
-    """The inbox request a device message means; raises ``MalformedRecord`` with the reason if none."""
+@dataclass(frozen=True, slots=True)
+class DeviceMessage:
+    """What one device message means: its request, the report an ack carried (it follows the ack on the
+    command lane), and why a part was refused (an ack's report; the rest still goes through)."""
+
+    request: Inbound
+    answer: ReportState | None = None
+    refused: MalformedRecord | None = None
+
+
+def translate(topic: str, payload: bytes, now: datetime) -> DeviceMessage:
+    """What a device message means; raises ``MalformedRecord`` with the reason if it means nothing."""
     where = parse_topic(topic)
     device_id = where.device_id
     if where.channel == STATE:
-        report = decode_state(payload)
-        return ReportState(
-            request_id=request_id(device_id, STATE, str(report.seq)),
-            device_id=device_id,
-            sent_at=now,
-            device_seq=report.seq,
-            device_time=report.at,
-            state=report.state,
-        )
+        return DeviceMessage(_report_state(device_id, decode_state(payload), now))
     if where.channel == ACKS:
-        ack = decode_ack(payload)
-        ok = ack.result == "ok"
-        return AcknowledgeCommand(
-            request_id=request_id(device_id, ACKS, str(ack.command_id), ack.result),
-            device_id=device_id,
-            sent_at=now,
-            command_id=ack.command_id,
-            ok=ok,
-            reason="" if ok else ack.reason or "device_refused",
-            message=ack.reason,
-        )
+        return _ack(device_id, payload, now)
     if where.channel == AVAILABILITY:
-        return ReportAvailability(
-            request_id=new_id(), device_id=device_id, sent_at=now, online=decode_availability(payload)
+        online = decode_availability(payload)
+        return DeviceMessage(
+            ReportAvailability(request_id=new_id(), device_id=device_id, sent_at=now, online=online)
         )
     raise MalformedRecord("wrong_direction", f"{where.channel!r} is a topic Hearth publishes, not devices")
+
+
+def to_request(topic: str, payload: bytes, now: datetime) -> Inbound:
+    """The request a device message means, without an ack's report (``translate`` has all of it)."""
+    return translate(topic, payload, now).request
+
+
+def _ack(device_id: str, payload: bytes, now: datetime) -> DeviceMessage:
+    ack, report = decode_ack(payload)
+    ok = ack.result == "ok"
+    request = AcknowledgeCommand(
+        request_id=request_id(device_id, ACKS, str(ack.command_id), ack.result),
+        device_id=device_id,
+        sent_at=now,
+        command_id=ack.command_id,
+        ok=ok,
+        reason="" if ok else ack.reason or "device_refused",
+        message=ack.reason,
+    )
+    if report is None:
+        return DeviceMessage(request)
+    try:
+        answer = _report_state(device_id, decode_state(report), now)
+    except MalformedRecord as error:
+        return DeviceMessage(request, refused=MalformedRecord(error.reason, f"ack report: {error.detail}"))
+    return DeviceMessage(request, answer=answer)
+
+
+def _report_state(device_id: str, report: StateMessage, now: datetime) -> ReportState:
+    return ReportState(
+        request_id=request_id(device_id, STATE, str(report.seq)),
+        device_id=device_id,
+        sent_at=now,
+        device_seq=report.seq,
+        device_time=report.at,
+        state=report.state,
+    )

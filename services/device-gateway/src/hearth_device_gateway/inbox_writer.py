@@ -18,7 +18,10 @@ Kafka does not have.
 ``InboxLanes`` holds one writer per lane of the inbox (``Topics.lane_of``): acks and availability on the
 command lane, which does not linger (an ack is what a command's convergence waits for), state reports on
 the telemetry lane. Each lane keeps a device's records in arrival order; across lanes the actor serves
-the command lane first (see hearth_device_actor.inbox for why that is safe).
+the command lane first (see hearth_device_actor.inbox for why that is safe). The one exception to
+``Topics.lane_of``: the report an ack carries (the state its command left) goes on the command lane right
+after its ack (``put_answer``), so the command's convergence does not wait behind telemetry either; its seq
+orders it against the device's other reports as on one lane.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 
 from hearth_shared.adapters.kafka import send_batched
 from hearth_shared.adapters.topics import Topics
-from hearth_shared.schema.events import encode
+from hearth_shared.schema.events import ReportState, encode
 from hearth_shared.schema.record_envelope import Inbound
 
 
@@ -50,6 +53,13 @@ class InboxWriter:
 
     async def put(self, key: bytes, value: bytes) -> None:
         """Queue one record; returns when the broker has it (raises if it refused it)."""
+        await self._gather(key, value)
+
+    async def put_all(self, records: list[tuple[bytes, bytes]]) -> None:
+        """Queue records in this order; returns when the broker has every one (raises if it refused one)."""
+        await asyncio.gather(*[self._gather(key, value) for key, value in records])
+
+    def _gather(self, key: bytes, value: bytes) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         if not self._records:
             self._timer = loop.call_later(self.linger_s, self._flush)
@@ -58,7 +68,7 @@ class InboxWriter:
         self._waiters.append(waiter)
         if len(self._records) >= self.batch_size:
             self._flush()
-        await waiter
+        return waiter
 
     def _flush(self) -> None:
         if self._timer is not None:
@@ -109,6 +119,11 @@ class InboxLanes:
         """Queue the request on its lane; returns when the broker has it (raises if it refused it)."""
         lane = self.commands if self.topics.lane_of(request) == self.commands.topic else self.telemetry
         await lane.put(request.device_id.encode(), encode(request))
+
+    async def put_answer(self, ack: Inbound, report: ReportState) -> None:
+        """An ack and the report it carried, both on the command lane, the ack first (see the module)."""
+        key = ack.device_id.encode()
+        await self.commands.put_all([(key, encode(ack)), (key, encode(report))])
 
     @property
     def written(self) -> int:

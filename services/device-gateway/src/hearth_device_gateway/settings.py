@@ -3,7 +3,7 @@
 Every gateway process of a deployment shares ``share_group`` (the MQTT 5 shared subscription group, so the
 broker hands each device message to one of them) and ``consumer_group`` (the Kafka consumer group of the
 device-bound topic, so each dispatched command is published by one of them). ``instance`` must be unique
-per process and stable across its restarts: it names the process's persistent MQTT session, so messages
+per process and stable across its restarts: it names the process's persistent MQTT sessions, so messages
 the broker handed to a gateway that was killed before acknowledging them come back when it restarts.
 """
 

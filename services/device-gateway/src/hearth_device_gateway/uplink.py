@@ -1,11 +1,16 @@
 """Device -> Hearth: each MQTT message from a device becomes an inbox request, or a dead letter.
 
-A good message (``edge.to_request``) is put on the inbox keyed by device_id, on its lane (an ack or an
-availability on the command lane, a state report on telemetry: ``InboxLanes``); the handler returns, and so
-the MQTT message is acknowledged, only once Kafka has the record. A message the edge refuses goes to the
+A good message (``edge.translate``) is put on the inbox keyed by device_id, on its lane (an ack or an
+availability on the command lane, a state report on telemetry: ``InboxLanes``; an ack's report right after
+its ack on the command lane); the handler returns, and so the MQTT message is acknowledged, only once Kafka
+has the records. A message the edge refuses goes to the
 dead-letter topic with its reason (the MQTT topic as source, partition and offset -1: it never was in
 Kafka), and an ``errors`` message goes back to the device; the bad message is then acknowledged, so it
-is not delivered again, and the device stays connected.
+is not delivered again, and the device stays connected. An ack whose report the edge refuses goes on the
+inbox without it, and the report alone is refused so (the dead letter holds the whole ack payload).
+
+The gateway has an ``Uplink`` per MQTT connection: ``publish_error`` answers on the connection the
+message came in on.
 
 If Kafka fails, the handler raises: the message stays unacknowledged and ``failed`` is set, so the
 gateway stops and its restart gets the message again from its persistent MQTT session.
@@ -18,7 +23,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from hearth_device_gateway.edge import to_request
+from hearth_device_gateway.edge import translate
 from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.schema.events import MalformedRecord, utcnow
@@ -51,17 +56,22 @@ class Uplink:
 
     async def handle(self, topic: str, payload: bytes) -> None:
         try:
-            request = to_request(topic, payload, self.clock())
+            message = translate(topic, payload, self.clock())
         except MalformedRecord as error:
             await self._refuse(topic, payload, error)
             return
         try:
-            await self.inbox.put(request)
+            if message.answer is None:
+                await self.inbox.put(message.request)
+            else:
+                await self.inbox.put_answer(message.request, message.answer)
         except Exception:
             log.exception("gateway: the inbox refused a record; stopping so the message is delivered again")
             self.failed.set()
             raise
         self.accepted += 1
+        if message.refused is not None:
+            await self._refuse(topic, payload, message.refused)
 
     async def _refuse(self, topic: str, payload: bytes, error: MalformedRecord) -> None:
         device_id = _device_id(topic)

@@ -7,8 +7,10 @@ The inbox has two lanes (the contract's "Commands before telemetry"): ``command_
 request but a device's state report (registrations, commands, acks, availability, credentials,
 quarantine), ``inbox`` carries the state reports (telemetry). A device actor owns partition p of both and
 serves the command lane first, so a command never waits behind a flood of readings. ``lane_of`` is the
-one rule every writer follows. The actor accepts any request on either lane (records written before the
-command lane existed are all on ``inbox``), so the rule may change without a migration.
+one rule every writer follows, with one exception: the report a device's ack carries (the state its
+command left) follows its ack on the command lane (the gateway's ``InboxLanes.put_answer``). The actor
+accepts any request on either lane (records written before the command lane existed are all on
+``inbox``), so the rule may change without a migration.
 
 Replication: every topic gets ``replication_factor`` replicas (``HEARTH_KAFKA_REPLICATION_FACTOR``: 1 on
 one broker, 3 on the local 3-broker cluster) and ``min.insync.replicas`` of ``min_insync_replicas``: with

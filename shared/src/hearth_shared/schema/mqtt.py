@@ -3,7 +3,9 @@
 Every device topic is ``hearth/devices/{device_id}/{channel}``:
 
 * ``state`` (device -> Hearth, QoS 1): ``{"seq", "at", "state"}``
-* ``acks`` (device -> Hearth, QoS 1): ``{"command_id", "result": "ok" | "failed", "reason"?}``
+* ``acks`` (device -> Hearth, QoS 1): ``{"command_id", "result": "ok" | "failed", "reason"?, "report"?}``,
+  where ``report`` (Hearth's addition to the contract) is the device's state after it applied the command,
+  a ``state`` payload: it travels with the ack, so the command's convergence does not wait behind telemetry
 * ``availability`` (device -> Hearth, retained): ``online`` on connect, ``offline`` as the will
 * ``commands`` (Hearth -> device, QoS 1): ``{"command_id", "name", "params", "expires_at"}``
 * ``errors`` (Hearth -> device): ``{"error", "reason", "topic"}`` for a payload Hearth refused
@@ -153,6 +155,16 @@ class AckMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     command_id: uuid.UUID
     result: Literal["ok", "failed"]
     reason: str = ""
+    report: StateMessage | None = None  # the state the command left (checked apart: ``decode_ack``)
+
+
+class _AckPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An ``acks`` payload as read: the report kept as JSON, so a bad one does not make the ack bad."""
+
+    command_id: uuid.UUID
+    result: Literal["ok", "failed"]
+    reason: str = ""
+    report: msgspec.Raw = msgspec.Raw()
 
 
 class CommandMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,7 +186,7 @@ class ErrorMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _state_decoder = msgspec.json.Decoder(StateMessage)
-_ack_decoder = msgspec.json.Decoder(AckMessage)
+_ack_decoder = msgspec.json.Decoder(_AckPayload)
 _command_decoder = msgspec.json.Decoder(CommandMessage)
 _error_decoder = msgspec.json.Decoder(ErrorMessage)
 _encoder = msgspec.json.Encoder()
@@ -213,12 +225,16 @@ def decode_state(data: bytes) -> StateMessage:
     return message
 
 
-def decode_ack(data: bytes) -> AckMessage:
-    """An ``acks`` payload, checked: a one-line reason of at most ``MAX_REASON_CHARS`` characters."""
-    message: AckMessage = _decode(_ack_decoder, data, "ack")
+def decode_ack(data: bytes) -> tuple[AckMessage, bytes | None]:
+    """An ``acks`` payload, checked: a one-line reason of at most ``MAX_REASON_CHARS`` characters. Returns
+    the ack (``report`` left out) and its report's JSON if it carries one (``null`` is none), for
+    ``decode_state``: a report Hearth refuses is refused apart, the ack it came with still counts."""
+    message: _AckPayload = _decode(_ack_decoder, data, "ack")
     if len(message.reason) > MAX_REASON_CHARS or has_control_characters(message.reason):
         raise MalformedRecord("invalid_fields", "ack: `reason` is too long or has control characters")
-    return message
+    ack = AckMessage(command_id=message.command_id, result=message.result, reason=message.reason)
+    report = bytes(message.report)
+    return ack, report if report and report != b"null" else None
 
 
 def decode_availability(data: bytes) -> bool:

@@ -1,0 +1,92 @@
+"""``hearth simulate --history``'s writer on the real stack: two days of two homes' thermostats, published
+over MQTT with device time in the past, reach the journal through the gateway and the device actor; the
+journal holds each manual change (a report carrying ``panel_changes``) at its routine's device time, and an
+outdoor series per home for every hour; the twins end online at the history's last moment (about now)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+
+import pytest
+
+from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_shared.schema.events import StateReported
+from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
+from hearth_simulator.fleet import MqttEndpoint
+from hearth_simulator.history import HISTORY_SEQ_LEAD, History, Home, household_of
+from hearth_simulator.history_writer import write_history
+from hearth_simulator.registration import register_fleet
+from tests.support.platform import Platform
+from tests.support.topics import read_journal
+from tests.support.waiting import twin_when
+
+pytestmark = pytest.mark.integration
+
+DAYS = 2
+
+
+async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
+    platform: Platform, mosquitto: MosquittoBroker
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    homes = []
+    for n in (1, 2):
+        home_id = f"hist-{run}-{n}"
+        ids = await register_fleet(platform.command_api, platform.token(), home_id, {"thermostat": 1})
+        homes.append(Home(home_id, tuple(ids)))
+    now = time.time()
+    history = History(homes, now - DAYS * 86_400, now, seq_base=int(now * 1000) + HISTORY_SEQ_LEAD, seed=11)
+    mqtt = MqttEndpoint(
+        port=mosquitto.platform_port, username=SIMULATOR_ACCOUNT, password=mosquitto.simulator.password
+    )
+    written = await write_history(history, mqtt)
+    assert written.devices == 2 and written.messages > DAYS * 24 * 4 * 2
+
+    planned = history.manual_changes
+    async with platform.client(platform.query_api) as query:
+        for home in homes:
+            device_id = home.thermostats[0]
+            last = planned[device_id][-1]
+            twin = await twin_when(
+                query,
+                device_id,
+                lambda t, n=len(planned[device_id]): t["reported"].get("panel_changes") == n,
+                timeout_s=60,
+            )
+            assert twin["reported"]["time_zone"] == household_of(home.home_id, 11)[1].time_zone
+            assert twin["connectivity"]["online"]  # weeks-old device times never took it offline
+            assert twin["reported"]["target_c"] == last.target_c or any(  # a later report may follow
+                c.t > last.t for c in planned[device_id]
+            )
+
+    journal = [
+        fact
+        for fact in await read_journal(platform.settings)
+        if isinstance(fact, StateReported) and fact.home_id.startswith(f"hist-{run}-")
+    ]
+    for home in homes:
+        device_id = home.thermostats[0]
+        reports = [f for f in journal if f.device_id == device_id]
+        manual = [
+            (round(f.payload.device_time.timestamp()), f.payload.reported["target_c"])
+            for f in reports
+            if "panel_changes" in f.payload.reported and f.payload.reported["panel_changes"] > 0
+        ]
+        assert manual == [(round(c.t), c.target_c) for c in planned[device_id]]
+        assert len(manual) >= 2 * DAYS  # the routine's changes of two days
+        for fact in reports:
+            assert fact.occurred_at == fact.payload.device_time  # the device's clock, in the past
+            assert fact.recorded_at.timestamp() >= now  # recorded by the platform now
+
+        outdoor = sorted(
+            f.payload.device_time.timestamp() for f in reports if "outdoor_c" in f.payload.reported
+        )
+        # a value changes the twin only when it moves (0.1 °C), so near the day's extremes an hour may pass
+        # without one: the series, carried forward, still has a value for every hour
+        gaps = [b - a for a, b in zip([now - DAYS * 86_400, *outdoor], [*outdoor, now], strict=True)]
+        assert max(gaps) < 2 * 3600, max(gaps)
+        newest = max(f.payload.device_time for f in reports)
+        assert now - newest.timestamp() < 120  # the last simulated moment is about now
+        assert isinstance(newest, datetime)

@@ -44,6 +44,9 @@ def simulate(
     homes: Annotated[int, typer.Option(help="With --history: this many homes", min=1)] = 1,
     thermostats: Annotated[int, typer.Option(help="With --history: thermostats per home", min=1)] = 1,
     seed: Annotated[int, typer.Option(help="With --history: the households' and climates' seed")] = 0,
+    history_rate: Annotated[
+        float, typer.Option(help="With --history: at most this many reports a second (the actor's pace)")
+    ] = 3000.0,
     home: Home = DEFAULT_HOME,
 ) -> None:
     """Play the simulated devices (registered with "simulated": true) over MQTT until Ctrl-C, as a hub
@@ -59,7 +62,9 @@ def simulate(
     mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
 
     if history:
-        asyncio.run(_write_history(api, stack, mqtt, home_id, history, homes, thermostats, seed))
+        asyncio.run(
+            _write_history(api, stack, mqtt, home_id, history, homes, thermostats, seed, history_rate)
+        )
         return
 
     async def main() -> None:
@@ -84,6 +89,7 @@ async def _write_history(
     homes: int,
     thermostats: int,
     seed: int,
+    max_per_s: float,
 ) -> None:
     from hearth_simulator.history import HISTORY_SEQ_LEAD, History, parse_duration
     from hearth_simulator.history import Home as HistoryHome
@@ -103,7 +109,7 @@ async def _write_history(
         planned.append(HistoryHome(each, tuple(ids)))
     now = time.time()
     made = History(planned, now - seconds, now, seq_base=int(now * 1000) + HISTORY_SEQ_LEAD, seed=seed)
-    written = await write_history(made, mqtt)
+    written = await write_history(made, mqtt, max_per_s=max_per_s)
     console.print(
         f"[green]Wrote {span} of history for {written.devices} thermostats in {len(home_ids)} homes: "
         f"{written.messages} reports in {written.elapsed_s:.1f} s.[/]"

@@ -171,15 +171,14 @@ class Fleet(FleetCore):
             self._join(hub)
 
     def _read_fact(self, value: bytes | None, now: float, *, catching_up: bool) -> None:
-        if not value or not (_REGISTERED in value or (catching_up and _REPORTED in value)):
+        if not value or not (_REGISTERED in value or _REPORTED in value):
             return
         try:
             event = decode_fact(value)  # a fact the platform dead-letters is no device to play
         except MalformedRecord as error:
             log.debug("simulator: skipping a journal record: %s", error)
             return
-        if catching_up or isinstance(event, DeviceRegistered):
-            self.learn(event, now)
+        self.learn(event, now, live=not catching_up)  # live: another writer's reports (history)
 
     async def _take_commands(self, hub: DeviceConnection) -> None:
         while True:

@@ -8,7 +8,9 @@ household's manual changes (household.py) at their own jittered times, made on t
 (``SimThermostat.set_on_panel``, so the report carries ``panel_changes``), the outdoor temperature of the
 home (outdoor.py). Each room reports as a live thermostat does: the whole state every
 ``telemetry_every_s`` (15 minutes), a discrete key (``hvac_action``, ``target_c``...) as soon as it changes,
-which is what a learner needs to fit heating periods and find manual changes.
+which is what a learner needs to fit heating periods and find manual changes. At ``end`` every room
+reports its whole state, so each twin ends at the history's last moment (about now), which a live hub,
+playing the device on, continues from.
 
 ``slices`` yields the messages an hour of simulated time at a time, every room's in each slice, so
 every device keeps reporting while the history is written: the device actor judges a device's silence by
@@ -166,6 +168,8 @@ class History:
                 room.next_change += 1
                 model.set_on_panel(change.target_c, change.t)
                 self._report(room, change.t, out)  # the change at its own time, to the second
+            if step_to >= self.end:
+                model.telemetry_at = step_to  # the last moment: the whole state, so the twin ends at it
             self._report(room, step_to, out)
             t = step_to
 

@@ -8,10 +8,14 @@ them). Like the hub, it publishes for a device only once the broker's ACL has it
 ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``): Mosquitto drops a connection that publishes what
 its ACL denies.
 
-As fast as the broker takes it: a slice (an hour of simulated time, every room's messages) at a time,
-each slice's publishes awaited together (the link keeps up to ``max_in_flight`` unacknowledged), so every
-device reports again well within the actor's ``offline_after`` and the gateway sees each device's
-messages in order.
+A slice (an hour of simulated time, every room's messages) at a time, each slice's publishes awaited
+together (the link keeps up to ``max_in_flight`` unacknowledged), so every device reports again well
+within the actor's ``offline_after`` and the gateway sees each device's messages in order; at most
+``max_per_s`` messages a second (``DEFAULT_MAX_PER_S``). Why a cap: faster than the device actor decides
+them, the inbox falls behind, and past ``coalesce_after`` records of backlog the actor folds a device's
+reports into one (services/device-actor coalescing.py), which keeps the newest values but loses the device
+time of the changes in between: a manual change's time is what a learner needs. The cap is what one actor
+on a laptop keeps up with; a bigger stack can take a higher one (``hearth simulate --history-rate``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from hearth_simulator.history import History
 log = logging.getLogger(__name__)
 
 ALLOWED_WAIT_S = 60.0
+DEFAULT_MAX_PER_S = 3000.0
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,11 @@ class Written:
 
 
 async def write_history(
-    history: History, mqtt: MqttEndpoint, *, client_id: str = "hearth-simulator-history"
+    history: History,
+    mqtt: MqttEndpoint,
+    *,
+    max_per_s: float = DEFAULT_MAX_PER_S,
+    client_id: str = "hearth-simulator-history",
 ) -> Written:
     """Publish every message of ``history``; returns once the broker has them all."""
     devices = {room.device_id for room in history.rooms}
@@ -65,9 +74,13 @@ async def write_history(
         except TimeoutError:
             missing = sorted(devices - allowed)
             raise RuntimeError(f"the broker does not let the simulator act for {missing[:5]}...") from None
+        paced_from = time.monotonic()
         for records in history.slices():
             await asyncio.gather(*(link.publish(topic, payload) for topic, payload in records))
             messages += len(records)
+            ahead_s = paced_from + messages / max_per_s - time.monotonic()
+            if ahead_s > 0:
+                await asyncio.sleep(ahead_s)  # the cap: not faster than the actor decides
     finally:
         await link.disconnect()
     written = Written(messages, len(devices), time.monotonic() - began)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -48,18 +49,15 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
     async with platform.client(platform.query_api) as query:
         for home in homes:
             device_id = home.thermostats[0]
-            last = planned[device_id][-1]
-            twin = await twin_when(
-                query,
-                device_id,
-                lambda t, n=len(planned[device_id]): t["reported"].get("panel_changes") == n,
-                timeout_s=60,
-            )
+            changes = planned[device_id]
+
+            def every_change_taken(twin: dict[str, Any], n: int = len(changes)) -> bool:
+                return bool(twin["reported"].get("panel_changes") == n)
+
+            twin = await twin_when(query, device_id, every_change_taken, timeout_s=60)
             assert twin["reported"]["time_zone"] == household_of(home.home_id, 11)[1].time_zone
+            assert twin["reported"]["target_c"] == changes[-1].target_c
             assert twin["connectivity"]["online"]  # weeks-old device times never took it offline
-            assert twin["reported"]["target_c"] == last.target_c or any(  # a later report may follow
-                c.t > last.t for c in planned[device_id]
-            )
 
     journal = [
         fact

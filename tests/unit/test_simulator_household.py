@@ -3,12 +3,12 @@ temperature by time zone and season, a room's physics under it, and the messages
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from hearth_shared.schema.mqtt import StateMessage, decode_state
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.history import History, Home, parse_duration
 from hearth_simulator.household import Change, Household, Routine
@@ -105,16 +105,12 @@ def test_the_changes_follow_daylight_saving_time() -> None:
 
 def test_odd_days_break_the_routine_on_about_their_share_of_days() -> None:
     start, end = span(date(2026, 1, 5), 7 * 20)
-    routine_days = household().changes(start, end)
-    odd = household(odd_day_share=0.2).changes(start, end)
-    assert routine_days != odd
-    by_day: dict[date, list[float]] = {}
-    for change in odd:
-        by_day.setdefault(local(change.t).date(), []).append(change.t)
-    plain = household(odd_day_share=0.2)
+    assert household().changes(start, end) != household(odd_day_share=0.2).changes(start, end)
+    some = household(odd_day_share=0.2)
     days = [date(2026, 1, 5) + timedelta(days=n) for n in range(7 * 20)]
-    differing = [d for d in days if plain.day_plan(d) != list(ROUTINE.of(d))]
-    assert 0.1 < len(differing) / len(days) < 0.3
+    odd = [d for d in days if some.day_plan(d) != list(ROUTINE.of(d))]
+    assert 0.1 < len(odd) / len(days) < 0.3
+    assert all(household().day_plan(d) == list(ROUTINE.of(d)) for d in days)  # no share, no odd day
 
 
 def test_an_away_week_sets_the_away_target_on_monday_and_comes_home_on_sunday() -> None:
@@ -217,7 +213,7 @@ def test_parse_duration() -> None:
     assert parse_duration("6w") == 6 * 7 * DAY
     assert parse_duration("2d") == 2 * DAY
     assert parse_duration("90") == 90.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="positive"):
         parse_duration("-1d")
 
 
@@ -226,29 +222,27 @@ def test_a_history_reports_every_manual_change_at_its_device_time_in_order() -> 
     start = end - 3 * DAY
     homes = [Home("h-a", ("h-a-thermostat-1", "h-a-thermostat-2")), Home("h-b", ("h-b-thermostat-1",))]
     history = History(homes, start, end, seq_base=10**13, seed=5)
-    by_device: dict[str, list[dict[str, object]]] = {}
+    by_device: dict[str, list[StateMessage]] = {}
     for records in history.slices():
         for topic, payload in records:
-            by_device.setdefault(topic.split("/")[2], []).append(json.loads(payload))
+            by_device.setdefault(topic.split("/")[2], []).append(decode_state(payload))
     assert set(by_device) == {"h-a-thermostat-1", "h-a-thermostat-2", "h-b-thermostat-1"}
     for device_id, messages in by_device.items():
-        seqs = [m["seq"] for m in messages]
+        seqs = [m.seq for m in messages]
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and seqs[0] > 10**13
-        times = [datetime.fromisoformat(str(m["at"])).timestamp() for m in messages]
+        times = [m.at.timestamp() for m in messages]
         assert times == sorted(times) and start < times[0] and times[-1] == end
-        assert "ambient_c" in messages[-1]["state"]  # type: ignore[operator]  # the whole state at the end
+        assert "ambient_c" in messages[-1].state  # the whole state at the end
         manual, count = [], 0
-        for t, message in zip(times, messages, strict=True):
-            state: dict[str, object] = message["state"]  # type: ignore[assignment]
-            if state.get("panel_changes", count) != count:  # the count moved: a manual change
-                count = int(state["panel_changes"])  # type: ignore[call-overload]
-                manual.append((round(t), state["target_c"]))
+        for message in messages:
+            if message.state.get("panel_changes", count) != count:  # the count moved: a manual change
+                count = message.state["panel_changes"]
+                manual.append((round(message.at.timestamp()), message.state["target_c"]))
         planned = [(round(c.t), c.target_c) for c in history.manual_changes[device_id]]
         assert len(planned) >= 6  # three days of a routine
         assert manual == planned
-        states: list[dict[str, object]] = [m["state"] for m in messages]  # type: ignore[misc]
-        assert len([s for s in states if "outdoor_c" in s]) >= 3 * 24 * 4 - 1  # every 15 minutes
-        assert {"heating", "idle"} <= {s.get("hvac_action") for s in states}
+        assert len([m for m in messages if "outdoor_c" in m.state]) >= 3 * 24 * 4 - 1  # every 15 minutes
+        assert {"heating", "idle"} <= {m.state.get("hvac_action") for m in messages}
 
 
 def test_a_history_is_the_same_for_the_same_seed() -> None:

@@ -1,7 +1,8 @@
-"""``hearth simulate --history``'s writer on the real stack: two days of two homes' thermostats, published
-over MQTT with device time in the past, reach the journal through the gateway and the device actor; the
-journal holds each manual change (a report carrying ``panel_changes``) at its routine's device time, and an
-outdoor series per home for every hour; the twins end online at the history's last moment (about now)."""
+"""``hearth simulate --history`` (its body, ``simulate_history``) on the real stack: two days of two
+homes' thermostats, registered, then published over MQTT with device time in the past, reach the journal
+through the gateway and the device actor; the journal holds each manual change (a report carrying
+``panel_changes``) at its routine's device time, and an outdoor series per home with a value for every
+hour; the twins end online at the history's last moment (about now)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
 from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
 from hearth_simulator.fleet import MqttEndpoint
-from hearth_simulator.history import HISTORY_SEQ_LEAD, History, Home, household_of
-from hearth_simulator.history_writer import write_history
-from hearth_simulator.registration import register_fleet
+from hearth_simulator.history import Home, household_of
+from hearth_simulator.history_writer import simulate_history
 from tests.support.platform import Platform
 from tests.support.topics import read_journal
 from tests.support.waiting import twin_when
@@ -32,17 +32,20 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
     platform: Platform, mosquitto: MosquittoBroker
 ) -> None:
     run = uuid.uuid4().hex[:6]
-    homes = []
-    for n in (1, 2):
-        home_id = f"hist-{run}-{n}"
-        ids = await register_fleet(platform.command_api, platform.token(), home_id, {"thermostat": 1})
-        homes.append(Home(home_id, tuple(ids)))
-    now = time.time()
-    history = History(homes, now - DAYS * 86_400, now, seq_base=int(now * 1000) + HISTORY_SEQ_LEAD, seed=11)
     mqtt = MqttEndpoint(
         port=mosquitto.platform_port, username=SIMULATOR_ACCOUNT, password=mosquitto.simulator.password
     )
-    written = await write_history(history, mqtt)
+    began = time.time()
+    history, written = await simulate_history(
+        platform.command_api,
+        platform.token(),
+        mqtt,
+        [f"hist-{run}-1", f"hist-{run}-2"],
+        1,
+        DAYS * 86_400,
+        seed=11,
+    )
+    homes = [Home(room.home_id, (room.device_id,)) for room in history.rooms]
     assert written.devices == 2 and written.messages > DAYS * 24 * 4 * 2
 
     planned = history.manual_changes
@@ -76,15 +79,16 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
         assert len(manual) >= 2 * DAYS  # the routine's changes of two days
         for fact in reports:
             assert fact.occurred_at == fact.payload.device_time  # the device's clock, in the past
-            assert fact.recorded_at.timestamp() >= now  # recorded by the platform now
+            assert fact.recorded_at.timestamp() >= began  # recorded by the platform now
 
         outdoor = sorted(
             f.payload.device_time.timestamp() for f in reports if "outdoor_c" in f.payload.reported
         )
         # a value changes the twin only when it moves (0.1 °C), so near the day's extremes an hour may pass
         # without one: the series, carried forward, still has a value for every hour
-        gaps = [b - a for a, b in zip([now - DAYS * 86_400, *outdoor], [*outdoor, now], strict=True)]
+        gaps = [b - a for a, b in zip([history.start, *outdoor], [*outdoor, history.end], strict=True)]
         assert max(gaps) < 2 * 3600, max(gaps)
         newest = max(f.payload.device_time for f in reports)
-        assert now - newest.timestamp() < 120  # the last simulated moment is about now
+        assert newest.timestamp() == pytest.approx(history.end, abs=0.001)  # the last moment: about now
+        assert history.end >= began
         assert isinstance(newest, datetime)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -91,10 +90,8 @@ async def _write_history(
     seed: int,
     max_per_s: float,
 ) -> None:
-    from hearth_simulator.history import HISTORY_SEQ_LEAD, History, parse_duration
-    from hearth_simulator.history import Home as HistoryHome
-    from hearth_simulator.history_writer import write_history
-    from hearth_simulator.registration import register_fleet
+    from hearth_simulator.history import parse_duration
+    from hearth_simulator.history_writer import simulate_history
 
     try:
         seconds = parse_duration(span)
@@ -103,13 +100,9 @@ async def _write_history(
         raise typer.Exit(2) from invalid
     home_ids = [home_id] if homes == 1 else [f"{home_id}-{n:04d}" for n in range(1, homes + 1)]
     admin = create_token(stack.token_secret, admin=True)
-    planned = []
-    for each in home_ids:
-        ids = await register_fleet(api, admin, each, {"thermostat": thermostats})
-        planned.append(HistoryHome(each, tuple(ids)))
-    now = time.time()
-    made = History(planned, now - seconds, now, seq_base=int(now * 1000) + HISTORY_SEQ_LEAD, seed=seed)
-    written = await write_history(made, mqtt, max_per_s=max_per_s)
+    _, written = await simulate_history(
+        api, admin, mqtt, home_ids, thermostats, seconds, seed=seed, max_per_s=max_per_s
+    )
     console.print(
         f"[green]Wrote {span} of history for {written.devices} thermostats in {len(home_ids)} homes: "
         f"{written.messages} reports in {written.elapsed_s:.1f} s.[/]"

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.mqtt import ALLOWED, hub_child_topic
 from hearth_simulator.fleet import MqttEndpoint
-from hearth_simulator.history import History
+from hearth_simulator.history import HISTORY_SEQ_LEAD, History, Home
+from hearth_simulator.registration import register_fleet
 
 log = logging.getLogger(__name__)
 
@@ -88,4 +89,26 @@ async def write_history(
     return written
 
 
-__all__ = ["Written", "write_history"]
+async def simulate_history(
+    api_url: str,
+    admin_token: str,
+    mqtt: MqttEndpoint,
+    home_ids: list[str],
+    thermostats: int,
+    span_s: float,
+    *,
+    seed: int = 0,
+    max_per_s: float = DEFAULT_MAX_PER_S,
+) -> tuple[History, Written]:
+    """``hearth simulate --history``: register ``thermostats`` simulated thermostats in each home (through
+    the command API; registered already is fine), then write ``span_s`` of their history ending now."""
+    homes = []
+    for home_id in home_ids:
+        ids = await register_fleet(api_url, admin_token, home_id, {"thermostat": thermostats})
+        homes.append(Home(home_id, tuple(ids)))
+    now = time.time()
+    history = History(homes, now - span_s, now, seq_base=int(now * 1000) + HISTORY_SEQ_LEAD, seed=seed)
+    return history, await write_history(history, mqtt, max_per_s=max_per_s)
+
+
+__all__ = ["Written", "simulate_history", "write_history"]

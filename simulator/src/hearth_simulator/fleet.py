@@ -3,17 +3,18 @@ a customer's hub would.
 
 ``Fleet`` learns its devices from the journal (``device.registered`` facts with ``simulated`` of a type it
 has a model for, read from the first offset and then followed, so a device registered later is picked up
-live). It is a hub of the device SDK (``hearth_device.DeviceConnection(hub=True)``): one MQTT connection
-with the simulator's credential, which the broker lets act only for simulated devices, and only once the
-broker has loaded the ACL lines of a device registered a moment ago: the hub acts for a device (and
-publishes its reports) only after the retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``
+live; while playing, a state report of one of its devices with a seq above its own is another writer's,
+``hearth simulate --history``'s, and the hub stands aside: ``FleetCore.learn``). It is a hub of the device
+SDK (``hearth_device.DeviceConnection(hub=True)``): one MQTT connection with the simulator's credential,
+which the broker lets act only for simulated devices, and only once the broker has loaded the ACL lines of a
+device registered a moment ago: the hub acts for a device (and publishes its reports) only after the
+retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``
 (``hearth_shared.schema.mqtt.hub_child_topic``), since the broker drops a connection that publishes what its
-ACL denies. It receives each
-device's commands on its ``commands`` topic, applies and acks them, and publishes the devices' reports
-and acks to their ``state`` and ``acks`` topics; the device gateway takes them to the inbox. Nothing here
-writes Kafka. Publishes are never awaited one by one (the SDK keeps up to the broker's receive maximum
-in flight), and one loop serves all devices: a heap of wake-up times, so a tick touches only the devices
-that have something to say.
+ACL denies. It receives each device's commands on its ``commands`` topic, applies and acks them, and
+publishes the devices' reports and acks to their ``state`` and ``acks`` topics; the device gateway takes
+them to the inbox. Nothing here writes Kafka. Publishes are never awaited one by one (the SDK keeps up to
+the broker's receive maximum in flight), and one loop serves all devices: a heap of wake-up times, so a tick
+touches only the devices that have something to say.
 
 The synchronous core (``FleetCore``: ``learn``, ``on_command``, ``tick``, the faults of ``FleetOptions``,
 options.py) is ``hearth_simulator.fleet_core``; it runs without a broker. ``Fleet`` adds the wiring:

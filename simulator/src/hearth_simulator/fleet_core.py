@@ -2,10 +2,10 @@
 with, as a function of the clock; no broker, no network (``hearth_simulator.fleet`` wires it to the
 journal and MQTT).
 
-``learn`` takes in a journal fact (a simulated device's registration adds it; a state report restores
-what it said), ``on_command`` applies a device's command and queues its ack, ``tick`` returns every MQTT
-message due by then as (topic, payload). One heap of wake-up times, so a tick touches only the devices
-that have something to say.
+``learn`` takes in a journal fact (a simulated device's registration adds it; a state report restores what
+it said; read while playing, another writer's report makes the hub stand aside for a while), ``on_command``
+applies a device's command and queues its ack, ``tick`` returns every MQTT message due by then as (topic,
+payload). One heap of wake-up times, so a tick touches only the devices that have something to say.
 
 ``FleetOptions`` (options.py) make it a poor network on purpose: devices going silent for a while, slow
 or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop

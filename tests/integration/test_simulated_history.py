@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
-from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
-from hearth_simulator.fleet import MqttEndpoint
 from hearth_simulator.history import Home, household_of
 from hearth_simulator.history_writer import simulate_history
+from hearth_simulator.registration import register_fleet
+from tests.support.home_fleet import playing, simulator_endpoint
 from tests.support.platform import Platform
 from tests.support.topics import read_journal
-from tests.support.waiting import twin_when
+from tests.support.waiting import eventually, twin_when
 
 pytestmark = pytest.mark.integration
 
@@ -32,9 +31,7 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
     platform: Platform, mosquitto: MosquittoBroker
 ) -> None:
     run = uuid.uuid4().hex[:6]
-    mqtt = MqttEndpoint(
-        port=mosquitto.platform_port, username=SIMULATOR_ACCOUNT, password=mosquitto.simulator.password
-    )
+    mqtt = simulator_endpoint(mosquitto)
     began = time.time()
     history, written = await simulate_history(
         platform.command_api,
@@ -91,4 +88,44 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
         newest = max(f.payload.device_time for f in reports)
         assert newest.timestamp() == pytest.approx(history.end, abs=0.001)  # the last moment: about now
         assert history.end >= began
-        assert isinstance(newest, datetime)
+
+
+async def test_a_live_hub_stands_aside_for_a_history_and_plays_on_from_its_end(
+    platform: Platform, mosquitto: MosquittoBroker
+) -> None:
+    """A device the live hub plays (the demo home under ``make up``) gets a day of history: every history
+    report is taken (seqs above the hub's), the hub falls silent while they come, then plays the device
+    on from the history's last state, its seqs above the history's and its device time now."""
+    home_id = f"hist-{uuid.uuid4().hex[:6]}-live"
+    (device_id,) = await register_fleet(platform.command_api, platform.token(), home_id, {"thermostat": 1})
+    mqtt = simulator_endpoint(mosquitto)
+
+    async def reports() -> list[StateReported]:
+        journal = await read_journal(platform.settings)
+        return [f for f in journal if isinstance(f, StateReported) and f.device_id == device_id]
+
+    async with playing(platform, {device_id}, mqtt, rate=2.0), platform.client(platform.query_api) as query:
+        await twin_when(query, device_id, lambda t: bool(t["connectivity"]["online"] and t["reported"]), 60)
+        history, _ = await simulate_history(
+            platform.command_api, platform.token(), mqtt, [home_id], 1, 86_400, seed=3
+        )
+        history_seqs = range(history.seq_base + 1, history.rooms[0].seq + 1)
+
+        async def played_on() -> bool:
+            return any(f.payload.device_seq > history_seqs[-1] for f in await reports())
+
+        await eventually(played_on, "the live hub playing on after the history", timeout_s=90)
+        changes = history.manual_changes[device_id]
+        twin = await twin_when(query, device_id, lambda t: t["connectivity"]["online"], 30)
+        assert twin["reported"]["target_c"] == changes[-1].target_c  # taken up from the history
+
+    facts = await reports()
+    manual = [
+        (round(f.payload.device_time.timestamp()), f.payload.reported["target_c"])
+        for f in facts
+        if f.payload.device_seq in history_seqs and f.payload.reported.get("panel_changes", 0) > 0
+    ]
+    assert manual == [(round(c.t), c.target_c) for c in changes]  # none of the history was dropped
+    after = [f for f in facts if f.payload.device_seq > history_seqs[-1]]
+    assert after[0].payload.device_time.timestamp() >= history.end  # live again, at the present
+    assert after[0].payload.device_seq == history_seqs[-1] + 1

@@ -101,7 +101,7 @@ class History:
     ) -> None:
         if end <= start:
             raise ValueError("the history must end after it starts")
-        self.start, self.end = start, end
+        self.start, self.end, self.seq_base = start, end, seq_base
         self.rooms: list[Room] = []
         self.households: dict[str, Household] = {}
         for home in homes:

@@ -17,6 +17,7 @@ from hearth_shared.schema.events import (
     ReportState,
     StateReported,
     StateReportedPayload,
+    encode,
 )
 from hearth_simulator.devices.sim_lock import SimLock
 from hearth_simulator.devices.sim_thermostat import SimThermostat
@@ -153,6 +154,16 @@ def test_a_playing_hub_stands_aside_while_another_writer_reports_its_device() ->
         after[-1].state.get("target_c", 17.5) == 17.5
         and gateway.players["t1"].model.state["target_c"] == 17.5
     )
+
+
+def test_while_playing_only_registrations_and_other_writers_reports_are_decoded() -> None:
+    gateway = fleet()
+    gateway.learn(registered("t1", "thermostat"), T0)
+    own_seq = gateway.players["t1"].seq
+    assert gateway._worth_reading(b"t2", encode(registered("t2", "lock")))
+    assert not gateway._worth_reading(b"t1", encode(reported_fact("t1", own_seq, {"target_c": 20.0}, T0)))
+    assert gateway._worth_reading(b"t1", encode(reported_fact("t1", own_seq + 1, {"target_c": 20.0}, T0)))
+    assert not gateway._worth_reading(b"t9", encode(reported_fact("t9", own_seq + 1, {"target_c": 20.0}, T0)))
 
 
 def test_reordered_reports_arrive_newer_first_and_duplicates_twice() -> None:

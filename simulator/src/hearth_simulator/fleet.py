@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 # Only these journal facts are decoded; a cheap substring test skips every other record.
 _REGISTERED = wire_name(DeviceRegistered).encode()
 _REPORTED = wire_name(StateReported).encode()
+_DEVICE_SEQ = re.compile(rb'"device_seq":(\d+)')  # a state report's seq, read off its bytes
 
 # The loop sleeps at least MIN_TICK_S between ticks (unless a command arrives), at most MAX_TICK_S.
 MAX_TICK_S = 0.5
@@ -168,8 +170,21 @@ class Fleet(FleetCore):
             now = self.clock()
             for records in batches.values():
                 for record in records:
-                    self._read_fact(record.value, now, catching_up=False)
+                    if self._worth_reading(record.key, record.value):
+                        self._read_fact(record.value, now, catching_up=False)
             self._join(hub)
+
+    def _worth_reading(self, key: bytes | None, value: bytes | None) -> bool:
+        """While playing: a registration, or a state report of a device played with a seq above the hub's
+        own (another writer's, ``FleetCore.learn``). The hub's own reports come back by the thousand a
+        second; a regex on their bytes, not a decode (about 20 µs each), tells them apart."""
+        if not value or _REGISTERED in value:
+            return True
+        if _REPORTED not in value or key is None:
+            return False
+        player = self.players.get(key.decode(errors="replace"))
+        seq = _DEVICE_SEQ.search(value)
+        return player is not None and seq is not None and int(seq[1]) > player.seq
 
     def _read_fact(self, value: bytes | None, now: float, *, catching_up: bool) -> None:
         if not value or not (_REGISTERED in value or _REPORTED in value):

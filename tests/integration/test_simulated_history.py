@@ -27,17 +27,35 @@ pytestmark = pytest.mark.integration
 DAYS = 2
 
 
+def homes_at_home(prefix: str, count: int, span_s: float, seed: int) -> list[str]:
+    """``count`` home ids whose households make changes over the last ``span_s`` (not an away week: the
+    households are drawn from the home ids, and an away week has days without any change)."""
+    now, found = time.time(), []
+    for n in range(1, 100):
+        home_id = f"{prefix}-{n}"
+        household, _ = household_of(home_id, seed)
+        if (
+            len(household.changes(now - span_s, now + 600, room=f"{home_id}-thermostat-1"))
+            >= 2 * span_s / 86_400
+        ):
+            found.append(home_id)
+        if len(found) == count:
+            return found
+    raise AssertionError("no household at home")
+
+
 async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
     platform: Platform, mosquitto: MosquittoBroker
 ) -> None:
     run = uuid.uuid4().hex[:6]
+    home_ids = homes_at_home(f"hist-{run}", 2, DAYS * 86_400, seed=11)
     mqtt = simulator_endpoint(mosquitto)
     began = time.time()
     history, written = await simulate_history(
         platform.command_api,
         platform.token(),
         mqtt,
-        [f"hist-{run}-1", f"hist-{run}-2"],
+        home_ids,
         1,
         DAYS * 86_400,
         seed=11,
@@ -96,7 +114,7 @@ async def test_a_live_hub_stands_aside_for_a_history_and_plays_on_from_its_end(
     """A device the live hub plays (the demo home under ``make up``) gets a day of history: every history
     report is taken (seqs above the hub's), the hub falls silent while they come, then plays the device
     on from the history's last state, its seqs above the history's and its device time now."""
-    home_id = f"hist-{uuid.uuid4().hex[:6]}-live"
+    (home_id,) = homes_at_home(f"hist-{uuid.uuid4().hex[:6]}-live", 1, 86_400, seed=3)
     (device_id,) = await register_fleet(platform.command_api, platform.token(), home_id, {"thermostat": 1})
     mqtt = simulator_endpoint(mosquitto)
 

@@ -85,7 +85,7 @@ def test_a_new_types_keys_become_columns_with_no_edit_here(
 
 def test_the_readings_charts_are_one_per_declared_unit() -> None:
     assert charts.reading_groups() == {
-        "degC": ("ambient_c",),
+        "degC": ("ambient_c", "outdoor_c"),
         "%": ("humidity_pct", "battery_pct", "brightness_pct"),
     }
     assert [n for n in charts.charts() if n.startswith("readings_")] == ["readings_degC", "readings_pct"]

@@ -17,10 +17,12 @@ from hearth_shared.schema.events import (
     ReportState,
     StateReported,
     StateReportedPayload,
+    encode,
 )
 from hearth_simulator.devices.sim_lock import SimLock
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.fleet import Fleet, FleetOptions
+from hearth_simulator.fleet_core import STAND_ASIDE_S
 from hearth_simulator.registration import fleet_devices
 from hearth_simulator.settings import SimulatorSettings
 
@@ -120,6 +122,50 @@ def test_a_gateway_restarting_takes_up_what_its_devices_said_last() -> None:
     first = reports(play(gateway, T0, T0 + 2), "t1")[0]
     assert first.device_seq == 10**14 + 1
     assert (first.state["target_c"], first.state["hvac_mode"]) == (25.5, "cool")
+
+
+def reported_fact(device_id: str, seq: int, reported: dict[str, object], at_s: float) -> StateReported:
+    at = datetime.fromtimestamp(at_s, UTC)
+    return StateReported(
+        event_id=uuid.uuid4(),
+        device_id=device_id,
+        home_id="home-1",
+        version=2,
+        occurred_at=at,
+        recorded_at=at,
+        payload=StateReportedPayload(reported=reported, device_seq=seq, device_time=at),
+    )
+
+
+def test_a_playing_hub_stands_aside_while_another_writer_reports_its_device() -> None:
+    """``hearth simulate --history`` writes reports for a device the hub plays, seqs above the hub's: the
+    hub falls silent while they come, then plays on from the last one, its seqs above it."""
+    gateway = fleet(rate=1.0)
+    gateway.learn(registered("t1", "thermostat"), T0)
+    own = reports(play(gateway, T0, T0 + 3), "t1")
+    assert own
+    for report in own:  # its own reports, read back from the journal, change nothing
+        gateway.learn(reported_fact("t1", report.device_seq, report.state, T0 + 3), T0 + 3, live=True)
+    assert gateway.stats["stood_aside"] == 0
+    history_seq = own[-1].device_seq + 10**10
+    gateway.learn(reported_fact("t1", history_seq, {"target_c": 17.5}, T0 - 3600), T0 + 3, live=True)
+    assert reports(play(gateway, T0 + 3, T0 + 3 + STAND_ASIDE_S - 1), "t1") == []
+    after = reports(play(gateway, T0 + 3 + STAND_ASIDE_S - 1, T0 + 3 + STAND_ASIDE_S + 3), "t1")
+    assert after and after[0].device_seq == history_seq + 1
+    assert (
+        after[-1].state.get("target_c", 17.5) == 17.5
+        and gateway.players["t1"].model.state["target_c"] == 17.5
+    )
+
+
+def test_while_playing_only_registrations_and_other_writers_reports_are_decoded() -> None:
+    gateway = fleet()
+    gateway.learn(registered("t1", "thermostat"), T0)
+    own_seq = gateway.players["t1"].seq
+    assert gateway._worth_reading(b"t2", encode(registered("t2", "lock")))
+    assert not gateway._worth_reading(b"t1", encode(reported_fact("t1", own_seq, {"target_c": 20.0}, T0)))
+    assert gateway._worth_reading(b"t1", encode(reported_fact("t1", own_seq + 1, {"target_c": 20.0}, T0)))
+    assert not gateway._worth_reading(b"t9", encode(reported_fact("t9", own_seq + 1, {"target_c": 20.0}, T0)))
 
 
 def test_reordered_reports_arrive_newer_first_and_duplicates_twice() -> None:

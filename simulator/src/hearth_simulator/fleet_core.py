@@ -2,10 +2,10 @@
 with, as a function of the clock; no broker, no network (``hearth_simulator.fleet`` wires it to the
 journal and MQTT).
 
-``learn`` takes in a journal fact (a simulated device's registration adds it; a state report restores
-what it said), ``on_command`` applies a device's command and queues its ack, ``tick`` returns every MQTT
-message due by then as (topic, payload). One heap of wake-up times, so a tick touches only the devices
-that have something to say.
+``learn`` takes in a journal fact (a simulated device's registration adds it; a state report restores what
+it said; read while playing, another writer's report makes the hub stand aside for a while), ``on_command``
+applies a device's command and queues its ack, ``tick`` returns every MQTT message due by then as (topic,
+payload). One heap of wake-up times, so a tick touches only the devices that have something to say.
 
 An ack carries the report of what changed since the device last spoke (the ``acks`` ``report``), as a
 device using the SDK's ``ack(..., report=...)`` would: due at once (no ``ack_delay_s``), it carries its
@@ -45,6 +45,7 @@ from hearth_simulator.options import FleetOptions
 Record = tuple[str, bytes]  # (MQTT topic, payload) to publish
 
 MIN_TICK_S = 0.01  # a device played is next due this long after now at the soonest
+STAND_ASIDE_S = 30.0  # silent this long after another writer's report of a device (``learn``)
 
 
 @dataclass(eq=False, slots=True)
@@ -95,15 +96,27 @@ class FleetCore:
         self._wake()
         return True
 
-    def learn(self, event: Event, now: float) -> None:
+    def learn(self, event: Event, now: float, *, live: bool = False) -> None:
         """Take in a journal fact: a simulated device's registration adds it, a state report restores what
-        it said."""
+        it said.
+
+        ``live``: a fact read while playing (not catching up). A report with a seq above the last one the
+        hub sent was not the hub's: another writer speaks for the device (``hearth simulate --history``,
+        whose seqs lie above, history.py). The hub stands aside: takes up what it said and its seq, and
+        stays silent until ``STAND_ASIDE_S`` after its latest such report, then plays the device on from
+        there (so a history ends in the live device, its seqs above the history's)."""
         if isinstance(event, DeviceRegistered) and event.payload.simulated:
             self.add_device(event.device_id, event.payload.device_type, now)
         elif isinstance(event, StateReported) and (player := self.players.get(event.device_id)):
+            if live and event.payload.device_seq <= player.seq:
+                return  # the hub's own report, or an older one
             player.model.restore(event.payload.reported)
             player.firmware.restore(event.payload.reported)
             player.seq = max(player.seq, event.payload.device_seq)
+            if live:
+                player.silent_until = max(player.silent_until, now + STAND_ASIDE_S)
+                player.held = None
+                self.stats["stood_aside"] += 1
 
     def on_command(self, command: Command, now: float) -> None:
         """A command reaches its device: apply it and queue the ack (maybe late, maybe never)."""

@@ -4,7 +4,10 @@ Commands: ``set_target_temperature`` {target_c} or {target_low_c, target_high_c}
 {mode}. Targets are 7.0-35.0 degC in 0.5 steps, low below high. The single target is refused
 (``wrong_mode``) while the thermostat is in ``heat_cool``; the low/high pair only in ``heat_cool`` or
 ``auto``. The mode judged is the desired one if a mode was asked, else the reported one. Telemetry:
-``ambient_c`` and ``humidity_pct`` are rolled up and scored; heating and cooling minutes are rolled up.
+``ambient_c`` and ``humidity_pct`` are rolled up and scored; heating and cooling minutes are rolled up;
+``outdoor_c`` (the outdoor temperature where the home is) is rolled up, not scored. ``time_zone`` is the
+home's; ``panel_changes`` counts targets set by hand on the device, so a report that changes it is a
+manual change (the household's, not a command's).
 """
 
 from __future__ import annotations
@@ -58,6 +61,19 @@ TYPE = DeviceType(
         StateKey("target_c", TARGET),
         StateKey("target_low_c", TARGET),
         StateKey("target_high_c", TARGET),
+        StateKey(
+            "outdoor_c",
+            Value("number", unit="degC"),
+            rollup=True,
+            description="The outdoor temperature where the home is (the thermostat's weather feed)",
+        ),
+        StateKey("time_zone", Value("string"), description="The home's IANA time zone, e.g. Europe/Berlin"),
+        StateKey(
+            "panel_changes",
+            Value("integer", 0),
+            description="Targets set by hand on the device's own panel, counted: a report that changes "
+            "it carries a manual change",
+        ),
     ),
     commands=(
         Command(

@@ -7,7 +7,8 @@ import random
 
 from hearth_shared.domain import thermostat as thermostat_type
 from hearth_simulator.options import FleetOptions
-from hearth_simulator.sim_device import DAY_S, JSON, SimDevice
+from hearth_simulator.outdoor import Outdoor
+from hearth_simulator.sim_device import JSON, SimDevice
 
 
 class SimThermostat(SimDevice):
@@ -18,10 +19,23 @@ class SimThermostat(SimDevice):
     ``target - HYSTERESIS_C`` and stops at the target (cooling mirrors it), so it cycles just under or
     over its target. ``drift_c_per_h`` makes a faulty sensor: the reported ``ambient_c`` drifts away from
     the room's real temperature, which the control loop (on a good sensor) keeps at the target.
+
+    So a learner can fit a room's response from the journal alone: while ``hvac_action`` is ``heating``
+    the room warms at ``heat_c_per_h - (ambient - outdoor) / insulation_h`` °C an hour, while ``idle``
+    or ``off`` it moves at ``-(ambient - outdoor) / insulation_h``; ``hvac_action`` is reported as soon
+    as it changes (a discrete key), ``ambient_c`` and ``outdoor_c`` with each telemetry report.
+
+    The outside is an ``Outdoor`` (outdoor.py: day and season in the home's time zone); the thermostat
+    reports it as ``outdoor_c`` and its zone as ``time_zone``, as a thermostat with a weather feed
+    would. A change made on the device's own panel (``set_on_panel``: the household's hand, not a
+    command) sets ``target_c`` and counts one more ``panel_changes``, a discrete key, so the report
+    that carries a manual change always carries the new count too: the journal tells a manual change
+    (``panel_changes`` in the same fact) from one a command made (``target_c`` alone, after the
+    command's facts).
     """
 
     device_type = thermostat_type.TYPE.name
-    discrete_keys = ("hvac_mode", "hvac_action", "target_c", "target_low_c", "target_high_c")
+    discrete_keys = ("hvac_mode", "hvac_action", "target_c", "target_low_c", "target_high_c", "panel_changes")
     demo_names = ("Living room", "Bedroom", "Kitchen")
     firmware = "3.2.0"
 
@@ -47,6 +61,7 @@ class SimThermostat(SimDevice):
         heat_c_per_h: float = 4.0,
         cool_c_per_h: float = 3.0,
         drift_c_per_h: float = 0.0,
+        outdoor: Outdoor | None = None,
     ) -> None:
         super().__init__(seed=seed, rate=rate, start=start)
         self.ambient = ambient_c  # the room's real temperature
@@ -56,8 +71,8 @@ class SimThermostat(SimDevice):
         self.target_low_c = target_low_c
         self.target_high_c = target_high_c
         self.auto_uses_pair = False  # in auto: the low/high pair if that was set last, else target_c
-        self.outside_mean_c = outside_mean_c
-        self.outside_swing_c = outside_swing_c
+        self.outdoor = outdoor or Outdoor(mean_c=outside_mean_c, day_swing_c=outside_swing_c)
+        self.panel_changes = 0  # targets set by hand on the device
         self.insulation_s = insulation_h * 3600.0
         self.heat_c_per_s = heat_c_per_h / 3600.0
         self.cool_c_per_s = cool_c_per_h / 3600.0
@@ -98,12 +113,23 @@ class SimThermostat(SimDevice):
             "target_c": self.target_c,
             "target_low_c": self.target_low_c,
             "target_high_c": self.target_high_c,
+            "outdoor_c": round(self.outside_c(self.clock), 1),
+            "time_zone": self.outdoor.time_zone,
+            "panel_changes": self.panel_changes,
         }
 
     def outside_c(self, t: float) -> float:
-        """The outside temperature at time ``t``: coldest at 04:00, warmest at 16:00 (UTC)."""
-        hour = (t % DAY_S) / 3600.0
-        return self.outside_mean_c - self.outside_swing_c * math.cos(2 * math.pi * (hour - 4.0) / 24.0)
+        """The outside temperature at time ``t`` (by default coldest at 04:00, warmest at 16:00 UTC)."""
+        return self.outdoor.temperature_c(t)
+
+    def set_on_panel(self, target_c: float, now: float) -> None:
+        """Someone at home sets the target on the device itself (not a command): reported at once, with
+        one more ``panel_changes``."""
+        self._advance(now)
+        self.target_c = target_c
+        self.auto_uses_pair = False
+        self.panel_changes += 1
+        self.hvac_action = self._next_action()
 
     def _restore(self, reported: JSON) -> None:
         if reported.get("hvac_mode") in thermostat_type.MODES:
@@ -113,6 +139,8 @@ class SimThermostat(SimDevice):
                 setattr(self, key, float(reported[key]))
         if isinstance(reported.get("ambient_c"), int | float):
             self.ambient = self.reading_c = float(reported["ambient_c"])
+        if isinstance(reported.get("panel_changes"), int):
+            self.panel_changes = reported["panel_changes"]
         if isinstance(reported.get("humidity_pct"), int | float):
             self.humidity = float(reported["humidity_pct"])
         self.hvac_action = self._next_action()

@@ -14,7 +14,7 @@ from hearth_shared.adapters.kafka import make_producer, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.snapshots import Manifest
 from hearth_shared.schema.campaign_events import CampaignFact, decode_campaign_fact
-from hearth_shared.schema.events import Event, decode_event, encode
+from hearth_shared.schema.events import Event, MalformedRecord, decode_event, encode
 from tests.support.waiting import eventually
 
 Record = TypeVar("Record")
@@ -60,9 +60,23 @@ async def produce_facts_at_their_time(settings: StackSettings, facts: Iterable[E
         await producer.stop()
 
 
-async def read_journal(settings: StackSettings, timeout_s: float = 30.0) -> list[Event]:
-    """Every fact in the journal now, in offset order per partition (up to the end offsets at the call)."""
-    return await read_topic(settings, settings.topics.journal, decode_event, timeout_s)
+async def read_journal(
+    settings: StackSettings, timeout_s: float = 30.0, *, skip_unreadable: bool = False
+) -> list[Event]:
+    """Every fact in the journal now, in offset order per partition (up to the end offsets at the call).
+    ``skip_unreadable``: leave out records that are not facts, for a test on the session's shared journal,
+    where the poison tests plant such records on purpose."""
+    if not skip_unreadable:
+        return await read_topic(settings, settings.topics.journal, decode_event, timeout_s)
+
+    def readable(value: bytes | None) -> Event | None:
+        try:
+            return decode_event(value or b"")
+        except MalformedRecord:
+            return None
+
+    found = await read_topic(settings, settings.topics.journal, readable, timeout_s)
+    return [fact for fact in found if fact is not None]
 
 
 async def read_campaign_facts(settings: StackSettings, timeout_s: float = 30.0) -> list[CampaignFact]:

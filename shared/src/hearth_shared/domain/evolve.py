@@ -16,10 +16,12 @@ from hearth_shared.schema.events import (
     DesiredSetPayload,
     DeviceCameOnline,
     DeviceCredentialsIssued,
+    DeviceCredentialsLoaded,
     DeviceCredentialsRevoked,
     DeviceQuarantined,
     DeviceRegistered,
     DeviceReleased,
+    DeviceShardMoved,
     DeviceWentOffline,
     Event,
     StateReported,
@@ -42,6 +44,7 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
             version=event.version,
             updated_at=event.recorded_at,
             simulated=event.payload.simulated,
+            shard=event.payload.shard,
         )
     if event.version <= twin.version:
         return twin
@@ -72,6 +75,10 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
         if twin.credential_id == payload.credential_id:
             return {"credential_id": None, "revoked_credentials": revoked}
         return {"revoked_credentials": revoked}
+    if isinstance(event, DeviceShardMoved):
+        return {"shard": payload.shard, "loaded_credential": None}
+    if isinstance(event, DeviceCredentialsLoaded):
+        return {"loaded_credential": payload.credential_id}
     if isinstance(event, DeviceQuarantined):
         return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
     if isinstance(event, DeviceReleased):

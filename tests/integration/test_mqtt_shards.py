@@ -1,7 +1,8 @@
 """Two MQTT broker shards end to end (tests/support/shard_stack.py): a device registered on each connects
 with its credentials to its own broker the moment the registration is answered (no retry), the other
 broker refuses it, and it is commanded through its own shard's gateway; an operator's move gives it new
-credentials naming the other broker, which it uses at once, while the old broker refuses it."""
+credentials naming the other broker, which it uses at once, while the old broker refuses it. The
+simulator plays a simulated device through its own shard's hub, and through the other's once moved."""
 
 from __future__ import annotations
 
@@ -127,3 +128,30 @@ async def test_a_moved_device_gets_credentials_for_its_new_broker_and_the_old_on
         assert nowhere.status_code == 422, nowhere.text
         again = await api.post(f"/v1/devices/{device_id}/shard", json={"shard": SHARDS[1]})
         assert again.status_code == 409, again.text  # there already: nothing written, no new secret
+
+
+async def test_the_simulator_plays_each_device_through_its_shard_s_hub_and_follows_a_move(
+    shards: ShardStack,
+) -> None:
+    async with shards.client() as api:
+        devices = []
+        for shard in SHARDS:
+            device_id = device_on(shard)
+            body = {"device_id": device_id, "home_id": "sim", "type": "thermostat", "name": "Hall", "simulated": True}
+            registered = await api.post("/v1/devices", json=body)
+            assert registered.status_code == 201, registered.text
+            devices.append(device_id)
+
+        async def converges(device_id: str, mode: str) -> None:
+            answer = await api.post(
+                f"/v1/devices/{device_id}/commands?wait=converged&timeout_s=60",
+                json={"name": "set_hvac_mode", "params": {"mode": mode}},
+            )
+            assert answer.status_code == 200, answer.text
+            assert (answer.json()["status"], answer.json()["timed_out"]) == ("converged", False), shards.logs()
+
+        for device_id in devices:  # each commanded through its shard's gateway, played by its shard's hub
+            await converges(device_id, "cool")
+        moved = await api.post(f"/v1/devices/{devices[1]}/shard", json={"shard": SHARDS[0]})
+        assert moved.status_code == 200 and "credentials" not in moved.json(), moved.text
+        await converges(devices[1], "heat")  # now through shard 0's gateway and hub

@@ -1,6 +1,7 @@
 """A stack of two MQTT broker shards for the shard tests: two Mosquittos (sharing the service accounts, as
 ``hearth up --mqtt-brokers 2`` runs them), a broker-access follower and a device gateway per shard, the
-device actor and the command API, on their own topics (``HEARTH_MQTT_SHARDS`` names both brokers)."""
+device actor, the command API and the simulator (a hub per shard), on their own topics
+(``HEARTH_MQTT_SHARDS`` names both brokers)."""
 
 from __future__ import annotations
 
@@ -66,10 +67,12 @@ def shard_stack(
             mqtt_password=first.server.admin.password,
             mqtt_access_dir=first.server.access_dir,
             mqtt_pid_file=first.server.pid_file,
+            mqtt_simulator_password=first.server.simulator.password,
             more_shards=more,
         )
         names = ("broker-access", "broker-access-1", "device-actor", "device-gateway", "device-gateway-1")
-        with services_running(services, (*names, "command-api"), patience=2, together=True) as parts:
+        names = (*names, "command-api", "simulator")
+        with services_running(services, names, patience=2, together=True) as parts:
             api = f"http://127.0.0.1:{services.command_api_port}"
             platform = Platform(settings, api, "", parts)
             yield ShardStack(api, brokers, parts, platform)

@@ -224,12 +224,9 @@ class LocalStack:
             for node in nodes
         ]
 
-    def part_specs(self) -> list[PartSpec]:
-        """Every part in start order, each with what it needs healthy before it (re)starts."""
-        kafka = self.kafka_parts()
-        brokers = [p.name for p in kafka]
-
-        services = Services(
+    def services(self) -> Services:
+        """The services as this stack runs them (its ports, its brokers' accounts and shards)."""
+        return Services(
             self.settings,
             logs=self.logs,
             data=self.data,
@@ -244,6 +241,12 @@ class LocalStack:
             more_shards=self.more_shards(),
             extra_env=self.service_env,
         )
+
+    def part_specs(self) -> list[PartSpec]:
+        """Every part in start order, each with what it needs healthy before it (re)starts."""
+        kafka = self.kafka_parts()
+        brokers = [p.name for p in kafka]
+        services = self.services()
         mosquittos = ["mosquitto", *(f"mosquitto-{shard.name}" for shard in services.more_shards)]
         gateways = ["device-gateway", *(f"device-gateway-{shard.name}" for shard in services.more_shards)]
         needs = {

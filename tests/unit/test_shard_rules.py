@@ -1,19 +1,27 @@
-"""MQTT broker shards in the pure parts: the pick at registration, the device actor's decisions about a
-move and a loaded credential, and each broker's files holding only its own shard's devices."""
+"""MQTT broker shards in the parts that run without servers: the pick at registration, the device actor's
+decisions about a move and a loaded credential, each broker's files holding only its own shard's devices,
+the command API's book (each device's shard, an answer waiting for its secret to be loaded) and a
+gateway publishing only its shard's commands."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import pytest
+from aiokafka import ConsumerRecord, TopicPartition
 
+from hearth_command_api.device_book import DeviceBook
+from hearth_device_gateway.downlink import Downlink
 from hearth_device_gateway.mosquitto_access import AccessSnapshotV1, MosquittoAccess
 from hearth_shared.domain import Twin, decide, evolve, stamp
 from hearth_shared.schema.credentials import hash_secret, new_secret
 from hearth_shared.schema.events import (
+    DeviceCommand,
     DeviceCredentialsLoaded,
     DeviceShardMoved,
     DeviceWentOffline,
@@ -29,7 +37,9 @@ from hearth_shared.schema.events import (
     encode,
     wire_name,
 )
+from hearth_shared.schema.mqtt import commands_topic
 from hearth_shared.schema.shards import DEFAULT_SHARD, assign_shard
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 
@@ -48,7 +58,7 @@ def test_the_pick_is_stable_and_spreads_new_devices_over_the_shards() -> None:
         assign_shard("lock-1", [])
 
 
-def request(kind: type[Inbound], device_id: str, **fields: object) -> Inbound:
+def request(kind: type[Inbound], device_id: str, **fields: Any) -> Inbound:
     return kind(request_id=uuid.uuid4(), device_id=device_id, sent_at=NOW, **fields)
 
 
@@ -130,3 +140,55 @@ def test_a_snapshot_from_before_shards_restores_every_device_onto_the_default_sh
     assert access.here("d1") and access.pending == {}
     saved = msgspec.msgpack.decode(access.snapshot(), type=AccessSnapshotV1)
     assert saved.shards == {} and saved.hashes == {"d1": "h"}
+
+
+def stamped(twin: Twin | None, req: Inbound) -> list[Event]:
+    return applied(twin, req)[1]
+
+
+async def test_the_command_api_s_book_knows_each_device_s_shard_and_wakes_a_wait_for_its_loaded_secret() -> None:
+    book = DeviceBook()
+    twin, events = applied(None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1"))
+    credential = uuid.uuid4()
+    twin, issued = applied(twin, request(IssueCredentials, "d1", credential_id=credential, password_hash=hash_secret("s")))
+    for event in (*events, *issued):
+        book.apply(event)
+    assert book.devices["d1"].shard == "1"
+    assert await book.wait_credentials_loaded("d1", credential, 0.05) is False  # nothing said it yet
+    waiting = asyncio.create_task(book.wait_credentials_loaded("d1", credential, 10))
+    await eventually(lambda: credential in book._loading, "the answer to wait for the credential")
+    for event in stamped(twin, request(RecordCredentialsLoaded, "d1", credential_id=credential, shard="1")):
+        book.apply(event)
+    assert await waiting is True
+    assert await book.wait_credentials_loaded("d1", credential, 0) is True  # it stays known
+    twin, moved = applied(twin, request(MoveDeviceShard, "d1", shard="0"))
+    for event in moved:
+        book.apply(event)
+    restored = DeviceBook()
+    restored.restore(book.snapshot())
+    assert (book.devices["d1"].shard, restored.devices["d1"].shard) == ("0", "0")
+
+
+async def test_a_gateway_publishes_only_its_own_shard_s_commands() -> None:
+    published: list[str] = []
+
+    def publish(topic: str, _payload: bytes) -> asyncio.Future[None]:
+        published.append(topic)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    records = []
+    for offset, (device_id, shard) in enumerate([("a", "0"), ("b", "1"), ("c", "1")]):
+        command = DeviceCommand(
+            command_id=uuid.uuid4(),
+            device_id=device_id,
+            name="lock",
+            params={},
+            expires_at=datetime.now(UTC) + timedelta(seconds=30),
+            shard=shard,
+        )
+        records.append(ConsumerRecord("t", 0, offset, 0, 0, device_id.encode(), encode(command), None, 0, 0, []))
+    downlink = Downlink(None, publish, None, shard="1")  # type: ignore[arg-type]  # (neither is used here)
+    await downlink._deliver({TopicPartition("t", 0): records})
+    assert published == [commands_topic("b"), commands_topic("c")]

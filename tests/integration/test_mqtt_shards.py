@@ -61,7 +61,9 @@ async def connected(credentials: dict[str, Any]) -> DeviceConnection:
     return device
 
 
-async def commanded(api: httpx.AsyncClient, device: DeviceConnection, name: str, state: str) -> dict[str, Any]:
+async def commanded(
+    api: httpx.AsyncClient, device: DeviceConnection, name: str, state: str
+) -> dict[str, Any]:
     """Send ``name`` and let the device carry it out (ack with its report); the answer once converged."""
 
     async def carry_out() -> None:
@@ -70,7 +72,8 @@ async def commanded(api: httpx.AsyncClient, device: DeviceConnection, name: str,
 
     doing = asyncio.create_task(carry_out())
     answer = await api.post(
-        f"/v1/devices/{device.username}/commands?wait=converged&timeout_s=30", json={"name": name, "params": {}}
+        f"/v1/devices/{device.username}/commands?wait=converged&timeout_s=30",
+        json={"name": name, "params": {}},
     )
     await asyncio.wait_for(doing, 30)
     assert answer.status_code == 200, answer.text
@@ -92,7 +95,10 @@ async def test_a_device_on_each_shard_connects_at_once_to_its_own_broker_only_an
                 assert mqtt_connect_code(other.host, other.port, account) == NOT_AUTHORISED
                 await device.report({"lock_state": "unlocked", "door": "closed"})
                 result = await commanded(api, device, "lock", "locked")
-                assert (result["status"], result["timed_out"]) == ("converged", False), (result, shards.logs())
+                assert (result["status"], result["timed_out"]) == ("converged", False), (
+                    result,
+                    shards.logs(),
+                )
             finally:
                 await device.close()
 
@@ -117,7 +123,10 @@ async def test_a_moved_device_gets_credentials_for_its_new_broker_and_the_old_on
 
         device = await connected(credentials)  # on its new broker at once
         try:
-            for account in (MqttAccount(device_id, first["password"]), MqttAccount(device_id, credentials["password"])):
+            for account in (
+                MqttAccount(device_id, first["password"]),
+                MqttAccount(device_id, credentials["password"]),
+            ):
                 assert mqtt_connect_code(old.host, old.port, account) == NOT_AUTHORISED
             result = await commanded(api, device, "unlock", "unlocked")
             assert (result["status"], result["timed_out"]) == ("converged", False), (result, shards.logs())
@@ -137,7 +146,13 @@ async def test_the_simulator_plays_each_device_through_its_shard_s_hub_and_follo
         devices = []
         for shard in SHARDS:
             device_id = device_on(shard)
-            body = {"device_id": device_id, "home_id": "sim", "type": "thermostat", "name": "Hall", "simulated": True}
+            body = {
+                "device_id": device_id,
+                "home_id": "sim",
+                "type": "thermostat",
+                "name": "Hall",
+                "simulated": True,
+            }
             registered = await api.post("/v1/devices", json=body)
             assert registered.status_code == 201, registered.text
             devices.append(device_id)
@@ -148,7 +163,9 @@ async def test_the_simulator_plays_each_device_through_its_shard_s_hub_and_follo
                 json={"name": "set_hvac_mode", "params": {"mode": mode}},
             )
             assert answer.status_code == 200, answer.text
-            assert (answer.json()["status"], answer.json()["timed_out"]) == ("converged", False), shards.logs()
+            assert (answer.json()["status"], answer.json()["timed_out"]) == ("converged", False), (
+                shards.logs()
+            )
 
         for device_id in devices:  # each commanded through its shard's gateway, played by its shard's hub
             await converges(device_id, "cool")

@@ -70,8 +70,8 @@ def shard_stack(
             mqtt_simulator_password=first.server.simulator.password,
             more_shards=more,
         )
-        names = ("broker-access", "broker-access-1", "device-actor", "device-gateway", "device-gateway-1")
-        names = (*names, "command-api", "simulator")
+        names = ["broker-access", "broker-access-1", "device-actor", "device-gateway", "device-gateway-1"]
+        names += ["command-api", "simulator"]
         with services_running(services, names, patience=2, together=True) as parts:
             api = f"http://127.0.0.1:{services.command_api_port}"
             platform = Platform(settings, api, "", parts)

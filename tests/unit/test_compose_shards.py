@@ -47,9 +47,18 @@ def test_the_second_shard_is_a_broker_with_its_own_follower_and_gateway() -> Non
     assert SERVICES[broker]["volumes"][1].split(":")[0] in MERGED["volumes"]  # not shard 0's data
     assert SERVICES[follower]["pid"] == f"service:{broker}"  # it signals its own broker
     assert SERVICES[follower]["volumes"] == [SERVICES[broker]["volumes"][1]]
-    assert env(follower)["HEARTH_BROKER_ACCESS_SHARD"] == "1" and env(follower)["HEARTH_BROKER_ACCESS_MQTT_HOST"] == broker
-    assert env(gateway)["HEARTH_DEVICE_GATEWAY_SHARD"] == "1" and env(gateway)["HEARTH_DEVICE_GATEWAY_MQTT_HOST"] == broker
-    assert env(gateway)["HEARTH_DEVICE_GATEWAY_INSTANCE"] != env("device-gateway")["HEARTH_DEVICE_GATEWAY_INSTANCE"]
+    assert (
+        env(follower)["HEARTH_BROKER_ACCESS_SHARD"] == "1"
+        and env(follower)["HEARTH_BROKER_ACCESS_MQTT_HOST"] == broker
+    )
+    assert (
+        env(gateway)["HEARTH_DEVICE_GATEWAY_SHARD"] == "1"
+        and env(gateway)["HEARTH_DEVICE_GATEWAY_MQTT_HOST"] == broker
+    )
+    assert (
+        env(gateway)["HEARTH_DEVICE_GATEWAY_INSTANCE"]
+        != env("device-gateway")["HEARTH_DEVICE_GATEWAY_INSTANCE"]
+    )
     for name in (follower, gateway):
         assert set(env(name)) <= known_env_names(), name
         assert SERVICES[name]["depends_on"][broker]["condition"] == "service_healthy"

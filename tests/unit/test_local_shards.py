@@ -15,7 +15,9 @@ from hearth_shared.adapters.settings import StackSettings
 pytestmark = pytest.mark.unit
 
 
-def test_each_shard_has_its_broker_follower_and_gateway_and_the_services_know_them_all(tmp_path: Path) -> None:
+def test_each_shard_has_its_broker_follower_and_gateway_and_the_services_know_them_all(
+    tmp_path: Path,
+) -> None:
     stack = LocalStack(home=tmp_path, mqtt_brokers=2, analytics=False)
     first, second = stack.mosquittos
     assert (second.port, second.tls_port, second.platform_port) == (1885, 8884, 1886)
@@ -29,9 +31,15 @@ def test_each_shard_has_its_broker_follower_and_gateway_and_the_services_know_th
 
     services = stack.services()
     follower, gateway = (services.part(name)[0] for name in ("broker-access-1", "device-gateway-1"))
-    assert (follower.env["HEARTH_BROKER_ACCESS_SHARD"], follower.env["HEARTH_BROKER_ACCESS_MQTT_PORT"]) == ("1", "1886")
+    assert (follower.env["HEARTH_BROKER_ACCESS_SHARD"], follower.env["HEARTH_BROKER_ACCESS_MQTT_PORT"]) == (
+        "1",
+        "1886",
+    )
     assert follower.env["HEARTH_BROKER_ACCESS_ACCESS_DIR"] == str(second.access_dir)
-    assert (gateway.env["HEARTH_DEVICE_GATEWAY_SHARD"], gateway.env["HEARTH_DEVICE_GATEWAY_MQTT_PORT"]) == ("1", "1886")
+    assert (gateway.env["HEARTH_DEVICE_GATEWAY_SHARD"], gateway.env["HEARTH_DEVICE_GATEWAY_MQTT_PORT"]) == (
+        "1",
+        "1886",
+    )
     shards = StackSettings(mqtt_shards=json.loads(gateway.env["HEARTH_MQTT_SHARDS"])).mqtt_shards
     assert shards is not None
     assert {name: shard.device_url for name, shard in shards.items()} == {

@@ -63,14 +63,18 @@ def request(kind: type[Inbound], device_id: str, **fields: Any) -> Inbound:
 
 
 def applied(twin: Twin | None, req: Inbound) -> tuple[Twin | None, list[Event]]:
-    events = stamp(twin, decide(twin, req, NOW), home_id="h1", device_id=req.device_id, now=NOW, causation_id=None)
+    events = stamp(
+        twin, decide(twin, req, NOW), home_id="h1", device_id=req.device_id, now=NOW, causation_id=None
+    )
     for event in events:
         twin = evolve(twin, decode_event(encode(event)))  # as read back from the journal
     return twin, events
 
 
 def test_the_shard_is_recorded_at_registration_and_moved_only_by_a_move_request() -> None:
-    twin, events = applied(None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1"))
+    twin, events = applied(
+        None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1")
+    )
     assert twin is not None and twin.shard == "1" and events[0].payload.shard == "1"  # type: ignore[attr-defined]
     twin, _ = applied(twin, request(ReportAvailability, "d1", online=True))
     twin, events = applied(twin, request(MoveDeviceShard, "d1", shard="0"))
@@ -82,8 +86,12 @@ def test_the_shard_is_recorded_at_registration_and_moved_only_by_a_move_request(
 def test_a_loaded_credential_is_recorded_once_for_the_credential_and_shard_in_force() -> None:
     twin, _ = applied(None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D"))
     credential = uuid.uuid4()
-    twin, _ = applied(twin, request(IssueCredentials, "d1", credential_id=credential, password_hash=hash_secret("s")))
-    assert applied(twin, request(RecordCredentialsLoaded, "d1", credential_id=uuid.uuid4(), shard="0"))[1] == []
+    twin, _ = applied(
+        twin, request(IssueCredentials, "d1", credential_id=credential, password_hash=hash_secret("s"))
+    )
+    assert (
+        applied(twin, request(RecordCredentialsLoaded, "d1", credential_id=uuid.uuid4(), shard="0"))[1] == []
+    )
     assert applied(twin, request(RecordCredentialsLoaded, "d1", credential_id=credential, shard="1"))[1] == []
     twin, events = applied(twin, request(RecordCredentialsLoaded, "d1", credential_id=credential, shard="0"))
     assert [wire_name(type(e)) for e in events] == [wire_name(DeviceCredentialsLoaded)]
@@ -107,7 +115,9 @@ def test_each_broker_holds_only_its_shard_s_credentials_and_follows_a_move() -> 
         request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1"),
         request(IssueCredentials, "d1", credential_id=uuid.uuid4(), password_hash=secret),
     )
-    journal += facts("sim", request(RegisterDevice, "sim", home_id="h1", device_type="lock", name="S", simulated=True))
+    journal += facts(
+        "sim", request(RegisterDevice, "sim", home_id="h1", device_type="lock", name="S", simulated=True)
+    )
     brokers = {shard: MosquittoAccess(shard=shard) for shard in ("0", "1")}
     for event in journal:
         for access in brokers.values():
@@ -146,11 +156,17 @@ def stamped(twin: Twin | None, req: Inbound) -> list[Event]:
     return applied(twin, req)[1]
 
 
-async def test_the_command_api_s_book_knows_each_device_s_shard_and_wakes_a_wait_for_its_loaded_secret() -> None:
+async def test_the_command_api_s_book_knows_each_device_s_shard_and_wakes_a_wait_for_its_loaded_secret() -> (
+    None
+):
     book = DeviceBook()
-    twin, events = applied(None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1"))
+    twin, events = applied(
+        None, request(RegisterDevice, "d1", home_id="h1", device_type="lock", name="D", shard="1")
+    )
     credential = uuid.uuid4()
-    twin, issued = applied(twin, request(IssueCredentials, "d1", credential_id=credential, password_hash=hash_secret("s")))
+    twin, issued = applied(
+        twin, request(IssueCredentials, "d1", credential_id=credential, password_hash=hash_secret("s"))
+    )
     for event in (*events, *issued):
         book.apply(event)
     assert book.devices["d1"].shard == "1"
@@ -188,7 +204,9 @@ async def test_a_gateway_publishes_only_its_own_shard_s_commands() -> None:
             expires_at=datetime.now(UTC) + timedelta(seconds=30),
             shard=shard,
         )
-        records.append(ConsumerRecord("t", 0, offset, 0, 0, device_id.encode(), encode(command), None, 0, 0, []))
+        records.append(
+            ConsumerRecord("t", 0, offset, 0, 0, device_id.encode(), encode(command), None, 0, 0, [])
+        )
     downlink = Downlink(None, publish, None, shard="1")  # type: ignore[arg-type]  # (neither is used here)
     await downlink._deliver({TopicPartition("t", 0): records})
     assert published == [commands_topic("b"), commands_topic("c")]

@@ -180,7 +180,9 @@ def move_shard(
     with admin_client(api, home) as client:
         moved = checked(client.post(f"/v1/devices/{device_id}/shard", json={"shard": to}))
     sys.stdout.write(json.dumps(moved, indent=1) + "\n")
-    console.print(f"{device_id}: on shard {moved['shard']} ({moved['mqtt_url']}); give the device the credentials")
+    console.print(
+        f"{device_id}: on shard {moved['shard']} ({moved['mqtt_url']}); give the device the credentials"
+    )
 
 
 __all__ = ["device_app"]

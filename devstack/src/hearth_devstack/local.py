@@ -268,7 +268,10 @@ class LocalStack:
             needs[f"device-gateway-{shard.name}"] = [*brokers, mosquitto, follower]
         specs = [
             *kafka,
-            *(supervised(mosquitto_startup(broker, name)) for broker, name in zip(self.mosquittos, mosquittos, strict=True)),
+            *(
+                supervised(mosquitto_startup(broker, name))
+                for broker, name in zip(self.mosquittos, mosquittos, strict=True)
+            ),
             supervised(postgres_startup(self.postgres)),
             supervised(redis_startup(self.redis)),
         ]

@@ -40,7 +40,8 @@ def simulate(
     mqtt_brokers: Annotated[
         int,
         typer.Option(
-            min=1, help="The stack's MQTT broker shards (hearth up --mqtt-brokers): a hub on each, shard i "
+            min=1,
+            help="The stack's MQTT broker shards (hearth up --mqtt-brokers): a hub on each, shard i "
             "on --mqtt-port + 2i",
         ),
     ] = 1,

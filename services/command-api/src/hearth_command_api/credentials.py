@@ -170,7 +170,9 @@ async def move_shard(
             ("body", "shard"), "unknown_shard", f"no MQTT shard {body.shard!r}; configured: {', '.join(urls)}"
         )
     if body.shard == device.shard:
-        raise HTTPException(status.HTTP_409_CONFLICT, f"device {device_id} is on MQTT shard {body.shard} already")
+        raise HTTPException(
+            status.HTTP_409_CONFLICT, f"device {device_id} is on MQTT shard {body.shard} already"
+        )
     move = MoveDeviceShard(request_id=new_id(), device_id=device_id, sent_at=utcnow(), shard=body.shard)
     await writer.send_request(move)
     device.shard = body.shard  # its fact follows; the credentials below name the new broker

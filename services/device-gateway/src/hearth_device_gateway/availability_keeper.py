@@ -15,8 +15,8 @@ follower's second job (broker_access.py runs it, on the platform listener with t
   ``offline`` (the will, or the hub's clean close), ``offline`` is published (retained) on each child's
   ``availability``: the gateway takes each to the inbox and the actor takes each child offline at once.
   A hub's children are the devices it acts for on this broker: for the simulator, the devices registered
-  with ``"simulated": true`` on this follower's shard (``MosquittoAccess.simulated_here``). The hub says ``online`` for itself, then
-  for each child, when it comes back.
+  with ``"simulated": true`` on this follower's shard (``MosquittoAccess.simulated_here``). The hub says
+  ``online`` for itself, then for each child, when it comes back.
 
 Why here: this follower is the one part that both follows the journal (who was revoked, who a hub's
 children are) and acts on the broker. The gateways share device messages through shared subscriptions,

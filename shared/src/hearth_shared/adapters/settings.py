@@ -53,8 +53,8 @@ class StackSettings(BaseSettings):
 
     mqtt_shards: dict[str, MqttShard] | None = Field(
         None,
-        description="The MQTT broker shards by name, as JSON: {\"0\": {\"device_url\": ..., "
-        "\"platform_url\": ...}, \"1\": ...}. A new device gets one of them (a stable hash of its id over "
+        description='The MQTT broker shards by name, as JSON: {"0": {"device_url": ..., '
+        '"platform_url": ...}, "1": ...}. A new device gets one of them (a stable hash of its id over '
         "the names in this order), recorded at its registration. None (the default): one broker, shard "
         f"{DEFAULT_SHARD!r}, at the addresses each service's own settings name",
     )

@@ -180,9 +180,8 @@ def move_shard(
     with admin_client(api, home) as client:
         moved = checked(client.post(f"/v1/devices/{device_id}/shard", json={"shard": to}))
     sys.stdout.write(json.dumps(moved, indent=1) + "\n")
-    console.print(
-        f"{device_id}: on shard {moved['shard']} ({moved['mqtt_url']}); give the device the credentials"
-    )
+    where = f"{device_id}: on shard {moved['shard']} ({moved['mqtt_url']})"
+    console.print(f"{where}; give the device its new credentials" if "credentials" in moved else where)
 
 
 __all__ = ["device_app"]

@@ -300,4 +300,5 @@ def _device_command(twin: Twin, event: CommandDispatched) -> DeviceCommand:
         name=command.name,
         params=command.params,
         expires_at=command.expires_at,
+        shard=twin.shard,
     )

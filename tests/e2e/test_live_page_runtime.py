@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -37,7 +38,7 @@ def records(home: str, device_id: str) -> list[tuple[bytes, bytes]]:
     for back, (minutes, hdd) in enumerate(zip(reversed(HEATING), reversed(HDD), strict=True)):
         day = today - timedelta(days=back)
         start = datetime.combine(day, time(), ZONE)
-        figures = {
+        figures: dict[str, Any] = {
             "day": day.isoformat(), "time_zone": ZONE.key, "day_start": start.isoformat(),
             "day_end": datetime.combine(day + timedelta(days=1), time(), ZONE).isoformat(),
             "covered_min": 1440.0, "heating_min": minutes, "cooling_min": 0.0, "hdd": hdd,

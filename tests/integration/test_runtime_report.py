@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,7 +107,7 @@ def figures(answer: dict[str, Any], **keys: Any) -> dict[str, Any]:
 
 
 async def test_the_runtime_batch_reaches_the_query_api_per_thermostat_and_home_on_the_homes_days(
-    spark: Any, stack: StackSettings, tmp_path: Any
+    spark: Any, stack: StackSettings, tmp_path: Path
 ) -> None:
     homes = Homes(stack.topic_prefix)
     await produce_facts(stack, homes.journal().facts)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from hearth_analytics.runtime_days import HoldSpans, Sample, Span, day_pieces, runtime_days, zone_named
+from hearth_analytics.runtime_days import HoldsAndZones, Sample, Span, day_pieces, runtime_days, zone_named
 from hearth_shared.domain.home_facts import (
     HoldPayload,
     HomeTimezoneSet,
@@ -30,11 +31,11 @@ def utc(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def every(start: str, end: str, step_min: int = 30, **keys: object) -> list[Sample]:
+def every(start: str, end: str, step_min: int = 30, **keys: Any) -> list[Sample]:
     """A report every ``step_min`` from ``start`` up to ``end`` (UTC, included), each with ``keys``."""
     t, last, found = utc(start), utc(end), []
     while t <= last:
-        found.append(Sample(at=t, **keys))  # type: ignore[arg-type]
+        found.append(Sample(at=t, **keys))
         t += timedelta(minutes=step_min)
     return found
 
@@ -156,7 +157,7 @@ def test_holds_come_from_the_home_journal_and_end_at_hold_until_a_resume_or_the_
     zone_set = HomeTimezoneSet(fact_id=uuid.uuid4(), home_id="h1", occurred_at=utc("2026-11-19T00:00"),
                                recorded_at=utc("2026-11-19T00:00"),
                                payload=TimezonePayload(timezone="Europe/Berlin"))  # fmt: skip
-    spans = HoldSpans()
+    spans = HoldsAndZones()
     for fact in [
         zone_set,
         _started("2026-11-20T20:00", until="2026-11-21T05:00"),  # 21:00 local -> 06:00 local the next day

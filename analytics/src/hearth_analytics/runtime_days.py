@@ -11,7 +11,7 @@ What each figure means is written once, in ``hearth_shared.schema.runtime_record
 * Every stretch, hold and away period is split at the home's local midnights (``day_pieces``), with the
   zone's daylight-saving rules: the day of an instant is its date in the home's zone, never UTC.
 * Ties in time are taken in the order given (the caller sorts by device time, then journal version).
-* Holds come from the home journal (``HoldSpans``): from ``schedule.hold_started`` until its
+* Holds come from the home journal (``HoldsAndZones``): from ``schedule.hold_started`` until its
   ``hold_until``, or until the device's schedule is resumed or set again, or another hold starts.
   A hold counts whether or not the device reported meanwhile (it is the schedule's, not a reading).
 * Away: the reported ``target_c`` unchanged for ``AWAY_AFTER_H`` hours or more, below the degree-day base.
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hearth_shared.domain.home_facts import (
@@ -57,9 +58,8 @@ class Sample:
     panel_changes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """``[start, end)``, aware instants."""
+class Span(NamedTuple):
+    """``[start, end)``, aware instants (a tuple: Spark pickles them to its Python workers)."""
 
     start: datetime
     end: datetime
@@ -69,7 +69,7 @@ def zone_named(name: str | None) -> ZoneInfo:
     """The IANA zone of that name; UTC for none or a name the zone database does not know."""
     try:
         return ZoneInfo(name) if name else ZoneInfo("UTC")
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # a device may report any text
         return ZoneInfo("UTC")
 
 
@@ -136,7 +136,6 @@ class _Carried:
     action: str | None = None
     outdoor: float | None = None
     target: float | None = None
-    target_since: datetime | None = None
     panel_changes: int | None = None
     targets: list[tuple[datetime, float]] = field(default_factory=list)  # each change of target_c
 
@@ -172,6 +171,8 @@ def runtime_days(
         for day, length in day_pieces(start, end, zone):
             tally(day).away += length
     for hold in holds:
+        if until is not None and hold.start >= until:
+            continue  # not begun at the batch's time
         tally(hold.start.astimezone(zone).date()).holds += 1
         end = hold.end if until is None else min(hold.end, until)  # not beyond the batch's time
         for day, length in day_pieces(hold.start, end, zone):
@@ -218,7 +219,7 @@ def _away_spans(targets: list[tuple[datetime, float]], last_end: datetime | None
             yield start, end
 
 
-class HoldSpans:
+class HoldsAndZones:
     """The home journal folded into what the runtime report needs of it: each device's holds as spans, and
     each home's zone (``home.timezone_set``, the newest)."""
 

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from hearth_analytics.history import fold_home_journal
 from hearth_analytics.history_facts import read_history_facts
-from hearth_analytics.runtime_days import HoldSpans, Sample, Span, runtime_days, zone_named
+from hearth_analytics.runtime_days import HoldsAndZones, Sample, Span, runtime_days, zone_named
 from hearth_analytics.schema import STATE_REPORTED
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
@@ -71,8 +71,11 @@ class RuntimeReport:
 
 
 def thermostat_reports(facts: DataFrame) -> DataFrame:
-    """The state reports of every device that ever reported ``hvac_action`` (``_SAMPLE_COLUMNS``)."""
-    reports = facts.where(F.col("type") == STATE_REPORTED).select(*_SAMPLE_COLUMNS)
+    """The state reports of every device that ever reported ``hvac_action`` (``_SAMPLE_COLUMNS``; a fact
+    without a readable time is left out)."""
+    reports = facts.where((F.col("type") == STATE_REPORTED) & F.col("event_time").isNotNull()).select(
+        *_SAMPLE_COLUMNS
+    )
     thermostats = reports.where(F.col("hvac_action").isNotNull()).select("device_id").distinct()
     return reports.join(thermostats, "device_id", "left_semi")
 
@@ -144,7 +147,7 @@ def home_days(devices: DataFrame) -> DataFrame:
     return homes.withColumn("heating_min_per_hdd", per_hdd)
 
 
-def records(devices: DataFrame, homes: DataFrame) -> DataFrame:
+def rollup_records(devices: DataFrame, homes: DataFrame) -> DataFrame:
     """Both as rollups-topic records: ``key``, ``value`` (the ``RuntimeDayRecord`` JSON, nulls kept)."""
     common = {"schema_version": F.lit(SCHEMA_VERSION), "window": F.lit(RUNTIME_WINDOW)}
     device_rows = devices.withColumns({**common, "scope": F.lit("device"), "devices": F.lit(1)})
@@ -165,7 +168,7 @@ def build_runtime_report(
 ) -> RuntimeReport:
     """Read the history and the home journal, publish every (device, day) and (home, day) record."""
     until = until or datetime.now(UTC)
-    spans = HoldSpans()
+    spans = HoldsAndZones()
     fold_home_journal(settings, spans.apply, "runtime-report")
     reports = thermostat_reports(read_history_facts(spark, settings)).cache()
     try:
@@ -173,7 +176,7 @@ def build_runtime_report(
         devices = device_days(reports, spans.holds(), zones, until).cache()
         homes = home_days(devices).cache()
         (
-            records(devices, homes)
+            rollup_records(devices, homes)
             .write.format("kafka")
             .option("kafka.bootstrap.servers", settings.stack.kafka_bootstrap_servers)
             .option("topic", settings.stack.topics.rollups)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from hearth_analytics.runtime_report import build_runtime_report
@@ -57,7 +58,9 @@ class Homes:
         # home's midnight (23:00 UTC); outdoor 8 degC until 07:30, then 10; reports every 30 minutes.
         j.report(self.t1, self.h, utc("2026-11-20T06:00"), time_zone="Europe/Berlin", hvac_action="idle",
                  outdoor_c=8.0, target_c=17.0, panel_changes=2)  # fmt: skip
-        j.report(self.t1, self.h, utc("2026-11-20T06:30"), hvac_action="heating", target_c=21.0, panel_changes=3)
+        j.report(
+            self.t1, self.h, utc("2026-11-20T06:30"), hvac_action="heating", target_c=21.0, panel_changes=3
+        )
         j.report(self.t1, self.h, utc("2026-11-20T07:00"), ambient_c=19.0)
         j.report(self.t1, self.h, utc("2026-11-20T07:30"), hvac_action="idle", outdoor_c=10.0)
         for hour in range(8, 24):
@@ -86,10 +89,21 @@ class Homes:
         hold = HoldPayload(command_id=uuid.uuid4(), hold_until=utc("2026-11-21T05:00"))
         return [
             zone,
-            ScheduleHoldStarted(fact_id=uuid.uuid4(), home_id=self.h, device_id=self.t1, occurred_at=held,
-                                recorded_at=held, payload=hold),  # fmt: skip
-            ScheduleResumed(fact_id=uuid.uuid4(), home_id=self.h, device_id=self.t1, occurred_at=resumed,
-                            recorded_at=resumed),  # fmt: skip
+            ScheduleHoldStarted(
+                fact_id=uuid.uuid4(),
+                home_id=self.h,
+                device_id=self.t1,
+                occurred_at=held,
+                recorded_at=held,
+                payload=hold,
+            ),
+            ScheduleResumed(
+                fact_id=uuid.uuid4(),
+                home_id=self.h,
+                device_id=self.t1,
+                occurred_at=resumed,
+                recorded_at=resumed,
+            ),
         ]
 
 
@@ -100,8 +114,15 @@ T1_DAY1_HDD = (10 * 90 + 8 * 930) / 1440
 T2_DAY1_HDD = 8 * 120 / 1440  # 10:00-12:00 UTC at 10 degC
 
 
+async def answer(query: httpx.AsyncClient, path: str, start: str, end: str) -> dict[str, Any]:
+    response = await query.get(path, params={"from": start, "to": end})
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
 def figures(answer: dict[str, Any], **keys: Any) -> dict[str, Any]:
-    found = [item for item in answer["items"] if all(item.get(k) == v for k, v in keys.items())]
+    found: list[dict[str, Any]] = [i for i in answer["items"] if all(i.get(k) == v for k, v in keys.items())]
     assert len(found) == 1, (keys, answer)
     return found[0]
 
@@ -124,24 +145,28 @@ async def test_the_runtime_batch_reaches_the_query_api_per_thermostat_and_home_o
     async with running_projector(stack, read_models.schema_name) as projector:
         await caught_up(projector)
         async with query_api(read_models) as (_, query):
-            t1 = (await query.get(f"/v1/devices/{homes.t1}/runtime", params={"from": "2026-11-20",
-                                                                             "to": "2026-11-21"})).json()  # fmt: skip
-            home = (await query.get(f"/v1/homes/{homes.h}/runtime", params={"from": "2026-11-20",
-                                                                            "to": "2026-11-20"})).json()  # fmt: skip
-            t3 = (await query.get(f"/v1/devices/{homes.t3}/runtime", params={"from": "2026-11-01",
-                                                                             "to": "2026-11-30"})).json()  # fmt: skip
-            bad = await query.get(f"/v1/homes/{homes.h}/runtime", params={"from": "2026-11-21", "to": "2026-11-20"})
-            token = create_token(SECRET, home_id=homes.n)
-            other = await query.get(f"/v1/homes/{homes.h}/runtime", headers={"Authorization": f"Bearer {token}"})
-            other_device = await query.get(f"/v1/devices/{homes.t1}/runtime",
-                                           headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+            t1 = await answer(query, f"/v1/devices/{homes.t1}/runtime", "2026-11-20", "2026-11-21")
+            home = await answer(query, f"/v1/homes/{homes.h}/runtime", "2026-11-20", "2026-11-20")
+            t3 = await answer(query, f"/v1/devices/{homes.t3}/runtime", "2026-11-01", "2026-11-30")
+            bad = await query.get(
+                f"/v1/homes/{homes.h}/runtime", params={"from": "2026-11-21", "to": "2026-11-20"}
+            )
+            stranger = {"Authorization": f"Bearer {create_token(SECRET, home_id=homes.n)}"}
+            other = await query.get(f"/v1/homes/{homes.h}/runtime", headers=stranger)
+            other_device = await query.get(f"/v1/devices/{homes.t1}/runtime", headers=stranger)
 
-    assert (t1["device_id"], t1["home_id"], t1["from"], t1["to"]) == (homes.t1, homes.h, "2026-11-20", "2026-11-21")
+    assert (t1["device_id"], t1["home_id"], t1["from"], t1["to"]) == (
+        homes.t1,
+        homes.h,
+        "2026-11-20",
+        "2026-11-21",
+    )
     assert [d["day"] for d in t1["items"]] == ["2026-11-20", "2026-11-21"]
     day1, day2 = t1["items"]
     assert day1 == {
         "day": "2026-11-20", "time_zone": "Europe/Berlin", "day_start": "2026-11-20T00:00:00+01:00",
-        "day_end": "2026-11-21T00:00:00+01:00", "covered_min": 1020.0, "heating_min": 90.0, "cooling_min": 0.0,
+        "day_end": "2026-11-21T00:00:00+01:00", "covered_min": 1020.0, "heating_min": 90.0,
+        "cooling_min": 0.0,
         "hdd": round(T1_DAY1_HDD, 4), "heating_min_per_hdd": round(90.0 / T1_DAY1_HDD, 3),
         "outdoor_mean_c": round((8 * 90 + 10 * 930) / 1020, 3), "manual_changes": 1, "holds": 1,
         "hold_min": 120.0, "away_min": 0.0,
@@ -160,7 +185,11 @@ async def test_the_runtime_batch_reaches_the_query_api_per_thermostat_and_home_o
     (home_day,) = home["days"]
     mean_hdd = (T1_DAY1_HDD + T2_DAY1_HDD) / 2
     assert home_day["devices"] == 2 and home_day["day"] == "2026-11-20"
-    assert (home_day["heating_min"], home_day["covered_min"], home_day["manual_changes"]) == (135.0, 1140.0, 1)
+    assert (home_day["heating_min"], home_day["covered_min"], home_day["manual_changes"]) == (
+        135.0,
+        1140.0,
+        1,
+    )
     assert (home_day["holds"], home_day["hold_min"]) == (1, 120.0)
     assert home_day["hdd"] == pytest.approx(mean_hdd, abs=1e-4)
     assert home_day["heating_min_per_hdd"] == pytest.approx(135.0 / mean_hdd, abs=1e-2)

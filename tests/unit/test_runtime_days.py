@@ -33,7 +33,8 @@ def utc(text: str) -> datetime:
 
 def every(start: str, end: str, step_min: int = 30, **keys: Any) -> list[Sample]:
     """A report every ``step_min`` from ``start`` up to ``end`` (UTC, included), each with ``keys``."""
-    t, last, found = utc(start), utc(end), []
+    t, last = utc(start), utc(end)
+    found: list[Sample] = []
     while t <= last:
         found.append(Sample(at=t, **keys))
         t += timedelta(minutes=step_min)

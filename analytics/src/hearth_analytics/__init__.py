@@ -1,4 +1,5 @@
-"""Hearth analytics: PySpark jobs over the journal (``python -m hearth_analytics stream|batch|runtime|train``).
+"""Hearth analytics: PySpark jobs over the journal (``python -m hearth_analytics stream|batch|runtime|train``,
+``hearth analytics ...``).
 
 * ``stream``: windowed telemetry rollups into the compacted rollups topic (``rollups.py`` has the
   record format and the definitions) and streaming training of the anomaly model (``train.py``).

@@ -126,7 +126,9 @@ def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
     return archived.unionByName(journal)
 
 
-async def _fold_home_journal(settings: AnalyticsSettings, apply: Callable[[HomeFact], None], name: str) -> None:
+async def _fold_home_journal(
+    settings: AnalyticsSettings, apply: Callable[[HomeFact], object], name: str
+) -> None:
     stack = settings.stack
 
     async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
@@ -141,7 +143,7 @@ async def _fold_home_journal(settings: AnalyticsSettings, apply: Callable[[HomeF
         await follower.stop()
 
 
-def fold_home_journal(settings: AnalyticsSettings, apply: Callable[[HomeFact], None], name: str) -> None:
+def fold_home_journal(settings: AnalyticsSettings, apply: Callable[[HomeFact], object], name: str) -> None:
     """Every home fact on the home journal now, in order per home, into ``apply`` (a record that is not a
     home fact is skipped); ``name``: the reader's, for its logs."""
     with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one

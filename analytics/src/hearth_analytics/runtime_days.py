@@ -121,7 +121,9 @@ class DayTally:
             cooling_min=round(self.cooling / MINUTE, 3),
             hdd=None if hdd is None else round(hdd, 4),
             heating_min_per_hdd=per_hdd(heating_min, hdd),
-            outdoor_mean_c=round(self.outdoor_sum / self.outdoor_minutes, 3) if self.outdoor_minutes else None,
+            outdoor_mean_c=round(self.outdoor_sum / self.outdoor_minutes, 3)
+            if self.outdoor_minutes
+            else None,
             manual_changes=self.manual_changes,
             holds=self.holds,
             hold_min=round(self.held / MINUTE, 3),
@@ -209,9 +211,11 @@ def _count_stretch(day: DayTally, state: _Carried, length: timedelta) -> None:
         day.outdoor_sum += state.outdoor * minutes
 
 
-def _away_spans(targets: list[tuple[datetime, float]], last_end: datetime | None) -> Iterator[tuple[datetime, datetime]]:
+def _away_spans(
+    targets: list[tuple[datetime, float]], last_end: datetime | None
+) -> Iterator[tuple[datetime, datetime]]:
     """Target stretches of ``AWAY_AFTER`` or longer below the degree-day base."""
-    if last_end is None:
+    if last_end is None or not targets:
         return
     ends = [at for at, _ in targets[1:]] + [last_end]
     for (start, target), end in zip(targets, ends, strict=True):

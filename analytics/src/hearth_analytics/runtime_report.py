@@ -118,11 +118,14 @@ def _device_days(
 
 def _utc(value: object) -> datetime:
     """A timestamp from Spark's pandas rows (naive UTC: the session's zone is UTC) as an aware datetime."""
-    at = pd.Timestamp(value)  # type: ignore[arg-type]
-    return (at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")).to_pydatetime()
+    at = pd.Timestamp(value)
+    moment: datetime = (at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")).to_pydatetime()
+    return moment
 
 
-def device_days(reports: DataFrame, holds: dict[str, list[Span]], zones: dict[str, str], until: datetime) -> DataFrame:
+def device_days(
+    reports: DataFrame, holds: dict[str, list[Span]], zones: dict[str, str], until: datetime
+) -> DataFrame:
     """One row per (device, local day) of ``DAY_SCHEMA`` (a missing figure is null, never NaN)."""
     days = reports.groupBy("device_id").applyInPandas(_device_days(holds, zones, until), DAY_SCHEMA)
     return days.select(
@@ -151,9 +154,7 @@ def rollup_records(devices: DataFrame, homes: DataFrame) -> DataFrame:
     """Both as rollups-topic records: ``key``, ``value`` (the ``RuntimeDayRecord`` JSON, nulls kept)."""
     common = {"schema_version": F.lit(SCHEMA_VERSION), "window": F.lit(RUNTIME_WINDOW)}
     device_rows = devices.withColumns({**common, "scope": F.lit("device"), "devices": F.lit(1)})
-    home_rows = homes.withColumns(
-        {**common, "scope": F.lit("home"), "device_id": F.lit(None).cast("string")}
-    )
+    home_rows = homes.withColumns({**common, "scope": F.lit("home"), "device_id": F.lit(None).cast("string")})
     subject = F.coalesce(F.col("device_id"), F.col("home_id"))
     value = F.to_json(F.struct(*(F.col(name) for name in RECORD_FIELDS)), {"ignoreNullFields": "false"})
     return (

@@ -40,8 +40,8 @@ FIGURES_TEXT = (
     "Each day: `day` (the home's local date), `time_zone`, `day_start`, `day_end`, `covered_min` (minutes "
     "with reports), `heating_min`, `cooling_min`, `hdd` (heating degree-days, base 18 °C, from the "
     "thermostat's outdoor temperature), `heating_min_per_hdd` (null below 0.5 degree-days), "
-    "`outdoor_mean_c`, `manual_changes` (targets set by hand at the panel), `holds` (schedule holds started), "
-    "`hold_min`, `away_min` (the target left below 18 °C for a day or more)."
+    "`outdoor_mean_c`, `manual_changes` (targets set by hand at the panel), `holds` (schedule holds "
+    "started), `hold_min`, `away_min` (the target left below 18 °C for a day or more)."
 )
 
 
@@ -124,6 +124,17 @@ async def home_runtime(
     device_days = _runtime_rows("device", start, end).where(t.rollups.c.subject_id.in_(devices))
     home_days = _runtime_rows("home", start, end).where(t.rollups.c.subject_id == home_id)
     async with request.app.state.engine.connect() as conn:
-        items = [{"device_id": row.subject_id, **_figures(row.value)} for row in await conn.execute(device_days)]
-        days = [{"devices": row.value.get("devices"), **_figures(row.value)} for row in await conn.execute(home_days)]
-    return {"home_id": home_id, "from": start.isoformat(), "to": end.isoformat(), "items": items, "days": days}
+        items = [
+            {"device_id": row.subject_id, **_figures(row.value)} for row in await conn.execute(device_days)
+        ]
+        days = [
+            {"devices": row.value.get("devices"), **_figures(row.value)}
+            for row in await conn.execute(home_days)
+        ]
+    return {
+        "home_id": home_id,
+        "from": start.isoformat(),
+        "to": end.isoformat(),
+        "items": items,
+        "days": days,
+    }

@@ -79,7 +79,7 @@ def _figures(value: dict[str, Any]) -> dict[str, Any]:
     summary="A thermostat's runtime per day of its home: heating and cooling minutes, degree-days, and what "
     "changed them",
     description=f"`items`: one per day the runtime batch reported, oldest first. {FIGURES_TEXT}",
-    responses=error_responses(401, 404, 413, 422),
+    responses=error_responses(401, 404, 413),
 )
 async def device_runtime(
     device_id: DeviceId,
@@ -108,7 +108,7 @@ async def device_runtime(
     description="`items`: one per thermostat and day (with its `device_id`), oldest day first; `days`: the "
     "home's own per day (minutes and counts summed over its thermostats, device-minutes; `hdd` and "
     f"`outdoor_mean_c` their mean; `devices` counted). {FIGURES_TEXT}",
-    responses=error_responses(401, 404, 413, 422),
+    responses=error_responses(401, 404, 413),
 )
 async def home_runtime(
     home_id: Annotated[str, Path(pattern=IDENTIFIER_PATTERN)],

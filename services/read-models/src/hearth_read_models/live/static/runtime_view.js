@@ -59,7 +59,8 @@ function runtimeChart(slots, days, scope) {
   const most = Math.max(60, ...days.map(minutes));
   const mostHdd = Math.max(1, ...days.map((day) => day.hdd ?? 0));
   const y = (value, scale) => H - (value / scale) * (H - top);
-  const svg = svgNode("svg", { viewBox: `0 0 ${W} ${H}`, class: "runtime-chart" });
+  // stretched to the box's width (the line keeps its stroke: vector-effect in style.css)
+  const svg = svgNode("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "runtime-chart" });
   const points = [];
   slots.forEach((name, i) => {
     const day = byDay.get(name);
@@ -89,6 +90,7 @@ function runtimeChart(slots, days, scope) {
     `${changes} manual changes`;
   return el("figure", { class: "runtime", dataset: { scope, days: String(days.length) } },
     el("figcaption", {}, caption), svg,
+    el("p", { class: "axis muted" }, el("span", {}, slots[0].slice(5)), el("span", {}, slots[slots.length - 1].slice(5))),
     el("p", { class: "legend muted" }, el("span", { class: "key heating" }, ""), " heating min/day ",
       el("span", { class: "key hdd" }, ""), ` degree-days (peak ${mostHdd.toFixed(1)})`));
 }

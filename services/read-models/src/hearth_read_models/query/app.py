@@ -19,6 +19,7 @@ from hearth_read_models.query import (
     automation_views,
     backtest_views,
     campaign_views,
+    runtime_views,
     schedule_views,
     type_schemas,
 )
@@ -343,6 +344,7 @@ def make_app(
     app.include_router(automation_views.router)  # automations, runs, deliveries (the same home view)
     app.include_router(backtest_views.router)  # POST /v1/automations/{id}/backtest: reads the journal
     app.include_router(campaign_views.router)  # GET /v1/campaigns: the campaigns topic folded (admin)
+    app.include_router(runtime_views.router)  # GET .../runtime: the runtime batch's days (rollups table)
 
     @app.get(
         "/healthz",

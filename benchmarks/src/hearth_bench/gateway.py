@@ -1,7 +1,7 @@
 """``hearth bench gateway``: the device gateway (issue #10, #21) measured on temporary servers.
 
-One stack: Kafka, Mosquitto, the broker-access follower, ONE device-gateway process and one device-actor
-worker (no databases). The bench registers its devices through the inbox (``register_device`` and, for
+One stack: Kafka, Mosquitto, the broker-access follower, one device-gateway process (or ``gateways``) and
+one device-actor worker (no databases). The bench registers its devices through the inbox (``register_device`` and, for
 the connection test, ``issue_credentials`` with a fresh secret's hash: the path the command API takes),
 so the actor records the facts and the follower gives the broker their credentials.
 
@@ -13,12 +13,15 @@ so the actor records the facts and the follower gives the broker their credentia
    read at a time, with the gateway's receive maximum). Every process's CPU share is measured over the
    run (the broker's, each publisher's, the counter's): the floor is the broker's when it is the one
    near a whole core, and the publishers' shares show that they were not the limit.
-2. **Through one gateway.** The same publishers send the same reports to ``hearth/devices/<id>/state``;
+2. **Through the gateway.** The same publishers send the same reports to ``hearth/devices/<id>/state``;
    the device actor is stopped meanwhile (on 2 cores it would take the gateway's CPU to fold a backlog it
    cannot keep up with), and the bench counts the telemetry lane's records from its end offsets (nothing
    else writes there; no consumer in this process). Then the actor starts again and folds the backlog:
    facts/s into the journal, counted as they arrive (``device.state_reported`` only). Rates run from the
-   first arrival to the last. With ``profile``, py-spy records the gateway meanwhile.
+   first arrival to the last. With ``profile``, py-spy records the gateway meanwhile. With ``gateways``
+   n > 1, n gateway processes run as device shards (``HEARTH_DEVICE_GATEWAY_SHARDS``: each subscribes to
+   every device's topics and takes its shard's devices, hearth_device_gateway.shards), and their CPU is
+   added up.
 3. **Connections held.** ``connections`` devices, each with its own credential, connect at once
    (``mqtt_load hold``: one gmqtt connection each, subscribed to its ``commands`` topic, its will set,
    ``online`` published retained); the gateway's and the broker's resident memory before and after,
@@ -31,6 +34,7 @@ so the actor records the facts and the follower gives the broker their credentia
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -58,8 +62,10 @@ FLOOR_ROOT = "hearth/floor00"  # as long as "hearth/devices": the same bytes on 
 DEVICE_ROOT = "hearth/devices"
 RECEIVE_MAXIMUM = 20_000  # the gateway's default (DeviceGatewaySettings.receive_maximum)
 STALL_S = 30.0  # give up waiting when nothing more arrived for this long
+ACTOR_START_S = 120.0  # the same, while the device actor starts again (restores its table, rejoins)
 STATE_FACT = b'"type":"device.state_reported"'
 ACTOR = "device-actor"
+GATEWAY = "device-gateway"
 T = TypeVar("T")
 
 
@@ -138,9 +144,15 @@ class OffsetCounter:
 
 
 async def _until(
-    what: str, arrivals: list[Arrivals], expected: int, stack: BenchStack | None, *, stopped: str = ""
+    what: str,
+    arrivals: list[Arrivals],
+    expected: int,
+    stack: BenchStack | None,
+    *,
+    stopped: str = "",
+    stall_s: float = STALL_S,
 ) -> None:
-    """Wait until the last of ``arrivals`` counted ``expected`` (or nothing came for ``STALL_S``);
+    """Wait until the last of ``arrivals`` counted ``expected`` (or nothing came for ``stall_s``);
     ``stopped``: a part of the stack that is meant not to run meanwhile."""
     with counting_progress() as progress:
         tasks = [progress.add_task(f"{what} [{i}]", total=expected) for i in range(len(arrivals))]
@@ -150,8 +162,8 @@ async def _until(
                 progress.update(task, completed=a.count)
             if arrivals[-1].count != seen:
                 seen, quiet_since = arrivals[-1].count, time.monotonic()
-            elif time.monotonic() - quiet_since > STALL_S:
-                console.print(f"[red]{what}: {seen} of {expected}, nothing more for {STALL_S:g} s[/]")
+            elif time.monotonic() - quiet_since > stall_s:
+                console.print(f"[red]{what}: {seen} of {expected}, nothing more for {stall_s:g} s[/]")
                 return
             if stack is not None:
                 stack.check_running(but=stopped)
@@ -258,6 +270,25 @@ async def _floor(stack: BenchStack, ids: list[str], reports: int, publishers: in
     return {**_figures(a), "publishers": generator, "cpu_percent_of_one_core": cpu}
 
 
+def _more_gateways(stack: BenchStack, gateways: int) -> list[str]:
+    """Start gateways 2 .. ``gateways`` (shards 1 .. n - 1) beside the stack's own (shard 0, started with
+    ``SHARDS`` in the stack's environment); their part names, all of them now in ``stack.parts``."""
+    names = []
+    for shard in range(1, gateways):
+        name = f"{GATEWAY}-{shard + 1}"
+        env = {"HEARTH_DEVICE_GATEWAY_INSTANCE": f"gateway-{shard + 1}", "HEARTH_DEVICE_GATEWAY_SHARD": str(shard)}
+        services = dataclasses.replace(
+            stack.services, logs=stack.services.logs / name, extra_env={**stack.services.extra_env, **env}
+        )
+        process, timeout_s = services.part(GATEWAY)
+        process = dataclasses.replace(process, name=name)
+        stack.parts[name] = process  # stopped with the stack
+        process.start()
+        process.wait_healthy(timeout_s)
+        names.append(name)
+    return names
+
+
 async def _through_gateway(
     stack: BenchStack, ids: list[str], reports: int, publishers: int, profile: Path | None
 ) -> dict[str, Any]:
@@ -272,16 +303,22 @@ async def _through_gateway(
     await journal.start()
     top: dict[str, list[tuple[str, float]]] | None = None
     try:
-        console.print(f"gateway: {expected:,} reports through one gateway process (device actor stopped)")
-        spy = Profiler(stack.pid("device-gateway"), profile) if profile else None
-        gateway_cpu = stack.cpu_seconds()["device-gateway"]
+        gateways = [name for name in stack.parts if name.startswith(GATEWAY)]
+        console.print(f"gateway: {expected:,} reports through {len(gateways)} gateway process(es), actor stopped")
+        spy = Profiler(stack.pid(GATEWAY), profile) if profile else None
+
+        def gateway_cpu() -> float:
+            used = stack.cpu_seconds()
+            return sum(used[name] for name in gateways)
+
+        cpu_before = gateway_cpu()
         wait = _until("inbox", [inbox.arrivals], expected, stack, stopped=ACTOR)
         _, generator, cpu = await _load(stack, jobs, wait, {})
-        gateway_cpu = stack.cpu_seconds()["device-gateway"] - gateway_cpu
+        used = gateway_cpu() - cpu_before
         top = spy.stop() if spy is not None else None
         console.print("the device actor starts again and folds the reports into the journal")
         actor.start()
-        await _until("journal", [journal.arrivals], expected, stack)
+        await _until("journal", [journal.arrivals], expected, stack, stall_s=ACTOR_START_S)
     finally:
         await inbox.stop()
         await journal.stop()
@@ -292,18 +329,21 @@ async def _through_gateway(
         **figures,
         "publishers": generator,
         "cpu_percent_of_one_core": cpu,
-        "gateway_us_per_report": round(gateway_cpu / max(1, inbox.arrivals.count) * 1e6, 1),
-        "gateway_reports_per_cpu_second": round(inbox.arrivals.count / gateway_cpu) if gateway_cpu > 0 else 0,
+        "gateways": len(gateways),
+        "gateway_us_per_report": round(used / max(1, inbox.arrivals.count) * 1e6, 1),
+        "gateway_reports_per_cpu_second": round(inbox.arrivals.count / used) if used > 0 else 0,
     }
 
 
 def run_gateway_bench(
-    *, devices: int, reports: int, publishers: int, connections: int, profile: Path | None
+    *, devices: int, reports: int, publishers: int, gateways: int, connections: int, profile: Path | None
 ) -> dict[str, Any]:
     open_files = raise_open_files_limit()
     thermostats = [f"gwbench-thermo-{i:05d}" for i in range(devices)]
     held = [(f"gwbench-conn-{i:05d}", new_secret()) for i in range(connections)]
-    with bench_stack("gateway", services=(ACTOR,), databases=False, mqtt=True) as stack:
+    sharded = {"HEARTH_DEVICE_GATEWAY_SHARDS": str(gateways)} if gateways > 1 else {}
+    with bench_stack("gateway", services=(ACTOR,), databases=False, mqtt=True, env=sharded) as stack:
+        _more_gateways(stack, gateways)
 
         async def main() -> dict[str, Any]:
             console.print(f"registering {devices:,} thermostats and {connections:,} devices with credentials")
@@ -327,6 +367,7 @@ class GatewayBench:
     devices: int = option(1000, "Thermostats whose reports go through the gateway")
     reports: int = option(200_000, "State reports published (floor and gateway each)")
     publishers: int = option(2, "Publisher processes (each with 4 connections; a device's reports in one)")
+    gateways: int = option(1, "Gateway processes; more than 1: device shards (a device's messages in order)")
     connections: int = option(10_000, "Devices connected at once, each with its own credentials (0: skip)")
     roundtrip: bool = option(True, "Also the command round trip over MQTT at 200/s")
     duration_s: float = option(20.0, "Seconds of commands for the round trip", flag="--duration")
@@ -342,6 +383,7 @@ def main(params: GatewayBench) -> dict[str, Any]:
         devices=params.devices,
         reports=params.reports,
         publishers=params.publishers,
+        gateways=params.gateways,
         connections=params.connections,
         profile=params.profile,
     )

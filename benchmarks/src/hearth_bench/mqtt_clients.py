@@ -44,7 +44,6 @@ from hearth_bench.options import option
 from hearth_bench.stack import console
 from hearth_devstack.servers import start_mosquitto
 from hearth_shared.schema.events import utcnow
-from hearth_shared.schema.mqtt import GATEWAY_ACCOUNT
 
 CLIENTS = ("raw", "gmqtt", "gmqtt-batched", "paho", "awscrt")
 NEEDS = {"paho": "paho.mqtt", "awscrt": "awscrt"}  # the module a client needs
@@ -89,7 +88,7 @@ async def _measure(broker: Any, broker_pid: int, params: MqttClientsBench) -> li
         job = {
             "host": "127.0.0.1",
             "port": broker.platform_port,
-            "username": GATEWAY_ACCOUNT,
+            "username": broker.admin.username,
             "password": broker.admin.password,
             "filter": f"$share/clients-{secrets.token_hex(3)}/{ROOT}/+/state",
             "receive_maximum": RECEIVE_MAXIMUM,

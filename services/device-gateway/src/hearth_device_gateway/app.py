@@ -8,7 +8,8 @@ topic, in the gateways' consumer group). It subscribes to every device's ``state
 so each device message goes to one gateway of the group (uplink.py, in batches: one per read of the
 socket, acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes
 the commands of the partitions it was given (downlink.py). Several processes with distinct instances
-share the work.
+share the work; with ``shards`` > 1, each takes the devices of its shard instead, over plain
+subscriptions, so a device's messages keep their order (shards.py says why and what it costs).
 
 Two connections, one per lane, because the broker queues per connection: a session's queued messages and
 its in-flight window (``receive_maximum``) are first in, first out across all its subscriptions, and its
@@ -54,11 +55,12 @@ from aiokafka import AIOKafkaConsumer
 from hearth_device_gateway.downlink import Downlink
 from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_device_gateway.settings import DeviceGatewaySettings
+from hearth_device_gateway.shards import Shard
 from hearth_device_gateway.uplink import Uplink
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import utcnow
-from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
+from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription, wildcard
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +94,14 @@ class DeviceGateway:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
+        shard = Shard(s.shard, s.shards) if s.shards > 1 else None
+
+        def topic_filter(channel: str) -> str:  # each device's messages to one gateway: shards.py
+            return wildcard(channel) if shard else shared_subscription(s.mqtt_group(), channel)
+
         subscriptions = {
-            telemetry: [shared_subscription(s.mqtt_group(), STATE)],
-            lane: [shared_subscription(s.mqtt_group(), c) for c in (ACKS, AVAILABILITY)],
+            telemetry: [topic_filter(STATE)],
+            lane: [topic_filter(ACKS), topic_filter(AVAILABILITY)],
         }
         await journal.start()
         try:
@@ -104,7 +111,8 @@ class DeviceGateway:
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
             inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
             uplinks = self.uplinks = [
-                Uplink(inbox, dead_letters, link.publish, clock=self.clock) for link in subscriptions
+                Uplink(inbox, dead_letters, link.publish, clock=self.clock, owns=shard.owns if shard else None)
+                for link in subscriptions
             ]
             self.downlink = Downlink(consumer, lane.publish, dead_letters, clock=self.clock)
             for link, uplink in zip(subscriptions, uplinks, strict=True):

@@ -47,7 +47,10 @@ class Uplink:
         publish_error: Publish,
         *,
         clock: Callable[[], datetime] = utcnow,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
+        """``owns``: whether a message's topic is this gateway's to take (``Shard.owns``; None: all are)."""
+        self.owns = owns
         self.inbox = inbox
         self.dead_letters = dead_letters
         self.publish_error = publish_error
@@ -63,6 +66,8 @@ class Uplink:
         requests: list[tuple[Inbound, ReportState | None]] = []
         refused: list[tuple[str, bytes, MalformedRecord]] = []
         for topic, payload in messages:
+            if self.owns is not None and not self.owns(topic):
+                continue  # another shard's device: acknowledged with the batch, unread
             try:
                 message = translate(topic, payload, now)
             except MalformedRecord as error:

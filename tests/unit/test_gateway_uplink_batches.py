@@ -50,7 +50,10 @@ def _uplink(producer: FakeBatchProducer) -> tuple[Uplink, _DeadLetters, list[tup
     inbox = InboxLanes(producer, TOPICS, batch_size=1000, linger_s=0.0)
     letters, errors = _DeadLetters(), []
     uplink = Uplink(
-        inbox, cast(DeadLetters, letters), lambda topic, payload: errors.append((topic, payload)), clock=lambda: NOW
+        inbox,
+        cast(DeadLetters, letters),
+        lambda topic, payload: errors.append((topic, payload)),
+        clock=lambda: NOW,
     )
     return uplink, letters, errors
 

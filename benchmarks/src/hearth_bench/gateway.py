@@ -1,9 +1,10 @@
 """``hearth bench gateway``: the device gateway (issue #10, #21) measured on temporary servers.
 
 One stack: Kafka, Mosquitto, the broker-access follower, one device-gateway process (or ``gateways``) and
-one device-actor worker (no databases). The bench registers its devices through the inbox (``register_device`` and, for
-the connection test, ``issue_credentials`` with a fresh secret's hash: the path the command API takes),
-so the actor records the facts and the follower gives the broker their credentials.
+one device-actor worker (no databases). The bench registers its devices through the inbox
+(``register_device`` and, for the connection test, ``issue_credentials`` with a fresh secret's hash: the
+path the command API takes), so the actor records the facts and the follower gives the broker their
+credentials.
 
 1. **The broker's floor, apart.** ``publishers`` publisher processes (``mqtt_load publish``: packets built
    before the run, written a window at a time, a few microseconds of CPU per message) send ``reports``
@@ -38,8 +39,8 @@ import dataclasses
 import json
 import os
 import time
-from contextlib import suppress
 from collections.abc import Awaitable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -221,9 +222,7 @@ async def _load(
         before, began = cpu(), time.monotonic()
         for publisher in publishers:
             publisher.say("go")
-        answers, result = await asyncio.gather(
-            asyncio.gather(*(p.line() for p in publishers)), done
-        )
+        answers, result = await asyncio.gather(asyncio.gather(*(p.line() for p in publishers)), done)
         share = cpu_share(before, cpu(), time.monotonic() - began)
     finally:
         for publisher in publishers:
@@ -276,7 +275,10 @@ def _more_gateways(stack: BenchStack, gateways: int) -> list[str]:
     names = []
     for shard in range(1, gateways):
         name = f"{GATEWAY}-{shard + 1}"
-        env = {"HEARTH_DEVICE_GATEWAY_INSTANCE": f"gateway-{shard + 1}", "HEARTH_DEVICE_GATEWAY_SHARD": str(shard)}
+        env = {
+            "HEARTH_DEVICE_GATEWAY_INSTANCE": f"gateway-{shard + 1}",
+            "HEARTH_DEVICE_GATEWAY_SHARD": str(shard),
+        }
         services = dataclasses.replace(
             stack.services, logs=stack.services.logs / name, extra_env={**stack.services.extra_env, **env}
         )
@@ -304,7 +306,9 @@ async def _through_gateway(
     top: dict[str, list[tuple[str, float]]] | None = None
     try:
         gateways = [name for name in stack.parts if name.startswith(GATEWAY)]
-        console.print(f"gateway: {expected:,} reports through {len(gateways)} gateway process(es), actor stopped")
+        console.print(
+            f"gateway: {expected:,} reports through {len(gateways)} gateway process(es), actor stopped"
+        )
         spy = Profiler(stack.pid(GATEWAY), profile) if profile else None
 
         def gateway_cpu() -> float:

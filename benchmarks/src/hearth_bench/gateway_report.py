@@ -44,7 +44,8 @@ def gateway_result(
             "path": (
                 "MQTT report -> one gateway process -> inbox record (actor stopped)"
                 if gateways == 1
-                else f"MQTT report -> {gateways} gateway processes (device shards) -> inbox record (actor stopped)"
+                else f"MQTT report -> {gateways} gateway processes (device shards) -> inbox record "
+                "(actor stopped)"
             ),
             "msg/s": gw["inbox"]["rate"],
             "ratio": ratio(gw["inbox"]["rate"], floor["rate"]),

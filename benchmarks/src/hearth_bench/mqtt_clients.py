@@ -78,7 +78,7 @@ def main(params: MqttClientsBench) -> dict[str, Any]:
 
 
 async def _measure(broker: Any, broker_pid: int, params: MqttClientsBench) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     devices = [f"client-bench-{i:04d}" for i in range(1000)]
     per_process = params.reports // params.publishers
     for name in params.clients:
@@ -96,7 +96,9 @@ async def _measure(broker: Any, broker_pid: int, params: MqttClientsBench) -> li
             "stall_s": STALL_S,
         }
         subscriber = (
-            LoadProcess("count", job) if name == "raw" else LoadProcess(name, job, module="hearth_bench.mqtt_clients")
+            LoadProcess("count", job)
+            if name == "raw"
+            else LoadProcess(name, job, module="hearth_bench.mqtt_clients")
         )
         publishers: list[LoadProcess] = []
         try:
@@ -108,22 +110,17 @@ async def _measure(broker: Any, broker_pid: int, params: MqttClientsBench) -> li
             for publisher in publishers:
                 if (line := await publisher.line()) != "ready":
                     raise RuntimeError(f"publisher: {line}")
-            processes = {"subscriber": subscriber, **{f"publisher {i + 1}": p for i, p in enumerate(publishers)}}
-
-            def cpu() -> dict[str, float]:
-                used = {n: p.cpu_seconds() for n, p in processes.items()}
-                used["mosquitto"] = sum(psutil.Process(broker_pid).cpu_times()[:2])
-                machine = psutil.cpu_times()
-                used["machine"] = machine.user + machine.nice + machine.system + machine.irq + machine.softirq
-                return used
-
-            before, began = cpu(), time.monotonic()
+            processes = {
+                "subscriber": subscriber,
+                **{f"publisher {i + 1}": p for i, p in enumerate(publishers)},
+            }
+            before, began = _cpu(processes, broker_pid), time.monotonic()
             subscriber_cpu = subscriber.cpu_seconds()
             for publisher in publishers:
                 publisher.say("go")
             answer = json.loads(await subscriber.line())
             subscriber_cpu = subscriber.cpu_seconds() - subscriber_cpu
-            share = cpu_share(before, cpu(), time.monotonic() - began)
+            share = cpu_share(before, _cpu(processes, broker_pid), time.monotonic() - began)
         finally:
             for process in [subscriber, *publishers]:
                 process.close()
@@ -138,6 +135,15 @@ async def _measure(broker: Any, broker_pid: int, params: MqttClientsBench) -> li
             }
         )
     return rows
+
+
+def _cpu(processes: dict[str, LoadProcess], broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of each process, the broker and the machine (for ``cpu_share``)."""
+    used = {n: p.cpu_seconds() for n, p in processes.items()}
+    used["mosquitto"] = sum(psutil.Process(broker_pid).cpu_times()[:2])
+    machine = psutil.cpu_times()
+    used["machine"] = machine.user + machine.nice + machine.system + machine.irq + machine.softirq
+    return used
 
 
 def _publish_job(job: dict[str, Any], ids: list[str], reports: int, index: int) -> dict[str, Any]:
@@ -182,7 +188,9 @@ class _Count:
 
     def answer(self) -> str:
         a = self.arrivals
-        return json.dumps({"received": a.count, "first": a.first, "last": a.last, "first_batch": a.first_batch})
+        return json.dumps(
+            {"received": a.count, "first": a.first, "last": a.last, "first_batch": a.first_batch}
+        )
 
 
 async def _gmqtt(job: dict[str, Any], batched: bool) -> str:
@@ -224,7 +232,9 @@ def _paho(job: dict[str, Any]) -> str:
 
     count = _Count(int(job["expected"]))
     client = mqtt.Client(
-        mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-clients-{secrets.token_hex(3)}", protocol=mqtt.MQTTv5
+        mqtt.CallbackAPIVersion.VERSION2,
+        client_id=f"bench-clients-{secrets.token_hex(3)}",
+        protocol=mqtt.MQTTv5,
     )
     client.username_pw_set(job["username"], job["password"])
     client.on_subscribe = lambda *_: print("ready", flush=True)

@@ -56,12 +56,14 @@ def raise_open_files_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-async def _open(job: dict[str, Any], client_id: str, receive_maximum: int) -> tuple[
-    asyncio.StreamReader, asyncio.StreamWriter, int
-]:
+async def _open(
+    job: dict[str, Any], client_id: str, receive_maximum: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
     """A connection, CONNACKed: its streams and the broker's receive maximum."""
     reader, writer = await asyncio.open_connection(job["host"], int(job["port"]))
-    writer.write(mqtt_wire.connect(client_id, job["username"], job["password"], receive_maximum=receive_maximum))
+    writer.write(
+        mqtt_wire.connect(client_id, job["username"], job["password"], receive_maximum=receive_maximum)
+    )
     body = await _next_packet(reader, mqtt_wire.CONNACK)
     reason, window = mqtt_wire.connack(body)
     if reason:
@@ -104,9 +106,7 @@ async def _publish(job: dict[str, Any]) -> dict[str, Any]:
     return {"started": started, "acknowledged": done, "published": sum(map(len, work))}
 
 
-async def _send(
-    link: tuple[asyncio.StreamReader, asyncio.StreamWriter, int], packets: list[bytes]
-) -> None:
+async def _send(link: tuple[asyncio.StreamReader, asyncio.StreamWriter, int], packets: list[bytes]) -> None:
     """Write ``packets`` keeping at most the broker's receive maximum unacknowledged."""
     reader, writer, window = link
     sent = min(window, len(packets))

@@ -57,7 +57,9 @@ def connect(client_id: str, username: str, password: str, *, receive_maximum: in
 
 def subscribe(packet_id: int, topic_filter: str) -> bytes:
     """SUBSCRIBE to one filter at QoS 1."""
-    return _packet(SUBSCRIBE, struct.pack("!H", packet_id) + b"\x00" + _string(topic_filter.encode()) + b"\x01")
+    return _packet(
+        SUBSCRIBE, struct.pack("!H", packet_id) + b"\x00" + _string(topic_filter.encode()) + b"\x01"
+    )
 
 
 def publish(topic: str, payload: bytes, packet_id: int) -> bytes:
@@ -137,8 +139,8 @@ def _value_size(prop: int, data: bytes, at: int) -> int:
     if prop in _VARINT:
         return _read_varint(data, at)[1] - at
     if prop in _LENGTH_PREFIXED:
-        return 2 + struct.unpack_from("!H", data, at)[0]
+        return 2 + int(struct.unpack_from("!H", data, at)[0])
     if prop in _PAIR:
-        first = 2 + struct.unpack_from("!H", data, at)[0]
-        return first + 2 + struct.unpack_from("!H", data, at + first)[0]
+        first = 2 + int(struct.unpack_from("!H", data, at)[0])
+        return first + 2 + int(struct.unpack_from("!H", data, at + first)[0])
     raise ValueError(f"unknown MQTT property 0x{prop:02x}")

@@ -96,12 +96,12 @@ class DeviceGateway:
         )
         shard = Shard(s.shard, s.shards) if s.shards > 1 else None
 
-        def topic_filter(channel: str) -> str:  # each device's messages to one gateway: shards.py
+        def device_filter(channel: str) -> str:  # each device's messages to one gateway: shards.py
             return wildcard(channel) if shard else shared_subscription(s.mqtt_group(), channel)
 
         subscriptions = {
-            telemetry: [topic_filter(STATE)],
-            lane: [topic_filter(ACKS), topic_filter(AVAILABILITY)],
+            telemetry: [device_filter(STATE)],
+            lane: [device_filter(ACKS), device_filter(AVAILABILITY)],
         }
         await journal.start()
         try:
@@ -111,7 +111,9 @@ class DeviceGateway:
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
             inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
             uplinks = self.uplinks = [
-                Uplink(inbox, dead_letters, link.publish, clock=self.clock, owns=shard.owns if shard else None)
+                Uplink(
+                    inbox, dead_letters, link.publish, clock=self.clock, owns=shard.owns if shard else None
+                )
                 for link in subscriptions
             ]
             self.downlink = Downlink(consumer, lane.publish, dead_letters, clock=self.clock)

@@ -111,7 +111,7 @@ class InboxWriter:
 
 
 class InboxLanes:
-    """An ``InboxWriter`` per lane; ``put`` sends a request on its lane."""
+    """An ``InboxWriter`` per lane; ``put_all`` sends each request on its lane."""
 
     def __init__(
         self, producer: AIOKafkaProducer, topics: Topics, *, batch_size: int, linger_s: float

@@ -41,8 +41,10 @@ class DeviceGatewaySettings(BaseSettings):
         20000, gt=0, lt=65536, description="Device messages the broker may have in flight to this process"
     )
     shards: int = Field(
-        1, ge=1, description="1: share the devices' messages (MQTT 5 shared subscriptions); n: n gateways, "
-        "each taking the devices of its shard, so a device's messages stay in order (shards.py)"
+        1,
+        ge=1,
+        description="1: share the devices' messages (MQTT 5 shared subscriptions); n: n gateways, "
+        "each taking the devices of its shard, so a device's messages stay in order (shards.py)",
     )
     shard: int = Field(0, ge=0, description="This gateway's shard, 0 .. shards - 1 (with shards > 1)")
     log_level: str = "info"

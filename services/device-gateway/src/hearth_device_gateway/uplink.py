@@ -83,8 +83,8 @@ class Uplink:
             self.failed.set()
             raise
         self.accepted += len(requests)
-        for topic, payload, error in refused:
-            await self._refuse(topic, payload, error)
+        for topic, payload, reason in refused:
+            await self._refuse(topic, payload, reason)
 
     async def _refuse(self, topic: str, payload: bytes, error: MalformedRecord) -> None:
         device_id = _device_id(topic)

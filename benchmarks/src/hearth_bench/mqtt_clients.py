@@ -12,7 +12,8 @@ CLIENT``), which counts them and acknowledges each (the client's own PUBACK), do
 * ``gmqtt-batched``: ``MqttLink.route_batches`` (the gateway now: a task and a write per read);
 * ``paho``: paho-mqtt 2.x (MQTT 5, its network thread, acknowledging when ``on_message`` returns);
 * ``awscrt``: the AWS Common Runtime's MQTT 5 client (C; ``on_publish_received`` on its event-loop
-  thread, acknowledged when the callback returns).
+  thread, acknowledged when the callback returns). Only when asked for (``--clients awscrt``): on a
+  loaded machine its run hung once and was not looked into (2026-11-27).
 
 paho-mqtt and awscrt are not dependencies of the project: a client whose package is not installed is
 reported as such (``uv pip install paho-mqtt awscrt`` to measure them). Figures: messages/s from the
@@ -46,6 +47,7 @@ from hearth_devstack.servers import start_mosquitto
 from hearth_shared.schema.events import utcnow
 
 CLIENTS = ("raw", "gmqtt", "gmqtt-batched", "paho", "awscrt")
+DEFAULT_CLIENTS = CLIENTS[:4]  # awscrt hung on a loaded machine once (2026-11-27): asked for by name
 NEEDS = {"paho": "paho.mqtt", "awscrt": "awscrt"}  # the module a client needs
 ROOT = "hearth/clients"
 RECEIVE_MAXIMUM = 20_000  # the gateway's
@@ -58,7 +60,9 @@ class MqttClientsBench:
 
     reports: int = option(100_000, "Messages (state reports, QoS 1) each client receives")
     publishers: int = option(2, "Publisher processes")
-    clients: tuple[str, ...] = option(CLIENTS, "Clients to measure (raw, gmqtt, gmqtt-batched, paho, awscrt)")
+    clients: tuple[str, ...] = option(
+        DEFAULT_CLIENTS, "Clients to measure: raw, gmqtt, gmqtt-batched, paho, awscrt (not by default)"
+    )
 
 
 def main(params: MqttClientsBench) -> dict[str, Any]:
@@ -270,6 +274,8 @@ def _awscrt(job: dict[str, Any]) -> str:
             session_behavior=mqtt5.ClientSessionBehaviorType.CLEAN,
             on_publish_callback_fn=lambda _data: count.add(),
             on_lifecycle_event_connection_success_fn=lambda _data: connected.set_result(None),
+            on_lifecycle_event_connection_failure_fn=lambda data: print(data.exception, file=sys.stderr),
+            disable_metrics=True,  # else it appends the SDK's name to the username, and the broker refuses it
         )
     )
     client.start()

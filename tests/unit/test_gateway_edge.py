@@ -127,7 +127,11 @@ def test_topics_and_command_messages() -> None:
 
 @pytest.mark.parametrize(
     "parts",
-    [("t-1", "state", "5"), ("lock-9", "acks", "2b9e4c1e-0f0b-4c1e-9a55-2f8e4d1c9b07", "ok"), ("dévice", "ü")],
+    [
+        ("t-1", "state", "5"),
+        ("lock-9", "acks", "2b9e4c1e-0f0b-4c1e-9a55-2f8e4d1c9b07", "ok"),
+        ("dévice", "ü"),
+    ],
 )
 def test_request_ids_are_the_uuid5_of_the_gateways_namespace(parts: tuple[str, ...]) -> None:
     made = request_id(*parts)

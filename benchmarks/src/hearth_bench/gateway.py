@@ -152,9 +152,10 @@ async def _until(
     *,
     stopped: str = "",
     stall_s: float = STALL_S,
+    first_s: float = STALL_S,
 ) -> None:
-    """Wait until the last of ``arrivals`` counted ``expected`` (or nothing came for ``stall_s``);
-    ``stopped``: a part of the stack that is meant not to run meanwhile."""
+    """Wait until the last of ``arrivals`` counted ``expected`` (or nothing came for ``first_s`` at
+    first, for ``stall_s`` once something came); ``stopped``: a part of the stack meant not to run."""
     with counting_progress() as progress:
         tasks = [progress.add_task(f"{what} [{i}]", total=expected) for i in range(len(arrivals))]
         seen, quiet_since = -1, time.monotonic()
@@ -163,8 +164,8 @@ async def _until(
                 progress.update(task, completed=a.count)
             if arrivals[-1].count != seen:
                 seen, quiet_since = arrivals[-1].count, time.monotonic()
-            elif time.monotonic() - quiet_since > stall_s:
-                console.print(f"[red]{what}: {seen} of {expected}, nothing more for {stall_s:g} s[/]")
+            elif time.monotonic() - quiet_since > (stall_s if seen > 0 else first_s):
+                console.print(f"[red]{what}: {seen} of {expected}, nothing more for a while[/]")
                 return
             if stack is not None:
                 stack.check_running(but=stopped)
@@ -322,11 +323,18 @@ async def _through_gateway(
         top = spy.stop() if spy is not None else None
         console.print("the device actor starts again and folds the reports into the journal")
         actor.start()
-        await _until("journal", [journal.arrivals], expected, stack, stall_s=ACTOR_START_S)
+        # A backlog is coalesced (latest wins within a batch: fewer facts than reports), so the facts
+        # end when nothing more comes for a few seconds.
+        await _until("journal", [journal.arrivals], expected, stack, first_s=ACTOR_START_S, stall_s=5.0)
     finally:
         await inbox.stop()
         await journal.stop()
-    figures: dict[str, Any] = {"inbox": _figures(inbox.arrivals), "journal": _figures(journal.arrivals)}
+    folded = journal.arrivals
+    figures: dict[str, Any] = {
+        "inbox": _figures(inbox.arrivals),
+        "journal": _figures(folded)
+        | {"reports_folded_per_s": round(expected / folded.seconds) if folded.seconds > 0 else 0},
+    }
     if top is not None:
         figures["profile_top"] = top
     return {

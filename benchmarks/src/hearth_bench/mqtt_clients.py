@@ -230,9 +230,9 @@ async def _gmqtt(job: dict[str, Any], batched: bool) -> str:
 
 
 def _paho(job: dict[str, Any]) -> str:
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
+    # Imported by name: paho-mqtt is no dependency (typed where installed, absent where not).
+    mqtt: Any = importlib.import_module("paho.mqtt.client")
+    properties_module: Any = importlib.import_module("paho.mqtt.properties")
 
     count = _Count(int(job["expected"]))
     client = mqtt.Client(
@@ -244,7 +244,8 @@ def _paho(job: dict[str, Any]) -> str:
     client.on_subscribe = lambda *_: print("ready", flush=True)
     client.on_message = lambda *_: count.add()
     client.on_connect = lambda c, *_: c.subscribe(job["filter"], qos=1)
-    properties = Properties(PacketTypes.CONNECT)
+    packet_types: Any = importlib.import_module("paho.mqtt.packettypes")
+    properties = properties_module.Properties(packet_types.PacketTypes.CONNECT)
     properties.ReceiveMaximum = int(job["receive_maximum"])
     client.connect(job["host"], int(job["port"]), clean_start=True, properties=properties)
     client.loop_start()

@@ -17,9 +17,10 @@ reconnect; ``ConfirmingStorage`` is that storage plus a future per message id, r
 (gmqtt removes the message from storage then), or failed with ``SessionLost`` if gmqtt drops its storage.
 
 The gateway's links take their messages in batches instead (``route_batches``, mqtt_batches.py): one
-task and one write of PUBACKs per read of the socket, not per message. That hooks gmqtt's QoS 1 publish
-handler (``_handle_qos_1_publish_packet``, which has the packet id the PUBACK needs; gmqtt 0.8.0 is
-pinned) and writes the PUBACKs on gmqtt's connection itself.
+task and one write of PUBACKs per read of the socket, not per message. That hooks gmqtt's PUBLISH
+handlers (``_handle_publish_packet``, parsed leaner for the usual packet, and
+``_handle_qos_1_publish_packet``, which has the packet id the PUBACK needs; gmqtt 0.8.0 is pinned) and
+writes the PUBACKs on gmqtt's connection itself.
 
 Reconnects: gmqtt reconnects by itself; ``backoff`` doubles its delay after every lost connection (with
 jitter, up to ``backoff_max_s``) and resets it once connected. Subscriptions are renewed and
@@ -165,6 +166,8 @@ class MqttLink:
             raise ValueError("a link with batches takes no per-subscription handlers")
         self.batches = batches = BatchedDelivery(handler, self._connection, _write)
         package_handler = self.client._package_handler
+        own_parse = package_handler._handle_publish_packet
+        package_handler._handle_publish_packet = partial(_gather_publish, batches, own_parse)
         package_handler._handle_qos_1_publish_packet = partial(_gather_qos_1, batches)
         self.client.on_message = partial(_gather_qos_0, batches)  # a plain function: called at once
 
@@ -312,6 +315,27 @@ def _settle(done: asyncio.Future[None], acknowledged: asyncio.Future[None]) -> N
         done.set_exception(acknowledged.exception())  # type: ignore[arg-type]
     else:
         done.set_result(None)
+
+
+def _gather_publish(
+    batches: BatchedDelivery, own_parse: Callable[[int, bytes], None], header: int, body: bytes
+) -> None:
+    """A PUBLISH packet's body as gmqtt parses it, for the usual one (QoS 0 or 1, no properties) without
+    gmqtt's per-packet struct formats, property dict and debug line (a fifth of the gateway's time in a
+    profile); anything else (QoS 2, properties such as a topic alias) goes to gmqtt's own parse."""
+    qos = (header >> 1) & 0x03
+    topic_end = 2 + ((body[0] << 8) | body[1])
+    properties_at = topic_end + 2 if qos else topic_end
+    if qos > 1 or len(body) <= properties_at or body[properties_at] != 0 or topic_end == 2:
+        own_parse(header, body)
+        return
+    try:
+        topic = body[2:topic_end].decode()
+    except UnicodeDecodeError:
+        own_parse(header, body)
+        return
+    mid = ((body[topic_end] << 8) | body[topic_end + 1]) if qos else None
+    batches.add(mid, topic, body[properties_at + 1 :])
 
 
 def _gather_qos_1(batches: BatchedDelivery, mid: int, payload: bytes, topic: str, _props: Any) -> None:

@@ -58,17 +58,14 @@ def _storable(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     if kind is int:
-        return INT64_MIN <= value <= INT64_MAX
+        return bool(INT64_MIN <= value <= INT64_MAX)
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str or _CONTROL.search(key) is not None or not _storable(item):
                 return False
         return True
     if kind is list:
-        for item in value:
-            if not _storable(item):
-                return False
-        return True
+        return all(_storable(item) for item in value)
     if value is None or kind is bool:
         return True
     return _find(value, "") is None

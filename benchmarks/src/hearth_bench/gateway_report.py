@@ -69,11 +69,12 @@ def gateway_result(
     load = " / ".join(f"{x:.1f}" for x in figures.get("load_average") or os.getloadavg())
     publishers = len([k for k in floor["cpu_percent_of_one_core"] if k.startswith("publisher ")])
     pub_floor, pub_gw = floor["publishers"], gw["publishers"]
+    running = "one gateway" if gateways == 1 else f"{gateways} gateways (shards: each gets every message)"
     notes = [
         f"{reports:,} state reports of {devices:,} thermostats (seq 1, 2, 3 ... per device, each a change), "
         f"published at QoS 1 by {publishers} publisher processes of {CONNECTIONS_PER_PUBLISHER} connections "
         "each (packets built before the run, written a window at a time: `hearth_bench.mqtt_load`); Kafka, "
-        f"Mosquitto, one gateway and one device-actor worker on the same 2 cores; load average (1/5/15 min) "
+        f"Mosquitto, {running} and one device-actor worker on the same 2 cores; load average (1/5/15 min) "
         f"{load} at the end, other work on the machine included. The floor: the same reports through the "
         "same broker to one subscriber process that only counts (PUBLISHes parsed by hand, a read's PUBACKs "
         "in one write, the gateway's receive maximum). "

@@ -45,7 +45,11 @@ REPORTS = 30  # per device
 
 
 def gateway(
-    stack: StackSettings, mosquitto: MosquittoBroker, tmp_path: Path, instance: str
+    stack: StackSettings,
+    mosquitto: MosquittoBroker,
+    tmp_path: Path,
+    instance: str,
+    env: dict[str, str] | None = None,
 ) -> ManagedProcess:
     services = Services(
         stack,
@@ -53,7 +57,7 @@ def gateway(
         data=tmp_path / f"{instance}-data",
         mqtt_platform_port=mosquitto.platform_port,
         mqtt_password=mosquitto.admin.password,
-        extra_env={"HEARTH_DEVICE_GATEWAY_INSTANCE": instance},
+        extra_env={"HEARTH_DEVICE_GATEWAY_INSTANCE": instance, **(env or {})},
     )
     part, timeout_s = services.part("device-gateway")
     part.start()

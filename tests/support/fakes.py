@@ -1,6 +1,7 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
 clock that stands still until a test moves it, the command API's ``TopicWriter`` and journal feed
-(``hearth_command_api.ports``), and the automation engine's command path and notifier."""
+(``hearth_command_api.ports``), the automation engine's command path and notifier, and the record-batch
+side of a Kafka producer (the gateway's inbox writer)."""
 
 from __future__ import annotations
 
@@ -130,3 +131,49 @@ class FakeNotify:
 
     def enqueue(self, home_id: str, notification_id: uuid.UUID, content: dict[str, Any]) -> None:
         self.sent.append(notification_id)
+
+
+class FakeRecordBatch:
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes]] = []
+
+    def append(self, *, key: bytes, value: bytes, timestamp: Any) -> int:
+        self.records.append((key, value))
+        return len(self.records)
+
+
+class FakeBatchProducer:
+    """The record-batch side of aiokafka's producer (``create_batch``, ``send_batch``): hands out batches
+    and records each sent one with its topic and a future the test resolves or fails (the broker's
+    answer)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[FakeRecordBatch, asyncio.Future[None]]] = []
+        self.topics: list[str] = []
+
+    def create_batch(self) -> FakeRecordBatch:
+        return FakeRecordBatch()
+
+    async def send_batch(self, batch: FakeRecordBatch, topic: str, *, partition: int) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.sent.append((batch, future))
+        self.topics.append(topic)
+        return future
+
+    def answer(self, error: Exception | None = None) -> None:
+        """Answer every batch not answered yet: stored, or refused with ``error``."""
+        for _, future in self.sent:
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+    def stored(self, topic: str) -> list[tuple[bytes, bytes]]:
+        """The records of ``topic`` in the batches the broker stored, in the order they were sent."""
+        return [
+            record
+            for (batch, future), sent_to in zip(self.sent, self.topics, strict=True)
+            if sent_to == topic and future.done() and future.exception() is None
+            for record in batch.records
+        ]

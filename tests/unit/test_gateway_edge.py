@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth_device_gateway.edge import request_id, to_request, translate
+from hearth_device_gateway.edge import REQUEST_NAMESPACE, request_id, to_request, translate
 from hearth_shared.schema.events import AcknowledgeCommand, MalformedRecord, ReportAvailability, ReportState
 from hearth_shared.schema.mqtt import (
     MAX_PAYLOAD_BYTES,
@@ -123,3 +123,17 @@ def test_topics_and_command_messages() -> None:
     assert shared_subscription("gw", "state") == "$share/gw/hearth/devices/+/state"
     message = CommandMessage(command_id=uuid.uuid4(), name="lock", params={}, expires_at=NOW)
     assert decode_command(encode_message(message)) == message
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("t-1", "state", "5"),
+        ("lock-9", "acks", "2b9e4c1e-0f0b-4c1e-9a55-2f8e4d1c9b07", "ok"),
+        ("dévice", "ü"),
+    ],
+)
+def test_request_ids_are_the_uuid5_of_the_gateways_namespace(parts: tuple[str, ...]) -> None:
+    made = request_id(*parts)
+    assert made == uuid.uuid5(REQUEST_NAMESPACE, "/".join(parts))
+    assert (made.version, made.variant) == (5, uuid.RFC_4122)

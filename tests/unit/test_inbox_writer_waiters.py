@@ -1,5 +1,5 @@
 """The gateway's inbox writer: each ``put`` returns once its batch is in Kafka, raises if the batch was
-refused, and a cancelled ``put`` leaves the other records of its batch alone (one waiter per record).
+refused, and a cancelled ``put`` leaves the other records of its batch alone (one waiter per put).
 
 The producer is a stand-in that records the batches and answers when the test says so: what is under
 test is the writer's batching and waking, not Kafka (tests/integration/test_device_gateway.py and
@@ -9,46 +9,22 @@ test_gateway_recovery.py run it against a real broker).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from hearth_device_gateway.inbox_writer import InboxWriter
+from tests.support.fakes import FakeBatchProducer
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
 
 
-class _Batch:
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes]] = []
-
-    def append(self, *, key: bytes, value: bytes, timestamp: Any) -> int:
-        self.records.append((key, value))
-        return len(self.records)
-
-
-class _Producer:
-    """Hands out batches; each sent batch's future is resolved or failed by the test."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[_Batch, asyncio.Future[None]]] = []
-
-    def create_batch(self) -> _Batch:
-        return _Batch()
-
-    async def send_batch(self, batch: _Batch, topic: str, *, partition: int) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.sent.append((batch, future))
-        return future
-
-
-def _writer(producer: _Producer, batch_size: int = 3) -> InboxWriter:
+def _writer(producer: FakeBatchProducer, batch_size: int = 3) -> InboxWriter:
     return InboxWriter(producer, "inbox", batch_size=batch_size, linger_s=10.0)
 
 
 async def test_puts_return_only_when_their_batch_is_in_kafka() -> None:
-    producer = _Producer()
+    producer = FakeBatchProducer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", f"r{i}".encode())) for i in range(3)]  # a full batch
     await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
@@ -65,7 +41,7 @@ async def test_puts_return_only_when_their_batch_is_in_kafka() -> None:
 
 
 async def test_a_refused_batch_raises_in_every_put_of_it() -> None:
-    producer = _Producer()
+    producer = FakeBatchProducer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", b"r")) for _ in range(3)]
     await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
@@ -77,7 +53,7 @@ async def test_a_refused_batch_raises_in_every_put_of_it() -> None:
 
 
 async def test_a_cancelled_put_leaves_the_rest_of_its_batch_alone() -> None:
-    producer = _Producer()
+    producer = FakeBatchProducer()
     writer = _writer(producer)
     puts = [asyncio.create_task(writer.put(b"d1", f"r{i}".encode())) for i in range(3)]
     await eventually(lambda: bool(producer.sent), "a batch sent", timeout_s=1, every_s=0.005)
@@ -91,7 +67,7 @@ async def test_a_cancelled_put_leaves_the_rest_of_its_batch_alone() -> None:
 
 
 async def test_close_sends_what_is_gathered() -> None:
-    producer = _Producer()
+    producer = FakeBatchProducer()
     writer = _writer(producer, batch_size=100)
     put = asyncio.create_task(writer.put(b"d1", b"r"))
     await asyncio.sleep(0)

@@ -32,6 +32,7 @@ BENCHES: dict[str, str] = {
     "loop": "hearth_bench.loop:main",
     "roundtrip": "hearth_bench.roundtrip:main",
     "gateway": "hearth_bench.gateway:main",
+    "mqtt-clients": "hearth_bench.mqtt_clients:main",
     "memory": "hearth_bench.memory:main",
     "push": "hearth_bench.push:main",
     "campaign": "hearth_bench.campaign:main",

@@ -1,19 +1,23 @@
-"""The MQTT side of ``hearth bench gateway``, as separate processes (so the devices' CPU is not the
-bench's reading side's): ``python -m hearth_bench.mqtt_load publish|hold`` reads a JSON job on its first
-line of standard input, says ``ready`` on standard output, and starts on a ``go`` line.
+"""The MQTT side of ``hearth bench gateway``, as separate processes (so the devices' and the counter's CPU
+is neither the bench's nor each other's, and each is measured on its own): ``python -m
+hearth_bench.mqtt_load publish|count|hold`` reads a JSON job on its first line of standard input, says
+``ready`` on standard output, and starts on a ``go`` line.
 
-* ``publish``: ``connections`` gmqtt connections (``MqttLink``, QoS 1, the devices' client library)
-  publish ``reports`` state reports (``gateway_figures.report_payloads``) on ``<root>/<device id>/state``;
-  each device's reports go through one connection, in seq order. It answers one JSON line: when the first
-  publish started and when the broker had acknowledged the last (wall clock).
+* ``publish``: ``connections`` connections publish ``reports`` state reports
+  (``gateway_figures.report_payloads``) at QoS 1 on ``<root>/<device id>/state``; each device's reports
+  go through one connection, in seq order. The packets are built before ``ready`` (``mqtt_wire``), and
+  each connection keeps the broker's receive maximum of them unacknowledged, writing as many more as a
+  read of PUBACKs acknowledged: a few microseconds of CPU per message, so the publishers are not what
+  limits the rate (the bench shows each one's CPU share). It answers one JSON line: when the first
+  publish was written and when the broker had acknowledged the last (wall clock).
+* ``count``: the floor's subscriber. One connection subscribed at QoS 1 to ``filter`` with the gateway's
+  receive maximum; it counts PUBLISHes as they arrive and writes the PUBACKs of each read in one write,
+  doing nothing else (no library: ``mqtt_wire``). It answers one JSON line when ``expected`` came (or
+  nothing more for ``stall_s``): the count, and the first and last arrival.
 * ``hold``: one connection per device, each with its own credentials (username = device id), subscribed
   to its own ``commands`` topic with its will on ``availability``, as a device of the SDK does; it says
   ``connected N`` as they come up and ``held N`` when every one is up (or gave up), then holds them until
   ``stop``.
-
-The floor's subscriber (``FloorSubscriber``) runs in the bench's process: a gmqtt client with the
-gateway's receive maximum and acknowledgement (the PUBACK when the async handler returns), doing nothing
-but count.
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ import psutil
 from gmqtt import Client, Message
 from gmqtt.mqtt.constants import MQTTv50
 
+from hearth_bench import mqtt_wire
 from hearth_bench.gateway_figures import Arrivals, report_payloads, top_frames
-from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.mqtt import availability_topic, commands_topic
 
+READ_BYTES = 1 << 20
+MAX_PACKET_ID = 65535
 ATTEMPTS = 3  # connection attempts per held device
 
 
@@ -50,36 +56,116 @@ def raise_open_files_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+async def _open(
+    job: dict[str, Any], client_id: str, receive_maximum: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+    """A connection, CONNACKed: its streams and the broker's receive maximum."""
+    reader, writer = await asyncio.open_connection(job["host"], int(job["port"]))
+    writer.write(
+        mqtt_wire.connect(client_id, job["username"], job["password"], receive_maximum=receive_maximum)
+    )
+    body = await _next_packet(reader, mqtt_wire.CONNACK)
+    reason, window = mqtt_wire.connack(body)
+    if reason:
+        raise ConnectionError(f"{client_id}: CONNACK reason 0x{reason:02x}")
+    return reader, writer, window
+
+
+async def _next_packet(reader: asyncio.StreamReader, kind: int) -> bytes:
+    """The body of the next packet, which must be of ``kind`` (during set-up, nothing else comes)."""
+    first = (await reader.readexactly(1))[0]
+    length, shift = 0, 0
+    while True:
+        byte = (await reader.readexactly(1))[0]
+        length |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+    body = await reader.readexactly(length)
+    if first & 0xF0 != kind & 0xF0:
+        raise ConnectionError(f"expected packet 0x{kind:02x}, got 0x{first:02x}")
+    return body
+
+
 async def _publish(job: dict[str, Any]) -> dict[str, Any]:
     ids: list[str] = job["device_ids"]
     count = int(job["connections"])
-    links = [
-        MqttLink(
-            client_id=f"bench-publisher-{job['name']}-{c}",
-            username=job["username"],
-            password=job["password"],
-            persistent=False,
-        )
-        for c in range(count)
-    ]
-    work: list[list[tuple[str, bytes]]] = [[] for _ in links]
+    work: list[list[bytes]] = [[] for _ in range(count)]
     for device, payload in report_payloads(len(ids), int(job["reports"]), at=job["at"]):
-        work[device % count].append((f"{job['root']}/{ids[device]}/state", payload))
-    for link in links:
-        await link.connect(job["host"], int(job["port"]))
+        packets = work[device % count]
+        packet_id = len(packets) % MAX_PACKET_ID + 1  # in flight at most the receive maximum: no clash
+        packets.append(mqtt_wire.publish(f"{job['root']}/{ids[device]}/state", payload, packet_id))
+    links = [await _open(job, f"bench-publisher-{job['name']}-{c}", MAX_PACKET_ID) for c in range(count)]
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # "go"
     started = time.time()
-    acknowledged = [
-        link.publish(topic, payload)
-        for link, messages in zip(links, work, strict=True)
-        for topic, payload in messages
-    ]
-    await asyncio.gather(*acknowledged)
+    await asyncio.gather(*(_send(link, packets) for link, packets in zip(links, work, strict=True)))
     done = time.time()
-    for link in links:
-        await link.disconnect()
-    return {"started": started, "acknowledged": done, "published": len(acknowledged)}
+    for _, writer, _ in links:
+        writer.close()
+    return {"started": started, "acknowledged": done, "published": sum(map(len, work))}
+
+
+async def _send(link: tuple[asyncio.StreamReader, asyncio.StreamWriter, int], packets: list[bytes]) -> None:
+    """Write ``packets`` keeping at most the broker's receive maximum unacknowledged."""
+    reader, writer, window = link
+    sent = min(window, len(packets))
+    writer.write(b"".join(packets[:sent]))
+    acknowledged, buffer = 0, b""
+    while acknowledged < len(packets):
+        data = await reader.read(READ_BYTES)
+        if not data:
+            raise ConnectionError(f"the broker closed the connection after {acknowledged} PUBACKs")
+        buffer += data
+        got, used = 0, 0
+        for first, start, end in mqtt_wire.split(buffer):
+            if first & 0xF0 == mqtt_wire.PUBACK:
+                if end - start > 2 and buffer[start + 2] >= 0x80:
+                    raise ConnectionError(f"PUBLISH refused: reason 0x{buffer[start + 2]:02x}")
+                got += 1
+            used = end
+        buffer = buffer[used:]
+        acknowledged += got
+        if got and sent < len(packets):
+            more = min(len(packets), sent + got)
+            writer.write(b"".join(packets[sent:more]))
+            sent = more
+
+
+async def _count(job: dict[str, Any]) -> dict[str, Any]:
+    reader, writer, _ = await _open(job, "bench-floor-counter", int(job["receive_maximum"]))
+    writer.write(mqtt_wire.subscribe(1, job["filter"]))
+    granted = await _next_packet(reader, mqtt_wire.SUBACK)
+    if granted[-1] >= 0x80:
+        raise ConnectionError(f"subscription to {job['filter']} refused: 0x{granted[-1]:02x}")
+    print("ready", flush=True)
+    expected, stall_s = int(job["expected"]), float(job["stall_s"])
+    arrivals = Arrivals()
+    buffer = bytearray()
+    with suppress(TimeoutError):
+        while arrivals.count < expected:
+            data = await asyncio.wait_for(reader.read(READ_BYTES), stall_s)
+            if not data:
+                break
+            now = time.time()
+            buffer += data
+            packet_ids, used = [], 0
+            for first, start, end in mqtt_wire.split(buffer):
+                if first & 0xF6 == mqtt_wire.PUBLISH | 0x02:  # QoS 1
+                    packet_ids.append(mqtt_wire.publish_packet_id(buffer, start))
+                used = end
+            del buffer[:used]
+            if packet_ids:
+                writer.write(mqtt_wire.pubacks(packet_ids))
+                arrivals.add(len(packet_ids), now)
+    await writer.drain()
+    writer.close()
+    return {
+        "received": arrivals.count,
+        "first": arrivals.first,
+        "last": arrivals.last,
+        "first_batch": arrivals.first_batch,
+    }
 
 
 async def _hold(job: dict[str, Any]) -> None:
@@ -129,40 +215,13 @@ async def _hold(job: dict[str, Any]) -> None:
     await asyncio.gather(*(c.disconnect() for c in clients if c.is_connected), return_exceptions=True)
 
 
-class FloorSubscriber:
-    """The floor: a gmqtt client subscribed (shared, QoS 1) to ``<root>/+/state``, counting arrivals,
-    acknowledging each message when its (empty) async handler returns, like the gateway."""
-
-    def __init__(self, *, host: str, port: int, username: str, password: str, receive_maximum: int) -> None:
-        self.host, self.port = host, port
-        self.arrivals = Arrivals()
-        self.link = MqttLink(
-            client_id="bench-floor-subscriber",
-            username=username,
-            password=password,
-            persistent=False,
-            receive_maximum=receive_maximum,
-        )
-
-    async def start(self, root: str) -> None:
-        self.link.route(self._count)
-        await self.link.connect(self.host, self.port)
-        self.link.subscribe(f"$share/bench-floor/{root}/+/state")
-        await self.link.subscribed()
-
-    async def _count(self, _topic: str, _payload: bytes) -> None:
-        self.arrivals.add(1, time.time())
-
-    async def stop(self) -> None:
-        await self.link.disconnect()
-
-
 class LoadProcess:
-    """One ``python -m hearth_bench.mqtt_load`` process: a JSON job in, lines out."""
+    """One ``python -m hearth_bench.mqtt_load`` process (or another ``module``'s): a JSON job in, lines
+    out."""
 
-    def __init__(self, command: str, job: dict[str, Any]) -> None:
+    def __init__(self, command: str, job: dict[str, Any], *, module: str = "hearth_bench.mqtt_load") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hearth_bench.mqtt_load", command],
+            [sys.executable, "-m", module, command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -192,11 +251,6 @@ class LoadProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds (user + system) this process used so far."""
-    return float(sum(psutil.Process().cpu_times()[:2]))
 
 
 class Profiler:
@@ -235,10 +289,12 @@ def main() -> None:
     job = json.loads(sys.stdin.readline())
     if command == "publish":
         print(json.dumps(uvloop.run(_publish(job))), flush=True)
+    elif command == "count":
+        print(json.dumps(uvloop.run(_count(job))), flush=True)
     elif command == "hold":
         uvloop.run(_hold(job))
     else:
-        raise SystemExit(f"unknown command {command!r}: publish or hold")
+        raise SystemExit(f"unknown command {command!r}: publish, count or hold")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ One gateway process holds two MQTT connections (each a persistent MQTT 5 session
 instance), one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound
 topic, in the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and
 ``availability`` through MQTT 5 shared subscriptions (``$share/<group>/hearth/devices/+/<channel>``),
-so each device message goes to one gateway of the group (uplink.py), and publishes the commands of the
-partitions it was given (downlink.py). Several processes with distinct instances share the work.
+so each device message goes to one gateway of the group (uplink.py, in batches: one per read of the
+socket, acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes
+the commands of the partitions it was given (downlink.py). Several processes with distinct instances
+share the work; with ``slices`` > 1, each takes the devices of its slice instead, over plain
+subscriptions, so a device's messages keep their order (slices.py says why and what it costs).
 
 Two connections, one per lane, because the broker queues per connection: a session's queued messages and
 its in-flight window (``receive_maximum``) are first in, first out across all its subscriptions, and its
@@ -27,7 +30,8 @@ already read from the other socket, never behind the broker's queue of them (tes
 The connections are independent: when one drops, gmqtt reconnects it (its persistent session keeps what
 the broker had for it) while the other goes on; commands published meanwhile wait in the lane link's
 outbox. The gateway stops and restarts as before only when its inbox fails (either uplink's ``failed``).
-A clean stop unsubscribes both, waits for the inbox, and ends both sessions. Broker access: the ACL is
+A clean stop unsubscribes both, waits for the inbox, writes the last batches' PUBACKs (``disconnect``
+settles them) and ends both sessions. Broker access: the ACL is
 the gateway account's (``services.acl``), whatever client id it uses, and the platform listener lets the
 service accounts choose their client ids (hearth_devstack.mosquitto), so the second one needs no rule.
 
@@ -51,11 +55,12 @@ from aiokafka import AIOKafkaConsumer
 from hearth_device_gateway.downlink import Downlink
 from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_device_gateway.settings import DeviceGatewaySettings
+from hearth_device_gateway.slices import Slice
 from hearth_device_gateway.uplink import Uplink
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import utcnow
-from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
+from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription, wildcard
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +94,14 @@ class DeviceGateway:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
+        device_slice = Slice(s.slice, s.slices) if s.slices > 1 else None
+
+        def device_filter(channel: str) -> str:  # each device's messages to one gateway: slices.py
+            return wildcard(channel) if device_slice else shared_subscription(s.mqtt_group(), channel)
+
         subscriptions = {
-            telemetry: [shared_subscription(s.mqtt_group(), STATE)],
-            lane: [shared_subscription(s.mqtt_group(), c) for c in (ACKS, AVAILABILITY)],
+            telemetry: [device_filter(STATE)],
+            lane: [device_filter(ACKS), device_filter(AVAILABILITY)],
         }
         await journal.start()
         try:
@@ -101,11 +111,18 @@ class DeviceGateway:
             dead_letters = DeadLetters(journal, consumer=f"device-gateway/{s.instance}")
             inbox = InboxLanes(journal.producer, topics, batch_size=s.batch_size, linger_s=s.linger_ms / 1000)
             uplinks = self.uplinks = [
-                Uplink(inbox, dead_letters, link.publish, clock=self.clock) for link in subscriptions
+                Uplink(
+                    inbox,
+                    dead_letters,
+                    link.publish,
+                    clock=self.clock,
+                    owns=device_slice.owns if device_slice else None,
+                )
+                for link in subscriptions
             ]
             self.downlink = Downlink(consumer, lane.publish, dead_letters, shard=s.shard, clock=self.clock)
             for link, uplink in zip(subscriptions, uplinks, strict=True):
-                link.route(uplink.handle)  # before connecting: the session's messages come at once
+                link.route_batches(uplink.handle_batch)  # before connecting: the session's come at once
             for link in (lane, telemetry):  # the lane first: what its session kept comes in first
                 await link.connect(s.mqtt_host, s.mqtt_port)
             # A session an older gateway left behind may still hold the lane's subscriptions on the
@@ -129,7 +146,6 @@ class DeviceGateway:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.gather(*unsubscribed), 10)
                 await inbox.close()
-                await asyncio.sleep(0.1)  # the last PUBACKs
                 failed = any(uplink.failed.is_set() for uplink in uplinks)
                 await asyncio.gather(*(link.disconnect(end_session=not failed) for link in subscriptions))
         finally:

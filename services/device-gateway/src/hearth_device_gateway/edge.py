@@ -22,9 +22,12 @@ message): the ack is still true, and refusing it would leave a command the devic
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+
+import msgspec
 
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
@@ -47,10 +50,19 @@ from hearth_shared.schema.mqtt import (
 
 # A fixed namespace for the gateway's derived request ids (uuid5 of it and what the device sent).
 REQUEST_NAMESPACE = uuid.UUID("7a3c1f52-6c0e-5b1e-9a55-2f8e4d1c9b07")
+_NAMESPACE = REQUEST_NAMESPACE.bytes
+_uuid_of_bytes = msgspec.msgpack.Decoder(uuid.UUID).decode  # msgspec builds a UUID of 16 bytes in C
+_BIN_16 = b"\xc4\x10"  # msgpack: 16 bytes of binary follow
 
 
 def request_id(*parts: str) -> uuid.UUID:
-    return uuid.uuid5(REQUEST_NAMESPACE, "/".join(parts))
+    """``uuid.uuid5(REQUEST_NAMESPACE, "/".join(parts))``, the same UUID made at half the cost (one per
+    device message: ``uuid5`` and ``UUID.__init__`` in Python were a quarter of the edge's time)."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE + "/".join(parts).encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    made: uuid.UUID = _uuid_of_bytes(_BIN_16 + digest)
+    return made
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,13 @@ class DeviceGatewaySettings(BaseSettings):
     receive_maximum: int = Field(
         20000, gt=0, lt=65536, description="Device messages the broker may have in flight to this process"
     )
+    slices: int = Field(
+        1,
+        ge=1,
+        description="1: share the devices' messages (MQTT 5 shared subscriptions); n: n gateways on this "
+        "broker, each taking the devices of its slice, so a device's messages stay in order (slices.py)",
+    )
+    slice: int = Field(0, ge=0, description="This gateway's slice, 0 .. slices - 1 (with slices > 1)")
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)
 

@@ -1,9 +1,11 @@
 """Device -> Hearth: each MQTT message from a device becomes an inbox request, or a dead letter.
 
-A good message (``edge.translate``) is put on the inbox keyed by device_id, on its lane (an ack or an
-availability on the command lane, a state report on telemetry: ``InboxLanes``; an ack's report right after
-its ack on the command lane); the handler returns, and so the MQTT message is acknowledged, only once Kafka
-has the records. A message the edge refuses goes to the
+Messages come in batches (``handle_batch``: what one read of the MQTT socket brought, in order; see
+hearth_shared.adapters.mqtt_batches). A good message (``edge.translate``) is put on the inbox keyed by
+device_id, on its lane (an ack or an availability on the command lane, a state report on telemetry:
+``InboxLanes``; an ack's report right after its ack on the command lane), the batch's in one ``put_all``;
+the handler returns, and so the batch's MQTT messages are acknowledged, only once Kafka has all their
+records. A message the edge refuses goes to the
 dead-letter topic with its reason (the MQTT topic as source, partition and offset -1: it never was in
 Kafka), and an ``errors`` message goes back to the device; the bad message is then acknowledged, so it
 is not delivered again, and the device stays connected. An ack whose report the edge refuses goes on the
@@ -12,8 +14,8 @@ inbox without it, and the report alone is refused so (the dead letter holds the 
 The gateway has an ``Uplink`` per MQTT connection: ``publish_error`` answers on the connection the
 message came in on.
 
-If Kafka fails, the handler raises: the message stays unacknowledged and ``failed`` is set, so the
-gateway stops and its restart gets the message again from its persistent MQTT session.
+If Kafka fails, the handler raises: the batch stays unacknowledged and ``failed`` is set, so the
+gateway stops and its restart gets the batch again from its persistent MQTT session.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from datetime import datetime
 from hearth_device_gateway.edge import translate
 from hearth_device_gateway.inbox_writer import InboxLanes
 from hearth_shared.adapters.kafka import DeadLetters
-from hearth_shared.schema.events import MalformedRecord, utcnow
+from hearth_shared.schema.events import Inbound, MalformedRecord, ReportState, utcnow
 from hearth_shared.schema.ids import is_identifier
 from hearth_shared.schema.mqtt import ErrorMessage, encode_message, errors_topic, parse_topic
 
@@ -45,7 +47,10 @@ class Uplink:
         publish_error: Publish,
         *,
         clock: Callable[[], datetime] = utcnow,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
+        """``owns``: whether a message's topic is this gateway's to take (``Shard.owns``; None: all are)."""
+        self.owns = owns
         self.inbox = inbox
         self.dead_letters = dead_letters
         self.publish_error = publish_error
@@ -54,24 +59,32 @@ class Uplink:
         self.refused = 0
         self.failed = asyncio.Event()
 
-    async def handle(self, topic: str, payload: bytes) -> None:
+    async def handle_batch(self, messages: list[tuple[str, bytes]]) -> None:
+        """Put a batch of (topic, payload) on the inbox, refusing the bad ones; returns when Kafka has
+        every record of it (raises, and sets ``failed``, if it refused one)."""
+        now = self.clock()
+        requests: list[tuple[Inbound, ReportState | None]] = []
+        refused: list[tuple[str, bytes, MalformedRecord]] = []
+        for topic, payload in messages:
+            if self.owns is not None and not self.owns(topic):
+                continue  # another shard's device: acknowledged with the batch, unread
+            try:
+                message = translate(topic, payload, now)
+            except MalformedRecord as error:
+                refused.append((topic, payload, error))
+                continue
+            requests.append((message.request, message.answer))
+            if message.refused is not None:
+                refused.append((topic, payload, message.refused))
         try:
-            message = translate(topic, payload, self.clock())
-        except MalformedRecord as error:
-            await self._refuse(topic, payload, error)
-            return
-        try:
-            if message.answer is None:
-                await self.inbox.put(message.request)
-            else:
-                await self.inbox.put_answer(message.request, message.answer)
+            await self.inbox.put_all(requests)
         except Exception:
-            log.exception("gateway: the inbox refused a record; stopping so the message is delivered again")
+            log.exception("gateway: the inbox refused a record; stopping so the batch is delivered again")
             self.failed.set()
             raise
-        self.accepted += 1
-        if message.refused is not None:
-            await self._refuse(topic, payload, message.refused)
+        self.accepted += len(requests)
+        for topic, payload, reason in refused:
+            await self._refuse(topic, payload, reason)
 
     async def _refuse(self, topic: str, payload: bytes, error: MalformedRecord) -> None:
         device_id = _device_id(topic)

@@ -40,7 +40,38 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 def find_unstorable(value: Any, path: str = "") -> str | None:
     """Where in a JSON value a consumer would choke: a string with NUL or control characters (also in
     keys), a number that is not finite, or an integer beyond 64 bits (msgpack and PostgreSQL's bigint
-    stop there). Returns the path to it (``"params.mode"``), or None."""
+    stop there). Returns the path to it (``"params.mode"``), or None.
+
+    Every state report goes through this at the gateway, and almost all are fine: a first walk only
+    says whether all is well (``_storable``, no path strings built); the paths are made only when not."""
+    if _storable(value):
+        return None
+    return _find(value, path)
+
+
+def _storable(value: Any) -> bool:
+    """``find_unstorable(value) is None``, faster for what JSON decodes to (exact types; anything else
+    is left to ``_find``)."""
+    kind = type(value)
+    if kind is str:
+        return _CONTROL.search(value) is None
+    if kind is float:
+        return math.isfinite(value)
+    if kind is int:
+        return bool(INT64_MIN <= value <= INT64_MAX)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or _CONTROL.search(key) is not None or not _storable(item):
+                return False
+        return True
+    if kind is list:
+        return all(_storable(item) for item in value)
+    if value is None or kind is bool:
+        return True
+    return _find(value, "") is None
+
+
+def _find(value: Any, path: str) -> str | None:
     if isinstance(value, str):
         return path or "." if has_control_characters(value) else None
     if isinstance(value, float):
@@ -52,12 +83,12 @@ def find_unstorable(value: Any, path: str = "") -> str | None:
             where = f"{path}.{key}" if path else str(key)
             if not isinstance(key, str) or has_control_characters(key):
                 return where
-            found = find_unstorable(item, where)
+            found = _find(item, where)
             if found is not None:
                 return found
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            found = find_unstorable(item, f"{path}[{i}]")
+            found = _find(item, f"{path}[{i}]")
             if found is not None:
                 return found
     return None

@@ -1,0 +1,49 @@
+"""The gateway links' lean PUBLISH parse (hearth_shared.adapters.mqtt_link, ``route_batches``): the usual
+packet (QoS 0 or 1, no properties) is read as gmqtt would read it; anything else is left to gmqtt."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hearth_bench import mqtt_wire
+from hearth_shared.adapters.mqtt_link import MqttLink
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.unit
+
+
+def _body(packet: bytes) -> tuple[int, bytes]:
+    [(header, start, end)] = list(mqtt_wire.split(packet))
+    return header, packet[start:end]
+
+
+async def test_a_qos1_publish_without_properties_joins_the_batch_with_its_packet_id() -> None:
+    async def handle(messages: list[tuple[str, bytes]]) -> None:
+        raise AssertionError("only what is gathered is looked at here")
+
+    link = MqttLink(client_id="t", username="u", password="p")
+    link.route_batches(handle)
+    assert link.batches is not None
+    seen: list[tuple[int | None, str, bytes]] = []
+    link.batches.add = lambda *message: seen.append(message)  # type: ignore[method-assign]
+    parse = link.client._package_handler._handle_publish_packet
+    parse(*_body(mqtt_wire.publish("hearth/devices/t-1/state", b'{"seq":1}', 258)))
+    assert seen == [(258, "hearth/devices/t-1/state", b'{"seq":1}')]
+
+
+async def test_a_publish_with_properties_is_left_to_gmqtt() -> None:
+    link = MqttLink(client_id="t", username="u", password="p")
+    own: list[tuple[int, bytes]] = []
+    link.client._package_handler._handle_publish_packet = lambda header, body: own.append((header, body))
+
+    async def handle(messages: list[tuple[str, bytes]]) -> None:
+        raise AssertionError("not through the lean parse")
+
+    link.route_batches(handle)
+    header, body = _body(mqtt_wire.publish("t/x", b"p", 1))
+    with_properties = body[: 2 + 3 + 2] + b"\x02\x01\x01" + b"p"  # payload format indicator
+    link.client._package_handler._handle_publish_packet(header, with_properties)
+    await asyncio.sleep(0)
+    await eventually(lambda: own == [(header, with_properties)], "gmqtt's own parse", timeout_s=1)

@@ -1,9 +1,10 @@
-"""Hearth analytics: PySpark jobs over the journal (``python -m hearth_analytics stream|batch|train``).
+"""Hearth analytics: PySpark jobs over the journal (``python -m hearth_analytics stream|batch|train|...``).
 
 * ``stream``: windowed telemetry rollups into the compacted rollups topic (``rollups.py`` has the
   record format and the definitions) and streaming training of the anomaly model (``train.py``).
 * ``batch``: the daily report per home and device from the whole journal (``batch.py``, ``charts.py``).
 * ``train``: a full retrain from the whole journal, published to the models topic.
+* ``learn``: suggested programs and rooms' responses, published to the home journal (``learn.py``).
 
 ``spark.py`` builds the session (master, Kafka connector); ``schema.py`` reads the journal;
 ``settings.py`` holds ``AnalyticsSettings`` (env prefix ``HEARTH_ANALYTICS_``).

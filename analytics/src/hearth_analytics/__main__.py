@@ -6,6 +6,8 @@
   (``--once``: what the journal holds now, then exit).
 * ``batch``: the daily report (Parquet, charts, a summary) from the whole journal.
 * ``train``: a full retrain from the whole journal, published as a new model version.
+* ``learn``: suggested programs and rooms' responses from the whole journal, new ones published to the
+  home journal (``hearth_analytics.learn``).
 
 Settings come from ``HEARTH_ANALYTICS_*`` and ``HEARTH_*`` (see ``settings.py``). Under ``spark-submit``
 the master and the Kafka connector come from spark-submit, e.g. ``spark-submit --master
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from hearth_analytics.archive import run_archive
 from hearth_analytics.batch import run_batch
+from hearth_analytics.learn import run_learn
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import run_stream
 from hearth_analytics.train import run_train
@@ -34,7 +37,7 @@ def make_settings(master: str | None = None) -> AnalyticsSettings:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hearth_analytics", description="Hearth analytics on Spark: stream, batch, train."
+        prog="python -m hearth_analytics", description="Hearth analytics on Spark: stream, archive, batch, train, learn."
     )
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         ("archive", "every journal fact into the archive table (Structured Streaming, Parquet)"),
         ("batch", "daily report from the whole journal: Parquet, charts, summary"),
         ("train", "retrain the anomaly model from the whole journal and publish it"),
+        ("learn", "suggest programs from manual changes and fit each room's response (preheat)"),
     ]:
         command = commands.add_parser(name, help=text, description=text)
         command.add_argument("--master", help="Spark master URL (default: local[2], or spark-submit's)")
@@ -62,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         run_archive(settings, once=args.once)
     elif args.command == "batch":
         run_batch(settings, output_dir=args.output)
+    elif args.command == "learn":
+        learned = run_learn(settings)
+        print(
+            f"published {len(learned.suggestions)} suggested programs and {len(learned.responses)} room "
+            f"responses ({learned.already_published} found already published)"
+        )
     else:
         model = run_train(settings)
         print(f"published {model.name} version {model.version} (trained on {model.trained_on} readings)")

@@ -95,18 +95,24 @@ def test_odd_days_and_an_away_week_do_not_move_the_program() -> None:
     assert min(e.weeks_seen for e in found.entries) == 5  # the away week is missing from each habit
 
 
-def test_a_habit_of_a_minority_of_weeks_is_left_out() -> None:
+def test_a_habit_of_a_minority_of_weeks_or_of_days_is_left_out() -> None:
     changes = household()
-    # a Friday-evening 19:30 change in two of six weeks only
-    extra = [_change(MONDAY + timedelta(days=4 + 7 * w), 19 * 60 + 30, 23.0) for w in (0, 3)]
-    found = suggest_program([*changes, *extra], ZONE)
-    assert found is not None
-    assert as_rows(found.program) == EXPECTED
-    # ... and in four of six weeks it is a habit
-    extra = [_change(MONDAY + timedelta(days=4 + 7 * w), 19 * 60 + 30, 23.0) for w in (0, 1, 3, 5)]
-    found = suggest_program([*changes, *extra], ZONE)
-    assert found is not None
-    assert (WEEKDAYS, "19:30", 23.0) in as_rows(found.program)
+
+    def evenings(days: list[int]) -> list[ManualChange]:
+        return [_change(MONDAY + timedelta(days=d), 19 * 60 + 30, 23.0) for d in days]
+
+    fridays = [4 + 7 * w for w in range(6)]
+    weekdays_of_weeks = [d + 7 * w for w in range(6) for d in range(5)]
+    for extra, kept in (
+        (evenings(fridays[:2]), False),  # two weeks of six
+        (evenings(fridays[:4]), False),  # most weeks, but only on Fridays: a minority of the weekdays
+        (evenings([d for d in weekdays_of_weeks if d < 14]), False),  # every weekday of two weeks
+        (evenings([d for d in weekdays_of_weeks if d >= 14]), True),  # every weekday of four weeks
+    ):
+        found = suggest_program([*changes, *extra], ZONE)
+        assert found is not None
+        assert ((WEEKDAYS, "19:30", 23.0) in as_rows(found.program)) is kept
+        assert set(EXPECTED) <= set(as_rows(found.program))
 
 
 def test_too_little_history_suggests_nothing() -> None:

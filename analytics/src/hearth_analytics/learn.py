@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -175,10 +174,10 @@ class DeviceLearner:
 
     now: datetime
 
-    def suggest(self, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def suggest(self, pdf: pd.DataFrame) -> pd.DataFrame:
         """One device's manual changes -> its ``schedule.suggested`` fact, if a program is found."""
         if pdf.empty:
-            return
+            return _fact_rows([])
         device_id, home_id, time_zone = pdf["device_id"].iloc[0], pdf["home_id"].iloc[-1], pdf["time_zone"].iloc[0]
         changes = [
             ManualChange(_moment(int(t)), float(target))
@@ -188,9 +187,9 @@ class DeviceLearner:
             found = suggest_program(changes, str(time_zone))
         except (ValueError, KeyError):  # a zone this Python does not know (ZoneInfoNotFoundError)
             log.warning("%s: time zone %r unknown, no program learned", device_id, time_zone)
-            return
+            return _fact_rows([])
         if found is None:
-            return
+            return _fact_rows([])
         payload = SuggestionPayload(
             device_type=DEVICE_TYPE, program=found.program, evidence=found.evidence, entries=found.entries
         )
@@ -198,12 +197,12 @@ class DeviceLearner:
             fact_id=suggestion_id(device_id, payload), home_id=home_id, device_id=device_id,
             occurred_at=self.now, recorded_at=self.now, payload=payload,
         )  # fmt: skip
-        yield _fact_rows([fact])
+        return _fact_rows([fact])
 
-    def fit(self, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def fit(self, pdf: pd.DataFrame) -> pd.DataFrame:
         """One device's reports -> its ``room.response_fitted`` fact, if any action has enough samples."""
         if pdf.empty:
-            return
+            return _fact_rows([])
         pdf = pdf.sort_values("version")
         device_id, home_id = pdf["device_id"].iloc[0], pdf["home_id"].iloc[-1]
 
@@ -223,7 +222,7 @@ class DeviceLearner:
             response_samples(readings), _moment(int(pdf["t_us"].min())), _moment(int(pdf["t_us"].max()))
         )
         if response is None:
-            return
+            return _fact_rows([])
         learned = msgspec.json.encode(
             (response.heating, response.cooling, response.idle)
         ).decode()  # the parameters, not the span: the same fit is the same fact
@@ -231,7 +230,7 @@ class DeviceLearner:
             fact_id=uuid.uuid5(LEARN_NAMESPACE, f"response\n{device_id}\n{learned}"), home_id=home_id,
             device_id=device_id, occurred_at=self.now, recorded_at=self.now, payload=response,
         )  # fmt: skip
-        yield _fact_rows([fact])
+        return _fact_rows([fact])
 
 
 # ------------------------------------------------------------------------------------------ the job

@@ -17,10 +17,13 @@ How a program is found, and why it is robust to what households do:
   join the habit whose time it took. A cluster's time is its **median** (rounded to 5 minutes) and its
   target the median target (rounded to the thermostat's 0.5 °C step), so a few late or early days do not
   move it.
-* A cluster is kept only if it was **seen in most weeks**: in more than ``most`` (half) of the weeks
-  observed, the ISO weeks (Monday to Sunday) from the first change to the last. An odd day (the other
+* A cluster is kept only if it was **seen in most weeks and on most days**: in more than ``most`` (half)
+  of the weeks observed, the ISO weeks (Monday to Sunday) from the first change to the last, and on more
+  than half of the day type's active days (days with any change of that type). An odd day (the other
   day type's routine, everything two hours late) and an away week's return at a strange hour are seen
-  in a week or two, and left out; so is everything when fewer than ``min_weeks`` (2) weeks are observed.
+  in a week or two, and left out; a few odd days spread over most weeks are still a minority of days
+  (a program by day type would apply them to every day of the type); and everything is left out when
+  fewer than ``min_weeks`` (2) weeks are observed.
 * The evidence says how much and how regular: ``weeks`` observed, ``changes`` (the manual changes the
   program's entries explain) and ``regularity`` (their share of every manual change in those weeks);
   per entry, the weeks it was seen in, its changes, the share of that day type's active days (days with
@@ -32,6 +35,7 @@ only a person's ``accept`` turns it into the device's program (``hearth_shared.d
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,10 +108,11 @@ def _weeks_observed(first: date, last: date) -> int:
     return (monday_last - monday_first) // 7 + 1
 
 
-def _support(changes: Sequence[_Local], minute: float, target: float, window: int) -> list[_Local]:
-    return [
-        c for c in changes if abs(c.minute - minute) <= window and abs(c.target_c - target) <= TARGET_TOLERANCE_C
-    ]
+def _support(by_minute: Sequence[_Local], minute: float, target: float, window: int) -> list[_Local]:
+    """The changes (sorted by minute) within ``window`` minutes of ``minute`` and about ``target``."""
+    lo = bisect.bisect_left(by_minute, minute - window, key=lambda c: c.minute)
+    hi = bisect.bisect_right(by_minute, minute + window, key=lambda c: c.minute)
+    return [c for c in by_minute[lo:hi] if abs(c.target_c - target) <= TARGET_TOLERANCE_C]
 
 
 def _habits(changes: list[_Local], window: int) -> list[list[_Local]]:
@@ -164,8 +169,8 @@ def suggest_program(
         of_type = [c for c in local if DAYS[c.day.weekday()] in days]
         active_days = len({c.day for c in of_type})
         for members in _habits(of_type, window_min):
-            weeks_seen = len({c.week for c in members})
-            if weeks_seen <= most * weeks:
+            weeks_seen, days_seen = len({c.week for c in members}), len({c.day for c in members})
+            if weeks_seen <= most * weeks or days_seen <= most * active_days:
                 continue
             centre = statistics.median(c.minute for c in members)
             at = _at(centre)
@@ -173,7 +178,7 @@ def suggest_program(
             evidence = EntryEvidence(
                 weeks_seen=weeks_seen,
                 changes=len(members),
-                regularity=round(len({c.day for c in members}) / active_days, 3),
+                regularity=round(days_seen / active_days, 3),
                 spread_min=float(statistics.median(abs(c.minute - centre) for c in members)),
             )
             entry = ProgramEntry(

@@ -7,6 +7,7 @@ the other changes nothing); a second run on the same history publishes nothing n
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -44,7 +45,7 @@ def steady_homes(prefix: str, count: int, span_s: float) -> list[str]:
         home_id = f"{prefix}-{n}"
         household, _ = household_of(home_id, SEED)
         minutes = sorted(c.minute for c in household.routine.weekday)
-        apart = all(b - a >= 60 for a, b in zip(minutes, minutes[1:], strict=False))
+        apart = all(b - a >= 60 for a, b in itertools.pairwise(minutes))
         if apart and not any(household.is_away_week(monday) for monday in mondays):
             found.append(home_id)
         if len(found) == count:
@@ -74,7 +75,9 @@ async def test_a_learned_program_is_suggested_and_accepting_it_changes_the_sched
     await eventually(every_report_journaled, "every history report in the journal", timeout_s=240)
 
     settings = AnalyticsSettings(
-        stack=platform.settings, archive_url=str(tmp_path / "no-archive"), checkpoint_dir=tmp_path / "checkpoints"
+        stack=platform.settings,
+        archive_url=str(tmp_path / "no-archive"),
+        checkpoint_dir=tmp_path / "checkpoints",
     )
     learned = learn(spark, settings)
     suggestions = {s.device_id: s for s in learned.suggestions if s.device_id in devices}
@@ -89,7 +92,9 @@ async def test_a_learned_program_is_suggested_and_accepting_it_changes_the_sched
         weekday = [e for e in s.payload.program if e.days == WEEKDAYS]
         # every weekday habit of the household, at its time (to the jitter and the 5-minute rounding)
         assert len(weekday) == len(household.routine.weekday), s.payload.program
-        for habit, entry in zip(sorted(household.routine.weekday, key=lambda c: c.minute), weekday, strict=True):
+        for habit, entry in zip(
+            sorted(household.routine.weekday, key=lambda c: c.minute), weekday, strict=True
+        ):
             assert abs(_minute(entry.at) - habit.minute) <= 10, (habit, entry)
             assert entry.command.params["target_c"] == habit.target_c
         heating = responses[device_id].payload.heating
@@ -158,4 +163,3 @@ async def test_a_learned_program_is_suggested_and_accepting_it_changes_the_sched
     again = learn(spark, settings)  # the same history: nothing new for these devices
     assert not [f for f in [*again.suggestions, *again.responses] if f.device_id in devices]
     assert again.already_published >= 2 * len(devices)
-

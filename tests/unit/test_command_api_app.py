@@ -372,11 +372,23 @@ async def test_deciding_on_a_suggestion_is_one_home_fact_and_a_retry_the_same_fa
     again = await api.post(f"{base}/accept")
     rejected = await api.post(f"{base}/reject")
     assert first.status_code == again.status_code == rejected.status_code == 202, first.text
-    assert first.json() == {"device_id": "h1-thermostat", "suggestion_id": str(suggestion), "decision": "accepted"}
+    assert first.json() == {
+        "device_id": "h1-thermostat",
+        "suggestion_id": str(suggestion),
+        "decision": "accepted",
+    }
     accepted, accepted_again, rejection = writer.home_facts
-    assert isinstance(accepted, ScheduleSuggestionAccepted) and isinstance(rejection, ScheduleSuggestionRejected)
-    assert accepted.fact_id == accepted_again.fact_id != rejection.fact_id  # derived: a retry is the same fact
-    assert (accepted.home_id, accepted.device_id, accepted.payload.suggestion_id) == ("h1", "h1-thermostat", suggestion)
+    assert isinstance(accepted, ScheduleSuggestionAccepted) and isinstance(
+        rejection, ScheduleSuggestionRejected
+    )
+    assert (
+        accepted.fact_id == accepted_again.fact_id != rejection.fact_id
+    )  # derived: a retry is the same fact
+    assert (accepted.home_id, accepted.device_id, accepted.payload.suggestion_id) == (
+        "h1",
+        "h1-thermostat",
+        suggestion,
+    )
     theirs = await api.post(f"/v1/devices/h2-lock/schedule/suggestions/{suggestion}/accept")
     malformed = await api.post("/v1/devices/h1-thermostat/schedule/suggestions/not-an-id/accept")
     assert (theirs.status_code, malformed.status_code) == (404, 422)

@@ -48,16 +48,24 @@ async def started(
     )  # fmt: skip
     await scheduler.on_home_fact(
         ScheduleSet(
-            fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=START, recorded_at=START,
+            fact_id=uuid.uuid4(),
+            home_id="h",
+            device_id="t1",
+            occurred_at=START,
+            recorded_at=START,
             payload=ProgramPayload(program=program(preheat), device_type="thermostat"),
-        )  # fmt: skip
+        )
     )
     if learned:
         await scheduler.on_home_fact(
             RoomResponseFitted(
-                fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=START, recorded_at=START,
+                fact_id=uuid.uuid4(),
+                home_id="h",
+                device_id="t1",
+                occurred_at=START,
+                recorded_at=START,
                 payload=RoomResponse(heating=FIT, fitted_from=START, fitted_to=START),
-            )  # fmt: skip
+            )
         )
     await scheduler.go_live()
     return scheduler

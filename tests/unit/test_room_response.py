@@ -25,9 +25,7 @@ pytestmark = pytest.mark.unit
 START = datetime(2026, 1, 5, tzinfo=UTC)
 
 
-def simulated_room(
-    days: int, *, heat_c_per_h: float, insulation_h: float, seed: int = 3
-) -> list[Reading]:
+def simulated_room(days: int, *, heat_c_per_h: float, insulation_h: float, seed: int = 3) -> list[Reading]:
     """A room heated to 21 °C from 06:00 to 22:00 and to 17 °C at night, outdoors between -2 and 8 °C
     over the day; physics every minute, readings as a thermostat journals them."""
     rng = random.Random(seed)

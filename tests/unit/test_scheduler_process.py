@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hearth_automations.scheduler import Scheduler
-from hearth_shared.domain.home_facts import HomeFact, ProgramPayload, ScheduleResumed, ScheduleSet
+from hearth_shared.domain.home_facts import ProgramPayload, ScheduleResumed, ScheduleSet
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
 from hearth_shared.schema.events import CommandRequested, CommandRequestedPayload, SubmitCommand

@@ -105,9 +105,13 @@ def test_folding_twice_changes_nothing_and_a_snapshot_keeps_suggestions_and_resp
     fit = ResponseFit(base_c_per_h=4.0, per_degree_per_h=-0.1, samples=50, rmse_c_per_h=0.2)
     older, newer = (
         RoomResponseFitted(
-            fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=T0, recorded_at=T0,
+            fact_id=uuid.uuid4(),
+            home_id="h",
+            device_id="t1",
+            occurred_at=T0,
+            recorded_at=T0,
             payload=RoomResponse(heating=fit, fitted_from=T0, fitted_to=T0 + timedelta(days=d)),
-        )  # fmt: skip
+        )
         for d in (1, 2)
     )
     view.apply(newer)

@@ -37,7 +37,8 @@ def make_settings(master: str | None = None) -> AnalyticsSettings:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hearth_analytics", description="Hearth analytics on Spark: stream, archive, batch, train, learn."
+        prog="python -m hearth_analytics",
+        description="Hearth analytics on Spark: stream, archive, batch, train, learn.",
     )
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)

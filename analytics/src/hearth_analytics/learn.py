@@ -8,8 +8,9 @@ Spark reads and groups; the learning itself is the domain's pure functions, run 
   count of targets set by hand), in the device's journal order; a change is a report whose count went up
   from the one before it (a device's first report only states its count), at its device time, with the
   ``target_c`` it set (carried from the reports before when the report has none: a report holds only the
-  keys that changed, and a hand may set the target already in force). The device's zone is the latest ``time_zone`` it reported. Per device:
-  ``hearth_shared.domain.program_learning.suggest_program`` -> a ``schedule.suggested`` fact.
+  keys that changed, and a hand may set the target already in force). The device's zone is the latest
+  ``time_zone`` it reported. Per device: ``hearth_shared.domain.program_learning.suggest_program`` -> a
+  ``schedule.suggested`` fact.
 * **Room response**: every thermostat report with ``ambient_c``, ``outdoor_c`` or ``hvac_action``; per
   device: ``room_response.response_samples`` and ``fit_room`` -> a ``room.response_fitted`` fact.
 
@@ -90,7 +91,9 @@ OUTPUT_SCHEMA = "fact_id string, home_id string, fact string"
 
 def suggestion_id(device_id: str, payload: SuggestionPayload) -> uuid.UUID:
     """Derived from the device and its program (not the evidence): the same program is one suggestion."""
-    return uuid.uuid5(LEARN_NAMESPACE, f"suggested\n{device_id}\n{msgspec.json.encode(payload.program).decode()}")
+    return uuid.uuid5(
+        LEARN_NAMESPACE, f"suggested\n{device_id}\n{msgspec.json.encode(payload.program).decode()}"
+    )
 
 
 # ------------------------------------------------------------------------------------------ Spark: reading
@@ -178,7 +181,11 @@ class DeviceLearner:
         """One device's manual changes -> its ``schedule.suggested`` fact, if a program is found."""
         if pdf.empty:
             return _fact_rows([])
-        device_id, home_id, time_zone = pdf["device_id"].iloc[0], pdf["home_id"].iloc[-1], pdf["time_zone"].iloc[0]
+        device_id, home_id, time_zone = (
+            pdf["device_id"].iloc[0],
+            pdf["home_id"].iloc[-1],
+            pdf["time_zone"].iloc[0],
+        )
         changes = [
             ManualChange(_moment(int(t)), float(target))
             for t, target in zip(pdf["t_us"], pdf["target_c"], strict=True)
@@ -211,9 +218,11 @@ class DeviceLearner:
 
         readings = [
             Reading(
-                at=_moment(int(t)), ambient_c=number(ambient), outdoor_c=number(outdoor),
+                at=_moment(int(t)),
+                ambient_c=number(ambient),
+                outdoor_c=number(outdoor),
                 hvac_action=action if isinstance(action, str) else None,
-            )  # fmt: skip
+            )
             for t, ambient, outdoor, action in zip(
                 pdf["t_us"], pdf["ambient_c"], pdf["outdoor_c"], pdf["hvac_action"], strict=True
             )
@@ -251,7 +260,8 @@ def published_ids(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame
     text = F.col("value").cast("string")
     return (
         raw.select(
-            F.get_json_object(text, "$.type").alias("type"), F.get_json_object(text, "$.fact_id").alias("fact_id")
+            F.get_json_object(text, "$.type").alias("type"),
+            F.get_json_object(text, "$.fact_id").alias("fact_id"),
         )
         .where(F.col("type").isin(*PUBLISHED_TYPES))
         .select("fact_id")
@@ -267,7 +277,9 @@ def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None
         suggested = manual_changes(reports).groupBy("device_id").applyInPandas(learner.suggest, OUTPUT_SCHEMA)
         fitted = (
             reports.where(
-                F.col("ambient_c").isNotNull() | F.col("outdoor_c").isNotNull() | F.col("hvac_action").isNotNull()
+                F.col("ambient_c").isNotNull()
+                | F.col("outdoor_c").isNotNull()
+                | F.col("hvac_action").isNotNull()
             )
             .select("device_id", "home_id", "version", "t_us", "ambient_c", "outdoor_c", "hvac_action")
             .groupBy("device_id")

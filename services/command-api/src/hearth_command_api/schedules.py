@@ -1,6 +1,7 @@
 """Writes for homes that act on their own (../shared/CONTRACT.md): a home's time zone, a device's weekly
-program, ending a hold, and deciding on a suggested program. Each is one fact on the home journal (``hearth_shared.domain.home_facts``); the
-automations service turns programs into commands, and the query API shows them (GET .../schedule).
+program, ending a hold, and deciding on a suggested program. Each is one fact on the home journal
+(``hearth_shared.domain.home_facts``); the automations service turns programs into commands, and the
+query API shows them (GET .../schedule).
 
 A program is checked whole before anything is written: its days and times (``check_program``) and each
 entry's command against the device's type (``validate_command``, what a command sent by hand must pass),

@@ -52,9 +52,9 @@ from hearth_shared.domain.home_facts import (
     NotificationDelivered,
     NotificationGaveUp,
     NotificationsPayload,
-    RunPayload,
     ProgramPayload,
     RoomResponseFitted,
+    RunPayload,
     ScheduleHoldStarted,
     ScheduleResumed,
     ScheduleSet,
@@ -250,9 +250,12 @@ class HomesView:
             return None
         return self._apply_schedule(fact)
 
-    def _decided(self, fact: ScheduleSuggestionAccepted | ScheduleSuggestionRejected) -> SuggestionState | None:
+    def _decided(
+        self, fact: ScheduleSuggestionAccepted | ScheduleSuggestionRejected
+    ) -> SuggestionState | None:
         """The open suggestion the decision names, of that device and home, marked decided (else None)."""
-        kept = self.suggestions.get(fact.device_id or "", {}).get(fact.payload.suggestion_id)
+        of_device = self.suggestions.get(fact.device_id or "")
+        kept = of_device.get(fact.payload.suggestion_id) if of_device is not None else None
         if kept is None or kept.status != "open" or kept.suggestion.home_id != fact.home_id:
             return None
         kept.status = "accepted" if isinstance(fact, ScheduleSuggestionAccepted) else "rejected"
@@ -267,13 +270,19 @@ class HomesView:
         program = ProgramPayload(program=suggested.program, device_type=suggested.device_type)
         return self._apply_schedule(
             ScheduleSet(
-                fact_id=fact.fact_id, home_id=fact.home_id, device_id=fact.device_id,
-                occurred_at=fact.occurred_at, recorded_at=fact.recorded_at, causation_id=fact.fact_id,
+                fact_id=fact.fact_id,
+                home_id=fact.home_id,
+                device_id=fact.device_id,
+                occurred_at=fact.occurred_at,
+                recorded_at=fact.recorded_at,
+                causation_id=fact.fact_id,
                 payload=program,
-            )  # fmt: skip
+            )
         )
 
-    def _apply_learned(self, fact: ScheduleSuggested | ScheduleSuggestionRejected | RoomResponseFitted) -> None:
+    def _apply_learned(
+        self, fact: ScheduleSuggested | ScheduleSuggestionRejected | RoomResponseFitted
+    ) -> None:
         device_id = fact.device_id
         if device_id is None:
             return

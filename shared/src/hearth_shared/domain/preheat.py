@@ -116,7 +116,10 @@ def on_time_record(
         preheat=Preheat(
             lead_s=0,
             reason=plan.reason if plan.lead_s == 0 else "missed_lead",
-            target_c=plan.target_c, indoor_c=plan.indoor_c, outdoor_c=plan.outdoor_c,
-            rate_c_per_h=plan.rate_c_per_h, response_id=plan.response_id,
-        ),  # fmt: skip
+            target_c=plan.target_c,
+            indoor_c=plan.indoor_c,
+            outdoor_c=plan.outdoor_c,
+            rate_c_per_h=plan.rate_c_per_h,
+            response_id=plan.response_id,
+        ),
     )

@@ -123,7 +123,10 @@ def _habits(changes: list[_Local], window: int) -> list[list[_Local]]:
     while remaining:
         best = max(
             remaining,
-            key=lambda c: (len({m.day for m in _support(remaining, c.minute, c.target_c, window)}), -c.minute),
+            key=lambda c: (
+                len({m.day for m in _support(remaining, c.minute, c.target_c, window)}),
+                -c.minute,
+            ),
         )
         first = _support(remaining, best.minute, best.target_c, window)
         centre = statistics.median(c.minute for c in first)

@@ -42,7 +42,11 @@ def suggestion_json(kept: SuggestionState) -> dict[str, Any]:
         "created_at": fact.occurred_at.isoformat(),
         "decided_at": kept.decided_at.isoformat() if kept.decided_at else None,
         "program": [
-            {"days": list(e.days), "at": e.at, "command": {"name": e.command.name, "params": e.command.params}}
+            {
+                "days": list(e.days),
+                "at": e.at,
+                "command": {"name": e.command.name, "params": e.command.params},
+            }
             for e in payload.program
         ],
         "evidence": {
@@ -59,7 +63,9 @@ def suggestion_json(kept: SuggestionState) -> dict[str, Any]:
     "command API; nothing changes a schedule without that.",
     responses=error_responses(401, 404, 413),
 )
-async def device_suggestions(device_id: DeviceId, principal: CurrentPrincipal, request: Request) -> dict[str, Any]:
+async def device_suggestions(
+    device_id: DeviceId, principal: CurrentPrincipal, request: Request
+) -> dict[str, Any]:
     kept = list(_view(request).suggestions.get(device_id, {}).values())
     if not kept or not principal.may_see(kept[0].suggestion.home_id):
         raise not_found(f"suggestions of device {device_id}")

@@ -96,11 +96,11 @@ async def test_a_learned_program_is_suggested_and_accepting_it_changes_the_sched
             sorted(household.routine.weekday, key=lambda c: c.minute), weekday, strict=True
         ):
             assert abs(_minute(entry.at) - habit.minute) <= 10, (habit, entry)
-            assert entry.command.params["target_c"] == habit.target_c
+            assert entry.command.params["target_c"] == habit.target_c, (habit, entry)
         heating = responses[device_id].payload.heating
         assert heating is not None
-        assert 2.0 <= heating.base_c_per_h <= 6.0  # the simulator's heaters: 2.5-5 °C/h
-        assert -0.3 <= heating.per_degree_per_h <= -0.05  # its rooms' time constants: 5-12 h
+        assert 2.0 <= heating.base_c_per_h <= 6.0, heating  # the simulator's heaters: 2.5-5 °C/h
+        assert -0.3 <= heating.per_degree_per_h <= -0.05, heating  # its rooms' time constants: 5-12 h
 
     accepted_id, rejected_id = sorted(devices)
     accepted = suggestions[accepted_id]

@@ -27,6 +27,7 @@ suggestions), the automations service (preheat) and nothing else; the learner re
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -171,75 +172,72 @@ def _fact_rows(facts: list[HomeFact]) -> pd.DataFrame:
     )
 
 
-@dataclass(frozen=True)
-class DeviceLearner:
-    """The ``applyInPandas`` functions (picklable: a dataclass with the job's time)."""
+def suggest_device(now: datetime, pdf: pd.DataFrame) -> pd.DataFrame:
+    """``applyInPandas``: one device's manual changes -> its ``schedule.suggested`` fact, if a program
+    is found (``now``: the job's time, bound with ``functools.partial``)."""
+    if pdf.empty:
+        return _fact_rows([])
+    device_id, home_id, time_zone = (
+        pdf["device_id"].iloc[0],
+        pdf["home_id"].iloc[-1],
+        pdf["time_zone"].iloc[0],
+    )
+    changes = [
+        ManualChange(_moment(int(t)), float(target))
+        for t, target in zip(pdf["t_us"], pdf["target_c"], strict=True)
+    ]
+    try:
+        found = suggest_program(changes, str(time_zone))
+    except (ValueError, KeyError):  # a zone this Python does not know (ZoneInfoNotFoundError)
+        log.warning("%s: time zone %r unknown, no program learned", device_id, time_zone)
+        return _fact_rows([])
+    if found is None:
+        return _fact_rows([])
+    payload = SuggestionPayload(
+        device_type=DEVICE_TYPE, program=found.program, evidence=found.evidence, entries=found.entries
+    )
+    fact = ScheduleSuggested(
+        fact_id=suggestion_id(device_id, payload), home_id=home_id, device_id=device_id,
+        occurred_at=now, recorded_at=now, payload=payload,
+    )  # fmt: skip
+    return _fact_rows([fact])
 
-    now: datetime
 
-    def suggest(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        """One device's manual changes -> its ``schedule.suggested`` fact, if a program is found."""
-        if pdf.empty:
-            return _fact_rows([])
-        device_id, home_id, time_zone = (
-            pdf["device_id"].iloc[0],
-            pdf["home_id"].iloc[-1],
-            pdf["time_zone"].iloc[0],
+def fit_device(now: datetime, pdf: pd.DataFrame) -> pd.DataFrame:
+    """``applyInPandas``: one device's reports -> its ``room.response_fitted`` fact, if any action has
+    enough samples."""
+    if pdf.empty:
+        return _fact_rows([])
+    pdf = pdf.sort_values("version")
+    device_id, home_id = pdf["device_id"].iloc[0], pdf["home_id"].iloc[-1]
+
+    def number(value: object) -> float | None:
+        return None if value is None or value != value else float(value)  # type: ignore[arg-type]
+
+    readings = [
+        Reading(
+            at=_moment(int(t)),
+            ambient_c=number(ambient),
+            outdoor_c=number(outdoor),
+            hvac_action=action if isinstance(action, str) else None,
         )
-        changes = [
-            ManualChange(_moment(int(t)), float(target))
-            for t, target in zip(pdf["t_us"], pdf["target_c"], strict=True)
-        ]
-        try:
-            found = suggest_program(changes, str(time_zone))
-        except (ValueError, KeyError):  # a zone this Python does not know (ZoneInfoNotFoundError)
-            log.warning("%s: time zone %r unknown, no program learned", device_id, time_zone)
-            return _fact_rows([])
-        if found is None:
-            return _fact_rows([])
-        payload = SuggestionPayload(
-            device_type=DEVICE_TYPE, program=found.program, evidence=found.evidence, entries=found.entries
+        for t, ambient, outdoor, action in zip(
+            pdf["t_us"], pdf["ambient_c"], pdf["outdoor_c"], pdf["hvac_action"], strict=True
         )
-        fact = ScheduleSuggested(
-            fact_id=suggestion_id(device_id, payload), home_id=home_id, device_id=device_id,
-            occurred_at=self.now, recorded_at=self.now, payload=payload,
-        )  # fmt: skip
-        return _fact_rows([fact])
-
-    def fit(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        """One device's reports -> its ``room.response_fitted`` fact, if any action has enough samples."""
-        if pdf.empty:
-            return _fact_rows([])
-        pdf = pdf.sort_values("version")
-        device_id, home_id = pdf["device_id"].iloc[0], pdf["home_id"].iloc[-1]
-
-        def number(value: object) -> float | None:
-            return None if value is None or value != value else float(value)  # type: ignore[arg-type]
-
-        readings = [
-            Reading(
-                at=_moment(int(t)),
-                ambient_c=number(ambient),
-                outdoor_c=number(outdoor),
-                hvac_action=action if isinstance(action, str) else None,
-            )
-            for t, ambient, outdoor, action in zip(
-                pdf["t_us"], pdf["ambient_c"], pdf["outdoor_c"], pdf["hvac_action"], strict=True
-            )
-        ]
-        response = fit_room(
-            response_samples(readings), _moment(int(pdf["t_us"].min())), _moment(int(pdf["t_us"].max()))
-        )
-        if response is None:
-            return _fact_rows([])
-        learned = msgspec.json.encode(
-            (response.heating, response.cooling, response.idle)
-        ).decode()  # the parameters, not the span: the same fit is the same fact
-        fact = RoomResponseFitted(
-            fact_id=uuid.uuid5(LEARN_NAMESPACE, f"response\n{device_id}\n{learned}"), home_id=home_id,
-            device_id=device_id, occurred_at=self.now, recorded_at=self.now, payload=response,
-        )  # fmt: skip
-        return _fact_rows([fact])
+    ]
+    response = fit_room(
+        response_samples(readings), _moment(int(pdf["t_us"].min())), _moment(int(pdf["t_us"].max()))
+    )
+    if response is None:
+        return _fact_rows([])
+    learned = msgspec.json.encode(
+        (response.heating, response.cooling, response.idle)
+    ).decode()  # the parameters, not the span: the same fit is the same fact
+    fact = RoomResponseFitted(
+        fact_id=uuid.uuid5(LEARN_NAMESPACE, f"response\n{device_id}\n{learned}"), home_id=home_id,
+        device_id=device_id, occurred_at=now, recorded_at=now, payload=response,
+    )  # fmt: skip
+    return _fact_rows([fact])
 
 
 # ------------------------------------------------------------------------------------------ the job
@@ -271,10 +269,14 @@ def published_ids(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame
 
 def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None = None) -> Learned:
     """Learn from the whole history and publish what is new (module docstring)."""
-    learner = DeviceLearner(now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
     reports = thermostat_facts(read_history(spark, settings)).cache()
     try:
-        suggested = manual_changes(reports).groupBy("device_id").applyInPandas(learner.suggest, OUTPUT_SCHEMA)
+        suggested = (
+            manual_changes(reports)
+            .groupBy("device_id")
+            .applyInPandas(functools.partial(suggest_device, now), OUTPUT_SCHEMA)
+        )
         fitted = (
             reports.where(
                 F.col("ambient_c").isNotNull()
@@ -283,7 +285,7 @@ def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None
             )
             .select("device_id", "home_id", "version", "t_us", "ambient_c", "outdoor_c", "hvac_action")
             .groupBy("device_id")
-            .applyInPandas(learner.fit, OUTPUT_SCHEMA)
+            .applyInPandas(functools.partial(fit_device, now), OUTPUT_SCHEMA)
         )
         found = suggested.unionByName(fitted).collect()  # a fact or two per device: small
     finally:

@@ -27,7 +27,6 @@ suggestions), the automations service (preheat) and nothing else; the learner re
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -174,7 +173,7 @@ def _fact_rows(facts: list[HomeFact]) -> pd.DataFrame:
 
 def suggest_device(now: datetime, pdf: pd.DataFrame) -> pd.DataFrame:
     """``applyInPandas``: one device's manual changes -> its ``schedule.suggested`` fact, if a program
-    is found (``now``: the job's time, bound with ``functools.partial``)."""
+    is found (``now``: the job's time)."""
     if pdf.empty:
         return _fact_rows([])
     device_id, home_id, time_zone = (
@@ -269,14 +268,17 @@ def published_ids(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame
 
 def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None = None) -> Learned:
     """Learn from the whole history and publish what is new (module docstring)."""
-    now = now or datetime.now(UTC)
+    at = now or datetime.now(UTC)
+
+    def suggest(pdf: pd.DataFrame) -> pd.DataFrame:  # the job's time bound in (a partial warns in Spark)
+        return suggest_device(at, pdf)
+
+    def fit(pdf: pd.DataFrame) -> pd.DataFrame:
+        return fit_device(at, pdf)
+
     reports = thermostat_facts(read_history(spark, settings)).cache()
     try:
-        suggested = (
-            manual_changes(reports)
-            .groupBy("device_id")
-            .applyInPandas(functools.partial(suggest_device, now), OUTPUT_SCHEMA)
-        )
+        suggested = manual_changes(reports).groupBy("device_id").applyInPandas(suggest, OUTPUT_SCHEMA)
         fitted = (
             reports.where(
                 F.col("ambient_c").isNotNull()
@@ -285,7 +287,7 @@ def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None
             )
             .select("device_id", "home_id", "version", "t_us", "ambient_c", "outdoor_c", "hvac_action")
             .groupBy("device_id")
-            .applyInPandas(functools.partial(fit_device, now), OUTPUT_SCHEMA)
+            .applyInPandas(fit, OUTPUT_SCHEMA)
         )
         found = suggested.unionByName(fitted).collect()  # a fact or two per device: small
     finally:

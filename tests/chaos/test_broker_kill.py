@@ -121,6 +121,8 @@ def chaos_platform(
             "HEARTH_READ_MODELS_SCHEMA_NAME": chaos_schema(settings),
             "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6",
             "HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "3600",
+            # Devices on the inbox, no broker-access follower: no answer waits for a broker to load a secret.
+            "HEARTH_COMMAND_API_CREDENTIALS_WAIT_S": "0",
         },
     )
     # All at once: each mostly waits for the broker; twice their patience: two busy cores, three JVMs.

@@ -32,11 +32,12 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
         assert device_id.startswith("thermostat-")  # a home token does not choose it: the server does
         assert created.json()["version"] == 1
 
-        # Version 2: the registration's facts are device.registered and device.credentials_issued.
+        # Version 3: the registration's facts are device.registered, device.credentials_issued and, once
+        # its broker has loaded the credential (the answer waited for it), device.credentials_loaded.
         twin = await poll_until(
-            lambda: q.get(f"/v1/devices/{device_id}", params={"min_version": 2}),
+            lambda: q.get(f"/v1/devices/{device_id}", params={"min_version": 3}),
             found,
-            f"version 2 of {device_id} in the query API\n{platform.logs()}",
+            f"version 3 of {device_id} in the query API\n{platform.logs()}",
             timeout_s=30,
         )
         body = twin.json()
@@ -44,12 +45,12 @@ async def test_registered_thermostat_appears_in_the_query_api(platform: Platform
             home,
             "thermostat",
             "Hall",
-            2,
+            3,
         )
 
-        history = await q.get(f"/v1/devices/{device_id}/events")
+        history = await q.get(f"/v1/devices/{device_id}/events", params={"min_version": 3})
         types = [e["type"] for e in history.json()["items"]]
-        assert types == ["device.registered", "device.credentials_issued"]
+        assert types == ["device.registered", "device.credentials_issued", "device.credentials_loaded"]
 
         listed = await q.get("/v1/devices", params={"home_id": home})
         assert [d["device_id"] for d in listed.json()["items"]] == [device_id]

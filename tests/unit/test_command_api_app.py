@@ -67,7 +67,10 @@ async def anonymous(
     writer: FakeTopicWriter, book: DeviceBook, feed: FakeFeed, revocations: Revocations
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the app with no token; each request names its own."""
-    settings = CommandApiSettings(stack=StackSettings(token_secret=SECRET), max_body_bytes=4096)
+    # credentials_wait_s=0: no broker-access follower here to say a credential was loaded
+    settings = CommandApiSettings(
+        stack=StackSettings(token_secret=SECRET), max_body_bytes=4096, credentials_wait_s=0
+    )
     app = make_app(settings, writer=writer, book=book, feed=feed, revocations=revocations)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         yield client

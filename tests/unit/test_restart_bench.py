@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_bench.restart import Restart, judge, parse_sizes, size_label, started_from
+from hearth_bench.restart import Restart, judge, median, parse_sizes, size_label, started_from
 from hearth_devstack.status import FollowerReport
 
 pytestmark = pytest.mark.unit
@@ -81,3 +81,16 @@ def test_where_a_parts_followers_started_is_counted_without_the_reasons() -> Non
     ]
     assert started_from(reports) == "2x first offset, snapshot"
     assert started_from([]) == "-"
+
+
+def test_several_kills_are_judged_by_their_median_and_one_never_healthy_is_never_healthy() -> None:
+    kills = [
+        restart("projector", 1_000_000, 1.9, rss_mb=98.0),
+        restart("projector", 1_000_000, 1.3, rss_mb=97.0),
+        restart("projector", 1_000_000, 1.4, rss_mb=120.0),
+    ]
+    middle = median(kills)
+    assert (middle.healthy_after_s, middle.rss_mb, middle.kills) == (1.4, 98.0, 3)
+    assert middle.spread == "1.3-1.9 s, 97-120 MB"
+    assert median([*kills, restart("projector", 1_000_000, None)]).healthy_after_s is None
+    assert median(kills[:1]).spread == ""

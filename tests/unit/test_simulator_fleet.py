@@ -14,7 +14,9 @@ from hearth_shared.schema.events import (
     AcknowledgeCommand,
     DeviceRegistered,
     DeviceRegisteredPayload,
+    DeviceShardMoved,
     ReportState,
+    ShardMovedPayload,
     StateReported,
     StateReportedPayload,
     encode,
@@ -36,7 +38,7 @@ def fleet(**options: object) -> Fleet:
 
 
 def registered(
-    device_id: str, device_type: str, version: int = 1, *, simulated: bool = True
+    device_id: str, device_type: str, version: int = 1, *, simulated: bool = True, shard: str = "0"
 ) -> DeviceRegistered:
     at = datetime.fromtimestamp(T0, UTC)
     return DeviceRegistered(
@@ -46,7 +48,23 @@ def registered(
         version=version,
         occurred_at=at,
         recorded_at=at,
-        payload=DeviceRegisteredPayload(device_type=device_type, name=device_id, simulated=simulated),
+        payload=DeviceRegisteredPayload(
+            device_type=device_type, name=device_id, simulated=simulated, shard=shard
+        ),
+    )
+
+
+def moved(device_id: str, shard: str) -> DeviceShardMoved:
+    at = datetime.fromtimestamp(T0, UTC)
+    payload = ShardMovedPayload(shard=shard, from_shard="?")
+    return DeviceShardMoved(
+        event_id=uuid.uuid4(),
+        device_id=device_id,
+        home_id="home-1",
+        version=2,
+        occurred_at=at,
+        recorded_at=at,
+        payload=payload,
     )
 
 
@@ -281,10 +299,11 @@ def test_the_demo_devices_have_stable_ids() -> None:
 
 
 class _HubSeen:
-    """What a hub was asked to act for (the one part of ``DeviceConnection`` the fleet's notice uses)."""
+    """What a hub was asked to act for (the parts of ``DeviceConnection`` the fleet's joining uses)."""
 
     def __init__(self) -> None:
         self.added: list[str] = []
+        self.devices: list[str] = []
 
     def add_device(self, device_id: str) -> None:
         self.added.append(device_id)
@@ -294,11 +313,28 @@ async def test_the_hub_acts_for_a_device_only_on_the_followers_allowed() -> None
     gateway = fleet()
     gateway.learn(registered("t1", "thermostat"), T0)
     hub = _HubSeen()
-    gateway._hub = hub  # type: ignore[assignment]
+    gateway._hubs["0"] = hub  # type: ignore[assignment]
+    on_allowed = gateway._on_allowed("0")  # shard 0's broker (t1 was registered on it)
     for payload in (b"", b"nope", b"allowed\x00"):  # a cleared retained message, or anything else
-        await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/t1", payload)
-    assert gateway.allowed == set() and hub.added == []
-    await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/unknown", b"allowed")
+        await on_allowed("hearth/hubs/_hearth_simulator/devices/t1", payload)
+    assert gateway.allowed == {"0": set()} and hub.added == []
+    await on_allowed("hearth/hubs/_hearth_simulator/devices/unknown", b"allowed")
     assert hub.added == []  # allowed, but the journal never registered it: nobody plays it
-    await gateway._on_allowed("hearth/hubs/_hearth_simulator/devices/t1", b"allowed")
-    assert hub.added == ["t1"] and "t1" in gateway.allowed
+    await on_allowed("hearth/hubs/_hearth_simulator/devices/t1", b"allowed")
+    assert hub.added == ["t1"] and "t1" in gateway.allowed["0"]
+
+
+async def test_a_device_is_played_through_its_shard_s_hub_and_follows_a_move() -> None:
+    gateway = fleet()
+    gateway.endpoints["1"] = gateway.endpoints["0"]
+    gateway.allowed["1"] = set()
+    hubs = {shard: _HubSeen() for shard in ("0", "1")}
+    gateway._hubs = hubs  # type: ignore[assignment]
+    gateway.learn(registered("t1", "thermostat", shard="1"), T0)
+    for shard in ("0", "1"):  # every broker allows the simulator's devices; only its shard's hub plays it
+        await gateway._on_allowed(shard)("hearth/hubs/_hearth_simulator/devices/t1", b"allowed")
+    assert (hubs["0"].added, hubs["1"].added) == ([], ["t1"])
+    gateway.learn(moved("t1", "0"), T0)
+    hubs["1"].devices = ["t1"]  # (it acts for it on shard 1 already)
+    gateway._join()
+    assert hubs["0"].added == ["t1"]

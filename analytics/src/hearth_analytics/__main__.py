@@ -5,6 +5,8 @@
 * ``archive``: the journal into the archive table (``hearth_analytics.archive``), until Ctrl-C
   (``--once``: what the journal holds now, then exit).
 * ``batch``: the daily report (Parquet, charts, a summary) from the whole journal.
+* ``runtime``: the runtime report (heating and cooling per local day, degree-days, what changed it) from
+  the whole journal and the home journal, published to the rollups topic for the query API.
 * ``train``: a full retrain from the whole journal, published as a new model version.
 * ``learn``: suggested programs and rooms' responses from the whole journal, new ones published to the
   home journal (``hearth_analytics.learn``).
@@ -25,6 +27,7 @@ from pathlib import Path
 from hearth_analytics.archive import run_archive
 from hearth_analytics.batch import run_batch
 from hearth_analytics.learn import run_learn
+from hearth_analytics.runtime_report import run_runtime
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import run_stream
 from hearth_analytics.train import run_train
@@ -38,7 +41,7 @@ def make_settings(master: str | None = None) -> AnalyticsSettings:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hearth_analytics",
-        description="Hearth analytics on Spark: stream, archive, batch, train, learn.",
+        description="Hearth analytics on Spark: stream, archive, batch, runtime, train, learn.",
     )
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         ("stream", "windowed rollups and streaming training (Structured Streaming)"),
         ("archive", "every journal fact into the archive table (Structured Streaming, Parquet)"),
         ("batch", "daily report from the whole journal: Parquet, charts, summary"),
+        ("runtime", "runtime report per thermostat, home and local day, published for the query API"),
         ("train", "retrain the anomaly model from the whole journal and publish it"),
         ("learn", "suggest programs from manual changes and fit each room's response (preheat)"),
     ]:
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         run_archive(settings, once=args.once)
     elif args.command == "batch":
         run_batch(settings, output_dir=args.output)
+    elif args.command == "runtime":
+        run_runtime(settings)
     elif args.command == "learn":
         learned = run_learn(settings)
         print(

@@ -25,11 +25,8 @@ triggers still fire). The automations' definitions and the homes' zones come fro
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import msgspec
@@ -37,10 +34,9 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.history import read_history
+from hearth_analytics.history import fold_home_journal, read_history
 from hearth_analytics.schema import envelope_struct
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,
@@ -51,7 +47,6 @@ from hearth_shared.domain.automation_replay import (
     record_ms,
     replayed,
 )
-from hearth_shared.domain.home_facts import decode_home_fact
 from hearth_shared.domain.home_view import DEFAULT_TIMEZONE, HomesView
 from hearth_shared.domain.storable import decode_fact
 from hearth_shared.schema.events import MalformedRecord
@@ -150,27 +145,11 @@ def spark_backtest(
     return results
 
 
-async def _fold_home_journal(settings: AnalyticsSettings) -> HomesView:
-    view = HomesView()
-    stack = settings.stack
-
-    async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
-        with contextlib.suppress(MalformedRecord):  # the services log and skip it; so does this
-            view.apply(decode_home_fact(value))
-
-    follower = TopicFollower(stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, "backtest")
-    await follower.start()
-    try:
-        await follower.caught_up.wait()
-    finally:
-        await follower.stop()
-    return view
-
-
 def home_journal_view(settings: AnalyticsSettings) -> HomesView:
     """The home journal folded: its automations (switched off and suspended ones too), homes' zones."""
-    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
-        return pool.submit(asyncio.run, _fold_home_journal(settings)).result()
+    view = HomesView()
+    fold_home_journal(settings, view.apply, "backtest")
+    return view
 
 
 def automations_from_home_journal(settings: AnalyticsSettings) -> dict[uuid.UUID, Automation]:

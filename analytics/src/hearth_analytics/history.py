@@ -15,13 +15,18 @@ Without an archive table (nothing committed yet, or ``archive_url`` unset) the h
 ``history_sources`` gives both parts apart, for a reader that decodes the archive's typed columns
 (``hearth_analytics.history_facts``: the daily report) rather than each record's bytes.
 ``hearth archive verify`` is what says the archive holds each fact once; this module trusts it.
+
+The home journal is not archived (it is small, and compacted by nothing): ``fold_home_journal`` reads it
+whole from Kafka on the driver, for the jobs that need the homes' zones, automations or holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,9 @@ from pyspark.sql import functions as F
 from hearth_analytics.schema import read_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.adapters.kafka import topic_partitions
+from hearth_shared.adapters.topic_follower import TopicFollower
+from hearth_shared.domain.home_facts import HomeFact, decode_home_fact
+from hearth_shared.schema.events import MalformedRecord
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +124,27 @@ def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
         "value",
     )
     return archived.unionByName(journal)
+
+
+async def _fold_home_journal(
+    settings: AnalyticsSettings, apply: Callable[[HomeFact], object], name: str
+) -> None:
+    stack = settings.stack
+
+    async def fold(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        with contextlib.suppress(MalformedRecord):  # the services log and skip it; so does this
+            apply(decode_home_fact(value))
+
+    follower = TopicFollower(stack.kafka_bootstrap_servers, [stack.topics.home_journal], fold, name)
+    await follower.start()
+    try:
+        await follower.caught_up.wait()
+    finally:
+        await follower.stop()
+
+
+def fold_home_journal(settings: AnalyticsSettings, apply: Callable[[HomeFact], object], name: str) -> None:
+    """Every home fact on the home journal now, in order per home, into ``apply`` (a record that is not a
+    home fact is skipped); ``name``: the reader's, for its logs."""
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
+        pool.submit(asyncio.run, _fold_home_journal(settings, apply, name)).result()

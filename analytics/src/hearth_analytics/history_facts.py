@@ -20,14 +20,16 @@ the archive job's own parse of the envelope does), and ``finite_struct`` reads t
 null, field by field. ``parse_journal`` refuses the literals instead, and Jackson then stops reading the
 record there: the whole payload turned null, and since the archive's envelope was parsed with the literals
 allowed, the archive and the journal would disagree on such a fact (the other fields of its payload).
-The payload schema holds only what the report reads.
+The payload schema holds only what the reports read: the daily report (``batch``) and the runtime report
+(``runtime_report``: a thermostat's ``target_c``, ``panel_changes`` and ``time_zone`` besides its metrics
+and ``hvac_action``).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from hearth_analytics.history import history_sources
 from hearth_analytics.schema import (
@@ -47,11 +49,14 @@ from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 # The fact types whose payload a figure reads; every other fact is only counted.
 PARSED_TYPES = (STATE_REPORTED, ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_OUTCOMES)
 TEXT_KEYS = STATE_KEYS  # reported text keys: the ones minutes and counts are figured from
+# What else the runtime report reads of a thermostat's reports (hearth_analytics.runtime_report).
+RUNTIME_KEYS = (("target_c", DoubleType()), ("panel_changes", LongType()), ("time_zone", StringType()))
 
 _REPORTED = StructType(
     [
         *(StructField(m, DoubleType()) for m in METRICS),
         *(StructField(k, StringType()) for k in TEXT_KEYS),
+        *(StructField(k, kind) for k, kind in RUNTIME_KEYS),
     ]
 )
 _PAYLOAD = StructType(
@@ -69,6 +74,7 @@ _OPTIONS = {"allowNonNumericNumbers": "true"}  # then read as null by finite_str
 # The columns every row has, in order (the report's rules read these and nothing else).
 FACT_COLUMNS = (
     *_ENVELOPE_NAMES, "event_time", "command_id", "device_type", *METRICS, *TEXT_KEYS,
+    *(k for k, _ in RUNTIME_KEYS),
 )  # fmt: skip
 
 
@@ -94,6 +100,7 @@ def _report_columns(envelope: DataFrame) -> DataFrame:
             F.col("p.device_type").alias("device_type"),
             *(F.col(f"p.reported.{m}").alias(m) for m in METRICS),
             *(F.col(f"p.reported.{k}").alias(k) for k in TEXT_KEYS),
+            *(F.col(f"p.reported.{k}").alias(k) for k, _ in RUNTIME_KEYS),
         )
     )
 

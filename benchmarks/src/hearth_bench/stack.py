@@ -202,7 +202,11 @@ def bench_stack(
                 data=work / "data",
                 command_api_port=free_port(),
                 query_api_port=free_port(),
-                extra_env=dict(env or {}),
+                # No broker-access follower without MQTT: nothing would say a device's secret was loaded.
+                extra_env={
+                    **({} if mqtt_env else {"HEARTH_COMMAND_API_CREDENTIALS_WAIT_S": "0"}),
+                    **(env or {}),
+                },
                 **mqtt_env,
             )
             with services_running(

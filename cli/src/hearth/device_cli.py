@@ -13,6 +13,11 @@ Exit code 5 when the broker refuses the credential (as ``mosquitto_pub`` does).
 ``hearth device quarantine DEVICE_ID --reason ...`` and ``hearth device release DEVICE_ID`` put a device in
 quarantine (it refuses every non-admin command with ``quarantined``) and take it out, through the command
 API with an admin token (``hearth.admin_http``).
+
+``hearth device move-shard DEVICE_ID --to SHARD`` moves a device to another MQTT broker shard (admin):
+``device.shard_moved``, then new credentials naming the new broker, printed once as JSON (as the
+registration answered its first ones); the old secret stops working and the old broker drops the device.
+``hearth device connect --url`` takes the ``mqtt_url`` of those credentials.
 """
 
 from __future__ import annotations
@@ -50,13 +55,21 @@ def connect(
     cafile: Annotated[
         Path | None, typer.Option(help="Use TLS, trusting this CA (.hearth/data/mosquitto/tls/server.crt)")
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="The credentials' mqtt_url (its broker shard), instead of --host and --port"),
+    ] = None,
 ) -> None:
     """Connect as DEVICE_ID, print what Hearth sends it, and send what you type."""
     with needs("device connect"):
         from hearth_device import DeviceConnection, tls_context
 
-    tls = tls_context(str(cafile)) if cafile else None
-    device = DeviceConnection(username=device_id, password=password, host=host, port=port, tls=tls)
+    if url is not None:
+        cafile_name = str(cafile) if cafile else None
+        device = DeviceConnection.at_url(url, username=device_id, password=password, cafile=cafile_name)
+    else:
+        tls = tls_context(str(cafile)) if cafile else None
+        device = DeviceConnection(username=device_id, password=password, host=host, port=port, tls=tls)
     raise typer.Exit(asyncio.run(_session(device)))
 
 
@@ -154,6 +167,21 @@ def release(
     with admin_client(api, home) as client:
         checked(client.delete(f"/v1/devices/{device_id}/quarantine"))
     console.print(f"{device_id}: release requested")
+
+
+@device_app.command("move-shard")
+def move_shard(
+    device_id: Annotated[str, typer.Argument(help="The device to move")],
+    to: Annotated[str, typer.Option("--to", help="The MQTT broker shard it moves to (a configured name)")],
+    api: Api = "http://127.0.0.1:8000",
+    home: Home = DEFAULT_HOME,
+) -> None:
+    """Move a device to another MQTT broker shard: prints its new credentials (shown only this once)."""
+    with admin_client(api, home) as client:
+        moved = checked(client.post(f"/v1/devices/{device_id}/shard", json={"shard": to}))
+    sys.stdout.write(json.dumps(moved, indent=1) + "\n")
+    where = f"{device_id}: on shard {moved['shard']} ({moved['mqtt_url']})"
+    console.print(f"{where}; give the device its new credentials" if "credentials" in moved else where)
 
 
 __all__ = ["device_app"]

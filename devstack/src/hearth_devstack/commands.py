@@ -76,6 +76,15 @@ def up(
             "--kafka-controller-port + 2i",
         ),
     ] = 1,
+    mqtt_brokers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="MQTT broker shards, a Mosquitto each with its own broker-access follower and device "
+            "gateway; a new device is assigned one at registration. Shard i (from 0) listens on "
+            "--mqtt-port + 2i, --mqtt-platform-port + 2i and --mqtts-port + i",
+        ),
+    ] = 1,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C (or `hearth down`); parts that die are
     restarted with backoff (see `hearth status`)."""
@@ -88,6 +97,7 @@ def up(
             home=home,
             ports=ports,
             brokers=brokers,
+            mqtt_brokers=mqtt_brokers,
             simulate=simulate,
             analytics=analytics,
             policy=RestartPolicy(start_timeout_factor=start_timeout_factor),
@@ -144,8 +154,9 @@ def _print_started(stack: LocalStack, admin: str, demo: str) -> None:
     console.print(f"                 another: hearth token create --home {DEMO_HOME} --link)")
     console.print(f"Command API:     http://127.0.0.1:{stack.ports.command_api}/docs")
     console.print(f"Query API:       {query}/docs")
-    broker = stack.mosquitto
-    console.print(f"MQTT (devices):  {broker.url}, TLS {broker.tls_url} (CA file {broker.cafile})")
+    for i, broker in enumerate(stack.mosquittos):
+        shard = f" shard {i}" if len(stack.mosquittos) > 1 else ""
+        console.print(f"MQTT{shard} (devices):  {broker.url}, TLS {broker.tls_url} (CA file {broker.cafile})")
     console.print(f"Admin token:     [bold]{admin}[/]  (30 days; `hearth token revoke ID` ends one)")
     console.print(f"Demo home token: [bold]{demo}[/]  (home '{DEMO_HOME}', 90 days)")
     console.print("Parts that die are restarted (see `hearth status`). Stop with Ctrl-C or `hearth down`.")

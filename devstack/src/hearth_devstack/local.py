@@ -11,6 +11,13 @@ Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a clust
 and stop together (none is healthy before a controller quorum forms) and whose topics get one replica
 per node.
 
+MQTT is one Mosquitto (``mqtt_brokers=1``: ``data/mosquitto``, ``logs/mosquitto.log``) or one per MQTT
+broker shard (``hearth up --mqtt-brokers 2``: shard ``i`` from 1 in ``data/mosquitto-<i>``, its listeners
+at the first's ports + 2i (devices, platform) and + i (TLS), ``logs/mosquitto-<i>.log``), each with its
+own broker-access follower and device gateway; the brokers share the service accounts, and the simulator
+plays each device through its shard's broker. A device's shard is recorded when it registers, so a
+home keeps its shards: start it with at least as many brokers as it was made with.
+
 Each server starts as the tests and benches start it (``hearth_devstack.servers``: initdb and a stale pid
 cleared before PostgreSQL, its database after, how long each may take); what is the local stack's own is
 where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up, and the
@@ -41,7 +48,7 @@ from hearth_devstack.servers import (
     postgres_startup,
     redis_startup,
 )
-from hearth_devstack.service_processes import Services
+from hearth_devstack.service_processes import Services, ShardBroker
 from hearth_devstack.status import PartStatus, write_status
 from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
@@ -60,6 +67,10 @@ class StackPorts:
     mqtt: int = DEVICE_PORT
     mqtts: int = DEVICE_TLS_PORT
     mqtt_platform: int = PLATFORM_PORT
+
+    def mqtt_shard(self, i: int) -> tuple[int, int, int]:
+        """(devices, TLS, platform) ports of MQTT shard ``i`` (0: the ports above)."""
+        return self.mqtt + 2 * i, self.mqtts + i, self.mqtt_platform + 2 * i
 
 
 def retention_warning(settings: StackSettings, archive: Path) -> str | None:
@@ -98,6 +109,7 @@ class LocalStack:
     ports: StackPorts = field(default_factory=StackPorts)
     topic_prefix: str = "hearth"
     brokers: int = 1
+    mqtt_brokers: int = 1  # MQTT broker shards, a Mosquitto each
     simulate: bool = True
     analytics: bool = True
     report: Callable[[str], None] = print
@@ -131,15 +143,30 @@ class LocalStack:
             data_dir=self.data / "postgres", port=self.ports.postgres, log_dir=self.logs
         )
         self.redis = RedisServer(data_dir=self.data / "redis", port=self.ports.redis, log_dir=self.logs)
-        self.mosquitto = MosquittoBroker(
-            data_dir=self.data / "mosquitto",
-            port=self.ports.mqtt,
-            tls_port=self.ports.mqtts,
-            platform_port=self.ports.mqtt_platform,
+        self.mosquittos = [self._mosquitto(i) for i in range(self.mqtt_brokers)]
+        self.mosquitto = self.mosquittos[0]
+
+    def _mosquitto(self, i: int) -> MosquittoBroker:
+        """MQTT shard ``i``'s broker (see the module docstring); they all keep the first's accounts."""
+        port, tls_port, platform_port = self.ports.mqtt_shard(i)
+        return MosquittoBroker(
+            data_dir=self.data / ("mosquitto" if i == 0 else f"mosquitto-{i}"),
+            port=port,
+            tls_port=tls_port,
+            platform_port=platform_port,
             log_dir=self.logs,
             certfile=self.mqtt_certfile,
             keyfile=self.mqtt_keyfile,
+            accounts_dir=None if i == 0 else self.data / "mosquitto" / "access",
         )
+
+    def more_shards(self) -> list[ShardBroker]:
+        """The MQTT shards beyond the first, as the services see them."""
+        return [
+            ShardBroker(str(i), broker.port, broker.platform_port, broker.access_dir, broker.pid_file)
+            for i, broker in enumerate(self.mosquittos)
+            if i > 0
+        ]
 
     @property
     def settings(self) -> StackSettings:
@@ -154,6 +181,9 @@ class LocalStack:
 
     def check_ports(self) -> None:
         named = {name.replace("_", " "): port for name, port in vars(self.ports).items()}
+        for i, broker in enumerate(self.mosquittos[1:], start=1):
+            named |= {f"mqtt {i}": broker.port, f"mqtts {i}": broker.tls_port}
+            named[f"mqtt platform {i}"] = broker.platform_port
         if isinstance(self.kafka, KafkaCluster):  # node 1 has the kafka ports, the others the next ones
             del named["kafka"], named["kafka controller"]
             for node in self.kafka.nodes:
@@ -194,12 +224,9 @@ class LocalStack:
             for node in nodes
         ]
 
-    def part_specs(self) -> list[PartSpec]:
-        """Every part in start order, each with what it needs healthy before it (re)starts."""
-        kafka = self.kafka_parts()
-        brokers = [p.name for p in kafka]
-
-        services = Services(
+    def services(self) -> Services:
+        """The services as this stack runs them (its ports, its brokers' accounts and shards)."""
+        return Services(
             self.settings,
             logs=self.logs,
             data=self.data,
@@ -211,8 +238,17 @@ class LocalStack:
             mqtt_access_dir=self.mosquitto.access_dir,
             mqtt_pid_file=self.mosquitto.pid_file,
             mqtt_simulator_password=self.mosquitto.simulator.password,
+            more_shards=self.more_shards(),
             extra_env=self.service_env,
         )
+
+    def part_specs(self) -> list[PartSpec]:
+        """Every part in start order, each with what it needs healthy before it (re)starts."""
+        kafka = self.kafka_parts()
+        brokers = [p.name for p in kafka]
+        services = self.services()
+        mosquittos = ["mosquitto", *(f"mosquitto-{shard.name}" for shard in services.more_shards)]
+        gateways = ["device-gateway", *(f"device-gateway-{shard.name}" for shard in services.more_shards)]
         needs = {
             "broker-access": [*brokers, "mosquitto"],  # writes the broker's access files, makes it reload
             "device-actor": brokers,
@@ -222,17 +258,27 @@ class LocalStack:
             "command-api": brokers,
             "automations": brokers,  # schedules: the home journal in, commands to the inbox
             "campaigns": brokers,  # the firmware campaign driver (hearth_campaigns)
-            "simulator": [*brokers, "command-api", "mosquitto", "device-gateway"],
+            "simulator": [*brokers, "command-api", *mosquittos, *gateways],
             "analytics": brokers,
             "archive": brokers,
         }
+        for shard in services.more_shards:  # each shard's own follower and gateways, on its own broker
+            mosquitto, follower = f"mosquitto-{shard.name}", f"broker-access-{shard.name}"
+            needs[follower] = [*brokers, mosquitto]
+            needs[f"device-gateway-{shard.name}"] = [*brokers, mosquitto, follower]
         specs = [
             *kafka,
-            supervised(mosquitto_startup(self.mosquitto)),
+            *(
+                supervised(mosquitto_startup(broker, name))
+                for broker, name in zip(self.mosquittos, mosquittos, strict=True)
+            ),
             supervised(postgres_startup(self.postgres)),
             supervised(redis_startup(self.redis)),
         ]
-        for name in services.names(simulate=self.simulate, analytics=self.analytics):
+        names = services.names(
+            simulate=self.simulate, analytics=self.analytics, more_shards=services.more_shards
+        )
+        for name in names:
             specs.append(services.spec(name, depends_on=needs[name]))
         return specs
 

@@ -30,7 +30,8 @@ Who may connect and what each may do is in files the broker reads at start and o
 writes ``services.*`` and, when nothing was rendered yet, a ``passwd`` with no device and an ``acl`` with
 only the service accounts, so the broker starts before that follower.
 
-Service accounts (username, secret kept in ``<data>/access/<name>.secret``, mode 0600):
+Service accounts (username, secret kept in ``<data>/access/<name>.secret``, mode 0600; a stack of several
+brokers, one per MQTT shard, keeps them once, in the first broker's, ``accounts_dir``):
 
 * ``_hearth_gateway``: Hearth's own components (the device gateway, the tests): read and write every
   device topic, ``$SYS`` read. The leading underscore keeps it apart from every device id
@@ -85,6 +86,9 @@ class MosquittoBroker:
     host: str = "127.0.0.1"
     certfile: Path | None = None  # a real certificate (PEM); None: the stack's own self-signed one
     keyfile: Path | None = None
+    # Where the service accounts' secrets are kept (None: ``access_dir``); the brokers of one stack's MQTT
+    # shards share them, so its gateways and simulator have one password for every shard.
+    accounts_dir: Path | None = None
 
     # ------------------------------------------------------------------------------------------ where
 
@@ -145,9 +149,10 @@ class MosquittoBroker:
         """A service account's credential, made (and its hash recorded) the first time it is asked for."""
         if username not in SERVICE_ACCOUNTS:
             raise ValueError(f"{username!r} is not a service account ({', '.join(SERVICE_ACCOUNTS)})")
-        path = self.access_dir / f"{username}.secret"
+        secrets_dir = self.accounts_dir or self.access_dir
+        path = secrets_dir / f"{username}.secret"
         if not path.exists():
-            self.access_dir.mkdir(parents=True, exist_ok=True)
+            secrets_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(new_secret())
@@ -250,7 +255,8 @@ class MosquittoBroker:
             f"acl_file {self.acl_file.resolve()}",
         ]
 
-    def process(self) -> ManagedProcess:
+    def process(self, name: str = "mosquitto") -> ManagedProcess:
+        """The broker's process; ``name`` names it and its log (one per shard in a stack of several)."""
         require_free_port("MQTT", self.port)
         require_free_port("MQTT over TLS", self.tls_port)
         require_free_port("MQTT for the platform", self.platform_port)
@@ -260,9 +266,9 @@ class MosquittoBroker:
         config = self.write_config()
         binary = shutil.which(MOSQUITTO) or "/usr/sbin/mosquitto"
         return ManagedProcess(
-            name="mosquitto",
+            name=name,
             argv=[binary, "-c", str(config.resolve())],
-            log_path=self.log_dir / "mosquitto.log",
+            log_path=self.log_dir / f"{name}.log",
             healthy=self.healthy,
             url=self.url,
             stop_timeout_s=10.0,

@@ -90,8 +90,9 @@ def redis_startup(server: RedisServer) -> ServerStartup[RedisServer]:
     return ServerStartup("redis", server, server.process, REDIS_STARTUP_S, server.url)
 
 
-def mosquitto_startup(broker: MosquittoBroker) -> ServerStartup[MosquittoBroker]:
-    return ServerStartup("mosquitto", broker, broker.process, MOSQUITTO_STARTUP_S, broker.url)
+def mosquitto_startup(broker: MosquittoBroker, name: str = "mosquitto") -> ServerStartup[MosquittoBroker]:
+    """One broker; ``name`` for each of several (a stack's MQTT shards: ``mosquitto-1``, ...)."""
+    return ServerStartup(name, broker, lambda: broker.process(name), MOSQUITTO_STARTUP_S, broker.url)
 
 
 def start_once(startup: ServerStartup[ServerT]) -> StartedServer[ServerT]:
@@ -124,14 +125,18 @@ def start_redis(directory: Path) -> StartedServer[RedisServer]:
     return start_once(redis_startup(server))
 
 
-def start_mosquitto(directory: Path) -> StartedServer[MosquittoBroker]:
+def start_mosquitto(
+    directory: Path, name: str = "mosquitto", *, accounts_dir: Path | None = None
+) -> StartedServer[MosquittoBroker]:
     """Mosquitto with its three listeners (devices, devices over TLS, platform) on free ports;
-    ``.server.admin`` is Hearth's own account (on ``.server.platform_port``)."""
+    ``.server.admin`` is Hearth's own account (on ``.server.platform_port``). A second broker of the same
+    stack (another MQTT shard) has its own ``name`` and the first one's ``accounts_dir``."""
     broker = MosquittoBroker(
-        data_dir=directory / "mosquitto",
+        data_dir=directory / name,
         port=free_port(),
         tls_port=free_port(),
         platform_port=free_port(),
         log_dir=directory,
+        accounts_dir=accounts_dir,
     )
-    return start_once(mosquitto_startup(broker))
+    return start_once(mosquitto_startup(broker, name))

@@ -8,6 +8,10 @@ new run of it is made, so what ``hearth status`` shows is what the current run r
 a killed predecessor's figures. The device actor is healthy when it serves (its serving file, see
 ``hearth_device_actor.serving``), not merely once its worker has started.
 
+MQTT broker shards: the first broker is the one ``mqtt_*`` names; each of ``more_shards`` (``ShardBroker``)
+is one more, with its own broker-access follower and gateway, named after the shard (``broker-access-1``,
+``device-gateway-1``), and every service is told the shards (``HEARTH_MQTT_SHARDS``).
+
 Apart from the local stack (``local.py``), which supervises them beside the servers, because the tests'
 fixtures and ``hearth_bench.stack`` start the same services on their own temporary servers. They start
 them with ``services_running``, the one start loop outside the supervisor: every service it started is
@@ -16,6 +20,7 @@ stopped when the block ends, or when a start fails, so a failed start leaves no 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +37,11 @@ from hearth_devstack.supervisor import PartSpec
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import REPORTS_ENV
 from hearth_shared.schema.mqtt import DEVICE_PORT, PLATFORM_PORT
+from hearth_shared.schema.shards import DEFAULT_SHARD
+
+# The parts each MQTT shard has of its own: ``broker-access`` and ``device-gateway`` serve the first shard,
+# ``broker-access-1`` ... the others.
+SHARD_PARTS = ("broker-access", "device-gateway")
 
 
 def follower_reports_dir(data: Path, part: str) -> Path:
@@ -68,6 +78,26 @@ def log_says(path: Path, text: str) -> Callable[[], bool]:
     return check
 
 
+@dataclass(frozen=True)
+class ShardBroker:
+    """One more MQTT broker shard of the stack: its name, listeners and access files (``MosquittoBroker``:
+    ``port``, ``platform_port``, ``access_dir``, ``pid_file``)."""
+
+    name: str
+    port: int
+    platform_port: int
+    access_dir: Path
+    pid_file: Path
+
+
+def shard_part(name: str) -> tuple[str, str]:
+    """(the service, its shard) of a part name: ``device-gateway-1`` is shard 1's gateway."""
+    for base in SHARD_PARTS:
+        if name.startswith(f"{base}-"):
+            return base, name.removeprefix(f"{base}-")
+    return name, DEFAULT_SHARD
+
+
 @dataclass
 class Services:
     """The Hearth services as child processes, for `hearth up` and for the tests alike."""
@@ -84,7 +114,39 @@ class Services:
     mqtt_access_dir: Path | None = None
     mqtt_pid_file: Path | None = None
     mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
+    more_shards: list[ShardBroker] = field(default_factory=list)  # MQTT brokers beyond the first
     extra_env: dict[str, str] = field(default_factory=dict)
+
+    def shards_setting(self) -> dict[str, str]:
+        """``HEARTH_MQTT_SHARDS`` when there is more than one broker (else nothing: one broker, shard 0)."""
+        if not self.more_shards:
+            return {}
+        shards = {DEFAULT_SHARD: (self.mqtt_port, self.mqtt_platform_port)}
+        shards |= {shard.name: (shard.port, shard.platform_port) for shard in self.more_shards}
+        setting = {
+            name: {"device_url": f"mqtt://127.0.0.1:{port}", "platform_url": f"mqtt://127.0.0.1:{platform}"}
+            for name, (port, platform) in shards.items()
+        }
+        return {"HEARTH_MQTT_SHARDS": json.dumps(setting)}
+
+    def shard_env(self, name: str) -> dict[str, str]:
+        """A shard's own follower's or gateway's settings (none for the first shard's: ``env`` has them)."""
+        base, shard_name = shard_part(name)
+        shard = next((s for s in self.more_shards if s.name == shard_name), None)
+        if shard is None:
+            return {}
+        if base == "broker-access":
+            return {
+                "HEARTH_BROKER_ACCESS_SHARD": shard.name,
+                "HEARTH_BROKER_ACCESS_ACCESS_DIR": str(shard.access_dir),
+                "HEARTH_BROKER_ACCESS_PID_FILE": str(shard.pid_file),
+                "HEARTH_BROKER_ACCESS_MQTT_PORT": str(shard.platform_port),
+            }
+        return {
+            "HEARTH_DEVICE_GATEWAY_SHARD": shard.name,
+            "HEARTH_DEVICE_GATEWAY_MQTT_PORT": str(shard.platform_port),
+            "HEARTH_DEVICE_GATEWAY_INSTANCE": f"gateway-shard-{shard.name}",
+        }
 
     def env(self) -> dict[str, str]:
         s = self.settings
@@ -115,15 +177,25 @@ class Services:
             "HEARTH_ANALYTICS_ARCHIVE_URL": str(archive_dir(self.data)),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
+            **self.shards_setting(),
             **self.extra_env,
         }
 
     @staticmethod
-    def names(*, simulate: bool, analytics: bool = False, devices_over_mqtt: bool = True) -> list[str]:
-        """The services in start order. ``devices_over_mqtt=False``: without the broker-access follower
-        and the device gateway (for tests whose devices talk to the inbox directly)."""
-        mqtt = ["broker-access", "device-gateway"] if devices_over_mqtt else []
-        names = [*mqtt[:1], "device-actor", *mqtt[1:], "projector", "query-api", "command-api"]
+    def names(
+        *,
+        simulate: bool,
+        analytics: bool = False,
+        devices_over_mqtt: bool = True,
+        more_shards: Sequence[ShardBroker] = (),
+    ) -> list[str]:
+        """The services in start order, with each of ``more_shards``' follower and gateway.
+        ``devices_over_mqtt=False``: without the broker-access followers and the device gateways (for
+        tests whose devices talk to the inbox directly)."""
+        shards = [f"-{shard.name}" for shard in more_shards]
+        followers = [f"broker-access{s}" for s in ["", *shards]] if devices_over_mqtt else []
+        gateways = [f"device-gateway{s}" for s in ["", *shards]] if devices_over_mqtt else []
+        names = [*followers, "device-actor", *gateways, "projector", "query-api", "command-api"]
         names += ["automations", "campaigns"]
         return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
@@ -132,6 +204,7 @@ class Services:
         api, query = f"http://127.0.0.1:{self.command_api_port}", f"http://127.0.0.1:{self.query_api_port}"
         log = self.logs / f"{name}.log"
         actor = actor_serving(self.data / "device-actor", self.settings.kafka_bootstrap_servers)
+        service, _ = shard_part(name)
         argv, healthy, url, timeout_s = {
             "device-actor": (["hearth_device_actor"], actor, "", 90.0),
             "broker-access": (
@@ -149,7 +222,7 @@ class Services:
             "simulator": (["hearth_simulator"], log_says(log, "simulator: playing"), "", 60.0),
             "analytics": (["hearth_analytics", "stream"], log_says(log, "started hearth-training"), "", 300),
             "archive": (["hearth_analytics", "archive"], log_says(log, "started hearth-archive"), "", 300),
-        }[name]
+        }[service]
         reports = follower_reports_dir(self.data, name)
         shutil.rmtree(reports, ignore_errors=True)  # this run's reports only (see the module docstring)
         process = ManagedProcess(
@@ -157,7 +230,7 @@ class Services:
             argv=[sys.executable, "-m", *argv],
             log_path=log,
             healthy=healthy,
-            env={**self.env(), REPORTS_ENV: str(reports)},
+            env={**self.env(), **self.shard_env(name), REPORTS_ENV: str(reports)},
             url=url,
         )
         return process, timeout_s

@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import JSON, MalformedRecord
@@ -112,6 +113,20 @@ class DeviceConnection:
         self.errors: asyncio.Queue[HearthError] = asyncio.Queue()
         self._seq: dict[str, int] = {}
         self._devices: list[str] = []
+
+    @classmethod
+    def at_url(
+        cls, mqtt_url: str, *, username: str, password: str, cafile: str | None = None, hub: bool = False
+    ) -> DeviceConnection:
+        """A connection to the broker ``mqtt_url`` names (``mqtt://host:port``, or ``mqtts://`` with TLS):
+        the ``mqtt_url`` of the credentials Hearth issued, which names the device's broker shard."""
+        parsed = urlsplit(mqtt_url)
+        if parsed.scheme not in ("mqtt", "mqtts") or not parsed.hostname:
+            raise ValueError(f"{mqtt_url!r} is not an mqtt:// or mqtts:// URL")
+        secure = parsed.scheme == "mqtts"
+        tls = tls_context(cafile) if secure else None
+        port = parsed.port or (8883 if secure else 1883)
+        return cls(username=username, password=password, host=parsed.hostname, port=port, tls=tls, hub=hub)
 
     # ------------------------------------------------------------------------------------- lifecycle
 

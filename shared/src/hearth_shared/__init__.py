@@ -8,9 +8,9 @@
   schedules, campaigns, the home and campaign folds, and which decoded records can be stored. Home facts
   live here, not in ``schema``: their payloads are the domain's own values (an ``Automation``, a
   ``ProgramEntry``), so the home journal's records are defined where those are.
-* ``schema/``: the shapes Hearth writes and reads: journal facts, inbox requests and their envelope,
-  other topics' records, campaign facts, MQTT payloads, API tokens, device secret hashes, ids and the
-  snapshot format. msgspec and the standard library only.
+* ``schema/``: the shapes Hearth writes and reads: journal facts, inbox requests and their envelope, other
+  topics' records (the runtime report's among them: ``runtime_records``), campaign facts, MQTT payloads,
+  API tokens, device secret hashes, ids and the snapshot format. msgspec and the standard library only.
 
 ``schema`` and ``domain`` are the dependency-light part (no web, broker or database client: an import
 contract in pyproject.toml holds it), which the device SDK and analytics use with the adapters they

@@ -37,6 +37,14 @@ def simulate(
     mqtt_port: Annotated[
         int, typer.Option(help="The stack's MQTT listener for its components (--mqtt-platform-port)")
     ] = 1884,
+    mqtt_brokers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="The stack's MQTT broker shards (hearth up --mqtt-brokers): a hub on each, shard i "
+            "on --mqtt-port + 2i",
+        ),
+    ] = 1,
     history: Annotated[
         str, typer.Option(help="Write this much history ending now (6w, 10d, 12h) instead of playing live")
     ] = "",
@@ -58,7 +66,11 @@ def simulate(
     if not secret.exists():
         console.print(f"[red]No simulator credential in {secret}: start the stack (hearth up) first.[/]")
         raise typer.Exit(1)
-    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=secret.read_text().strip())
+    password = secret.read_text().strip()
+    mqtt = MqttEndpoint(port=mqtt_port, username=SIMULATOR_ACCOUNT, password=password)
+    # One hub per shard, on the ports `hearth up --mqtt-brokers` gives them (the accounts are shard 0's).
+    hubs = {str(i): MqttEndpoint(port=mqtt_port + 2 * i, username=SIMULATOR_ACCOUNT, password=password)
+            for i in range(mqtt_brokers)}  # fmt: skip
 
     if history:
         asyncio.run(
@@ -74,7 +86,7 @@ def simulate(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), mqtt, stop)
+        await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), hubs, stop)
 
     asyncio.run(main())
 

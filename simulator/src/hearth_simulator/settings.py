@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.mqtt import PLATFORM_PORT
+from hearth_shared.schema.shards import DEFAULT_SHARD
 from hearth_simulator.firmware import FirmwareOptions
 from hearth_simulator.fleet import MqttEndpoint
 from hearth_simulator.options import FleetOptions
@@ -76,8 +78,21 @@ class SimulatorSettings(BaseSettings):
             ),
         )
 
-    def mqtt(self) -> MqttEndpoint:
-        return MqttEndpoint(self.mqtt_host, self.mqtt_port, self.mqtt_username, self.mqtt_password)
+    def mqtt(self) -> dict[str, MqttEndpoint]:
+        """Where each shard's hub connects: every shard's platform listener (``HEARTH_MQTT_SHARDS``), or
+        ``mqtt_host:mqtt_port`` for the one broker there is."""
+        shards = self.stack.mqtt_shards
+        if shards is None:
+            return {DEFAULT_SHARD: self._endpoint(self.mqtt_host, self.mqtt_port)}
+        return {name: self._endpoint(*_host_port(shard.platform_url)) for name, shard in shards.items()}
+
+    def _endpoint(self, host: str, port: int) -> MqttEndpoint:
+        return MqttEndpoint(host, port, self.mqtt_username, self.mqtt_password)
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parsed = urlsplit(url)
+    return parsed.hostname or "127.0.0.1", parsed.port or PLATFORM_PORT
 
 
 __all__ = ["SimulatorSettings"]

@@ -33,6 +33,10 @@ Invariants:
   converged it is in it). The answers carry it, so a caller can read the query API's views with
   ``?min_version=`` at least that; it is None only while the command's first fact has not come back (a
   fresh 202). It is set with the status in one step, never between: an answer's pair is consistent.
+* **A device's MQTT shard is the journal's** (``device.registered``, then ``device.shard_moved``): the
+  credentials answered name its shard's broker. ``wait_credentials_loaded`` lets an answer wait until
+  that broker has loaded a credential (``device.credentials_loaded``, which its broker-access follower
+  asks for); like ``?wait=``, the waiters are not state, and nor is which credential was loaded.
 * The routes remember a device or command they just put on the inbox (``remember_device``,
   ``remember_command``) before its fact comes back; only after the request is on the broker, so the
   journal will hold the fact: a snapshot may hold one a moment early, never one the journal will not.
@@ -61,7 +65,9 @@ from hearth_shared.schema.events import (
     TERMINAL_STATUSES,
     CommandRequested,
     DesiredStateSet,
+    DeviceCredentialsLoaded,
     DeviceRegistered,
+    DeviceShardMoved,
     Event,
     MalformedRecord,
     fact_type,
@@ -69,6 +75,7 @@ from hearth_shared.schema.events import (
     utcnow,
     wire_name,
 )
+from hearth_shared.schema.shards import DEFAULT_SHARD
 from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 log = logging.getLogger(__name__)
@@ -106,6 +113,8 @@ class DeviceEntry:
     home_id: str
     device_type: str
     simulated: bool = False
+    shard: str = DEFAULT_SHARD  # its MQTT broker shard
+    loaded_credential: uuid.UUID | None = None  # the latest its shard's broker loaded (not saved)
 
 
 @dataclass(slots=True)
@@ -130,7 +139,8 @@ class CommandEntry:
 # Format 1. Records are msgpack arrays (``array_like``): a later format may only append fields with
 # defaults to them, or bump ``format`` and keep a reader for this one
 # (``hearth_shared.schema.snapshot_format``). ``CommandRecord.twin_version`` was appended so (a snapshot
-# saved before it reads as None: unknown until the command's next fact).
+# saved before it reads as None: unknown until the command's next fact), and ``DeviceRecord.shard`` (a
+# snapshot saved before shards: every device on the one broker there was).
 
 SNAPSHOT_FORMAT = 1
 
@@ -140,6 +150,7 @@ class DeviceRecord(msgspec.Struct, array_like=True, frozen=True):
     home_id: str
     device_type: str
     simulated: bool
+    shard: str = DEFAULT_SHARD
 
 
 class CommandRecord(msgspec.Struct, array_like=True, frozen=True):
@@ -169,6 +180,8 @@ class DeviceBook:
     FACT_TYPES = frozenset(
         [
             wire_name(DeviceRegistered),
+            wire_name(DeviceShardMoved),
+            wire_name(DeviceCredentialsLoaded),
             *map(wire_name, COMMAND_STATUS_BY_EVENT),
             *map(wire_name, SETTING_FACTS),
         ]
@@ -191,6 +204,7 @@ class DeviceBook:
         self.devices: dict[str, DeviceEntry] = {}
         self.commands: dict[uuid.UUID, CommandEntry] = {}
         self._leaving: list[tuple[float, uuid.UUID]] = []  # heap: (leaves_at, command id)
+        self._loading: dict[uuid.UUID, list[asyncio.Future[None]]] = {}  # credential id -> its waiters
         self.skipped = 0  # records it could not decode
 
     # ------------------------------------------------------------------------------------ the fold
@@ -215,7 +229,12 @@ class DeviceBook:
     def apply(self, event: Event) -> None:
         if isinstance(event, DeviceRegistered):
             payload = event.payload
-            self.devices[event.device_id] = DeviceEntry(event.home_id, payload.device_type, payload.simulated)
+            self.devices[event.device_id] = DeviceEntry(
+                event.home_id, payload.device_type, payload.simulated, payload.shard
+            )
+            return
+        if isinstance(event, DeviceShardMoved | DeviceCredentialsLoaded):
+            self._device_fact(event)
             return
         if isinstance(event, SETTING_FACTS):
             self._setting_set(event)
@@ -242,6 +261,19 @@ class DeviceBook:
         if entry.waiters:
             entry.waiters = [waiter for waiter in entry.waiters if not _woken(waiter, status)]
 
+    def _device_fact(self, event: DeviceShardMoved | DeviceCredentialsLoaded) -> None:
+        """A move changes where the device connects; a loaded credential wakes whoever waits for it."""
+        device = self.devices.get(event.device_id)
+        if isinstance(event, DeviceShardMoved):
+            if device is not None:
+                device.shard, device.loaded_credential = event.payload.shard, None
+            return
+        credential_id = event.payload.credential_id
+        if device is not None:
+            device.loaded_credential = credential_id
+        for waiter in self._loading.pop(credential_id, []):
+            _wake(waiter)
+
     def _setting_set(self, event: Event) -> None:
         """The setting an accepted command asked for is in the twin from this fact on: its status's twin
         version moves here, so a read at that version shows what was asked (``desired``)."""
@@ -264,9 +296,14 @@ class DeviceBook:
         return dropped
 
     def remember_device(
-        self, device_id: str, home_id: str, device_type: str, simulated: bool = False
+        self,
+        device_id: str,
+        home_id: str,
+        device_type: str,
+        simulated: bool = False,
+        shard: str = DEFAULT_SHARD,
     ) -> None:
-        self.devices.setdefault(device_id, DeviceEntry(home_id, device_type, simulated))
+        self.devices.setdefault(device_id, DeviceEntry(home_id, device_type, simulated, shard))
 
     def remember_command(
         self, command_id: uuid.UUID, device_id: str, print_: bytes, expires_at: datetime
@@ -320,6 +357,29 @@ class DeviceBook:
                 entry.waiters.remove(waiter)
         return entry.status, not status_reached(entry.status, wanted)
 
+    async def wait_credentials_loaded(
+        self, device_id: str, credential_id: uuid.UUID, timeout_s: float
+    ) -> bool:
+        """Wait until the device's shard's broker has loaded ``credential_id`` (True), or ``timeout_s``."""
+        device = self.devices.get(device_id)
+        if device is not None and device.loaded_credential == credential_id:
+            return True
+        if timeout_s <= 0:
+            return False
+        loaded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loading.setdefault(credential_id, []).append(loaded)
+        try:
+            await asyncio.wait_for(loaded, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._loading.get(credential_id, [])
+            if loaded in waiters:
+                waiters.remove(loaded)
+                if not waiters:
+                    del self._loading[credential_id]
+        return True
+
     # ------------------------------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
@@ -328,7 +388,7 @@ class DeviceBook:
             DeviceBookSnapshotV1(
                 format=SNAPSHOT_FORMAT,
                 devices=[
-                    DeviceRecord(device_id, d.home_id, d.device_type, d.simulated)
+                    DeviceRecord(device_id, d.home_id, d.device_type, d.simulated, d.shard)
                     for device_id, d in self.devices.items()
                 ],
                 commands=[
@@ -350,7 +410,9 @@ class DeviceBook:
         """Replace the whole state with a snapshot's; raises, leaving the state as it was, for bytes it
         cannot read."""
         saved = _CODEC.decode(data)
-        devices = {d.device_id: DeviceEntry(d.home_id, d.device_type, d.simulated) for d in saved.devices}
+        devices = {
+            d.device_id: DeviceEntry(d.home_id, d.device_type, d.simulated, d.shard) for d in saved.devices
+        }
         commands = {
             c.command_id: CommandEntry(
                 c.device_id, c.fingerprint, c.expires_at, c.status, c.finished_at, c.twin_version

@@ -23,6 +23,7 @@ from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_vie
 from hearth_shared.domain.admin import is_admin_command
 from hearth_shared.schema.auth import Principal
 from hearth_shared.schema.events import RegisterDevice, SubmitCommand, new_id, utcnow
+from hearth_shared.schema.shards import assign_shard
 from hearth_shared.web.http import not_found
 from hearth_shared.web.http_errors import error_responses, unprocessable
 
@@ -104,11 +105,13 @@ async def register_device(
         device_type=body.type,
         name=body.name,
         simulated=body.simulated,
+        shard=assign_shard(device_id, list(settings.shard_urls())),  # once: a fact from now on
     )
     await writer.send_request(request)
-    book.remember_device(device_id, body.home_id, body.type, body.simulated)
-    # Its MQTT credential, answered this once (a simulated device has none: the simulator hub plays it).
-    credentials = None if body.simulated else await issue_credential(writer, device_id, settings.mqtt_url)
+    book.remember_device(device_id, body.home_id, body.type, body.simulated, request.shard)
+    # Its MQTT credential, answered this once (a simulated device has none: the simulator hub plays it),
+    # once its broker has loaded it (credentials.py).
+    credentials = None if body.simulated else await issue_credential(writer, book, settings, device_id)
     # The twin the device actor will create: the same pure functions, applied here to show it.
     twin = None
     for event in stamp(

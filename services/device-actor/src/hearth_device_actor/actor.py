@@ -100,32 +100,39 @@ class DeviceActors:
         data = self.twins.get(device_id.encode())
         return _decode_twin(data) if data is not None else None
 
-    def _last_seq(self, device_id: str) -> int:
-        twin = self.load(device_id)
-        return twin.last_device_seq if twin is not None else -1
-
     async def handle_batch(self, records: list[InboxRecord], *, coalesce_reports: bool = False) -> None:
         """Decide on a batch, send its facts and, once the broker has them, write its twins.
         ``coalesce_reports``: fold each device's state reports into one first (coalescing.py: the
         telemetry lane is behind)."""
         now = self.clock()
+        loaded: dict[str, Twin | None] = {}  # each device's twin decoded once a batch, before any request
         touched: dict[str, Twin] = {}
         events: list[Event] = []
         commands: list[DeviceCommand] = []
         decoded: list[tuple[InboxRecord, Inbound]] = []
+
+        def stored(device_id: str) -> Twin | None:
+            if device_id not in loaded:
+                loaded[device_id] = self.load(device_id)
+            return loaded[device_id]
+
+        def last_seq(device_id: str) -> int:
+            twin = stored(device_id)
+            return twin.last_device_seq if twin is not None else -1
+
         for record in records:
             try:
                 decoded.append((record, decode_request(record.value)))
             except MalformedRecord as error:
                 await self.outbox.dead_letter(record, error)
         if coalesce_reports:
-            decoded, folded = coalesce(decoded, self._last_seq)
+            decoded, folded = coalesce(decoded, last_seq)
             if folded:
                 self.coalesced.reports += folded
                 self.coalesced.batches += 1
         for record, request in decoded:
             try:
-                twin = touched.get(request.device_id) or self.load(request.device_id)
+                twin = touched.get(request.device_id) or stored(request.device_id)
                 twin, new_events, new_commands = self._apply(twin, request, now)
             except Exception as error:  # a decision that fails drops this request only
                 log.exception("could not decide on %s[%d]@%d", record.topic, record.partition, record.offset)
@@ -293,4 +300,5 @@ def _device_command(twin: Twin, event: CommandDispatched) -> DeviceCommand:
         name=command.name,
         params=command.params,
         expires_at=command.expires_at,
+        shard=twin.shard,
     )

@@ -193,6 +193,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             lambda: AIOKafkaConsumer(
                 bootstrap_servers=stack.kafka_bootstrap_servers,
                 enable_auto_commit=False,
+                auto_offset_reset="earliest",  # an offset retention removed: from the oldest fact kept
                 max_partition_fetch_bytes=4 * 1024 * 1024,
             ),
             topics.journal,

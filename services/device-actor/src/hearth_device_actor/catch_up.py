@@ -12,9 +12,10 @@ same number. The journal and the inbox are co-partitioned by device id, and the 
 partition is the only writer of that journal partition, so every fact before that offset came from
 batches (and deadline ticks) whose twins were flushed to the changelog before the commit. A worker that
 takes a partition over reads the journal from there to its end and folds every fact newer than its twin
-into the table. A request read again then finds its command known, its report's seq seen, its device
-registered: ``decide`` records nothing for it. Nothing is appended twice, and no transaction is needed on
-the hot path.
+into the table. A partition no commit names yet (a fresh stack, or a worker killed before its first
+commit) is caught up from the journal partition's start (inbox.py). A request read again then finds
+its command known, its report's seq seen, its device registered: ``decide`` records nothing for it.
+Nothing is appended twice, and no transaction is needed on the hot path.
 
 What it does not cover: a worker that is paused (not killed) past its session and then wakes up still
 holding a batch is not fenced off; it would append that batch after its successor took over. Kafka

@@ -103,7 +103,7 @@ class DeviceGateway:
             uplinks = self.uplinks = [
                 Uplink(inbox, dead_letters, link.publish, clock=self.clock) for link in subscriptions
             ]
-            self.downlink = Downlink(consumer, lane.publish, dead_letters, clock=self.clock)
+            self.downlink = Downlink(consumer, lane.publish, dead_letters, shard=s.shard, clock=self.clock)
             for link, uplink in zip(subscriptions, uplinks, strict=True):
                 link.route(uplink.handle)  # before connecting: the session's messages come at once
             for link in (lane, telemetry):  # the lane first: what its session kept comes in first
@@ -148,7 +148,8 @@ class DeviceGateway:
 
     async def _serve(self, stop: asyncio.Event, uplinks: list[Uplink], downlink: Downlink) -> None:
         self.ready.set()
-        log.info("%s (instance %s, group %s)", READY, self.settings.instance, self.settings.mqtt_group())
+        s = self.settings
+        log.info("%s (instance %s, group %s, shard %s)", READY, s.instance, s.mqtt_group(), s.shard)
         async with asyncio.TaskGroup() as tasks:
             commands = tasks.create_task(downlink.run())
             stats = tasks.create_task(self._log_stats())

@@ -14,9 +14,9 @@ follower's second job (broker_access.py runs it, on the platform listener with t
   is ``offline`` on ``hearth/hubs/{hub}/availability`` (hearth_shared.schema.mqtt), and when that says
   ``offline`` (the will, or the hub's clean close), ``offline`` is published (retained) on each child's
   ``availability``: the gateway takes each to the inbox and the actor takes each child offline at once.
-  A hub's children are the devices its account may act for: for the simulator, the devices registered
-  with ``"simulated": true`` (``MosquittoAccess.simulated``). The hub says ``online`` for itself, then
-  for each child, when it comes back.
+  A hub's children are the devices it acts for on this broker: for the simulator, the devices registered
+  with ``"simulated": true`` on this follower's shard (``MosquittoAccess.simulated_here``). The hub says
+  ``online`` for itself, then for each child, when it comes back.
 
 Why here: this follower is the one part that both follows the journal (who was revoked, who a hub's
 children are) and acts on the broker. The gateways share device messages through shared subscriptions,
@@ -56,12 +56,12 @@ class AvailabilityKeeper:
 
     def children(self, hub: str) -> list[str]:
         """The devices ``hub`` acts for (only the simulator's account is a hub)."""
-        return sorted(self.access.simulated) if hub == SIMULATOR_ACCOUNT else []
+        return self.access.simulated_here() if hub == SIMULATOR_ACCOUNT else []
 
     def caught_up(self) -> None:
         """The whole journal is in: say offline for every revoked device and every dropped hub's children."""
         self.ready = True
-        self._offline(sorted(self.access.revoked), "revoked")
+        self._offline(self.access.revoked_here(), "revoked")
         for hub, online in sorted(self.hubs.items()):
             if not online:
                 self._offline(self.children(hub), "hub_children")
@@ -69,7 +69,8 @@ class AvailabilityKeeper:
     def revoked(self, device_ids: Iterable[str]) -> None:
         """The broker has reloaded after these devices' credentials were revoked."""
         if self.ready:
-            self._offline(sorted(d for d in set(device_ids) if d in self.access.revoked), "revoked")
+            revoked = set(self.access.revoked_here())
+            self._offline(sorted(d for d in set(device_ids) if d in revoked), "revoked")
 
     async def on_hub_message(self, topic: str, payload: bytes) -> None:
         """A message on ``hearth/hubs/{hub}/availability``."""

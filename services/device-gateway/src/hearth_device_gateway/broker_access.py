@@ -58,9 +58,19 @@ listeners force client id = username, and the platform's accounts have a listene
 (``hearth_devstack.mosquitto``).
 
 After a reload the follower waits until the broker has applied it (reload_confirmation.py) before it says
-anything that depends on the new files: a revoked device's ``offline`` (availability_keeper.py) and, for
+anything that depends on the new files: a revoked device's ``offline`` (availability_keeper.py), for
 each newly simulated device, retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``, which the
-simulator hub waits for before it acts for the device.
+simulator hub waits for before it acts for the device, and for each credential those files brought in,
+a ``record_credentials_loaded`` request on the inbox: the device actor records
+``device.credentials_loaded``, and the command API answers the registration (or rotation, or shard
+move) that issued the credential only then, so a device connecting right after the answer is let in
+(README, "Decisions where the contract is silent"). Only credentials issued in the last
+``CONFIRM_WITHIN_S`` are confirmed (nobody waits longer for one; a replay from the first offset does not
+confirm the whole fleet again); the actor records one confirmation per credential, so a repeat after a
+restart is harmless.
+
+Shards: each MQTT broker has its own follower (``BrokerAccessSettings.shard``), which writes only its
+shard's devices' credentials (mosquitto_access.py).
 """
 
 from __future__ import annotations
@@ -71,23 +81,28 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 from hearth_device_gateway.availability_keeper import AvailabilityKeeper
 from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
 from hearth_device_gateway.reload_confirmation import ReloadConfirmation
 from hearth_device_gateway.settings import BrokerAccessSettings
-from hearth_shared.adapters.kafka import held_fetches
+from hearth_shared.adapters.kafka import KafkaWriter, held_fetches
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.adapters.topic_follower import RestartReport, TopicFollower, snapshot_policy
 from hearth_shared.schema.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
+    DeviceShardMoved,
     Event,
     MalformedRecord,
+    RecordCredentialsLoaded,
     decode_event,
     fact_type,
+    new_id,
+    utcnow,
     wire_name,
 )
 from hearth_shared.schema.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availability_topic, hub_child_topic
@@ -95,9 +110,11 @@ from hearth_shared.schema.mqtt import ALLOWED, SIMULATOR_ACCOUNT, hub_availabili
 log = logging.getLogger("hearth_device_gateway.broker_access")
 
 FACT_TYPES = frozenset(
-    wire_name(t) for t in (DeviceRegistered, DeviceCredentialsIssued, DeviceCredentialsRevoked)
+    wire_name(t)
+    for t in (DeviceRegistered, DeviceCredentialsIssued, DeviceCredentialsRevoked, DeviceShardMoved)
 )
 POLL_RECORDS = 20_000  # journal records per poll at most: one reload per poll, whatever the backlog
+CONFIRM_WITHIN_S = 600.0  # credentials issued longer ago than this are not confirmed loaded (see above)
 
 
 def signal_broker(pid_file: Path) -> None:
@@ -117,9 +134,11 @@ class BrokerAccessFollower:
         reload: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.access = access or MosquittoAccess()
+        self.access = access or MosquittoAccess(shard=settings.shard)
         self.reload = reload or (lambda: signal_broker(settings.pid_file))
         self.reloads = 0
+        self.loaded_mark = ""  # the mark of the files the broker was last seen to have loaded
+        self.confirmed = 0  # credentials confirmed loaded (record_credentials_loaded requests sent)
         self.link: MqttLink | None = None
         self.keeper: AvailabilityKeeper | None = None
         self.confirmation: ReloadConfirmation | None = None
@@ -128,6 +147,7 @@ class BrokerAccessFollower:
         self._changed = False
         self._revoked: set[str] = set()
         stack, name = settings.stack, settings.follower_name()
+        self.inbox = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id=name)
         self.feed = TopicFollower(
             stack.kafka_bootstrap_servers,
             [stack.topics.journal],
@@ -156,6 +176,7 @@ class BrokerAccessFollower:
             _replace_if_changed(self.settings.access_dir / "services.passwd", passwd)
             _replace_if_changed(self.settings.access_dir / "services.acl", acl)
         await self._connect_broker()
+        await self.inbox.start()
         await self.feed.start()
 
     async def _connect_broker(self) -> None:
@@ -185,6 +206,7 @@ class BrokerAccessFollower:
     async def stop(self) -> None:
         """Stops following (a clean stop saves a snapshot: the next start reads nothing again)."""
         await self.feed.stop()
+        await self.inbox.stop()
         if self.link is not None:
             await self.link.disconnect()
 
@@ -244,8 +266,10 @@ class BrokerAccessFollower:
         if written or force:
             self.reload()
             self.reloads += 1
-            if self.confirmation is not None:
-                await self.confirmation.loaded(files.mark)
+            if self.confirmation is not None and await self.confirmation.loaded(files.mark):
+                self.loaded_mark = files.mark
+        if self.loaded_mark == files.mark:  # (unchanged files: the broker has had them since that reload)
+            await self._confirm_loaded()
         if self.link is not None:
             self._announce_children()
         if written and not force:
@@ -253,6 +277,26 @@ class BrokerAccessFollower:
                 "broker access files rewritten and the broker reloaded (%d credentials)",
                 len(self.access.hashes),
             )
+
+    async def _confirm_loaded(self) -> None:
+        """The broker has loaded the files holding the pending credentials: ask the actor to record
+        ``device.credentials_loaded`` for each issued recently enough that someone may wait for it."""
+        since = utcnow() - timedelta(seconds=CONFIRM_WITHIN_S)
+        shard, now = self.access.shard, utcnow()
+        requests = [
+            RecordCredentialsLoaded(
+                request_id=new_id(),
+                device_id=device_id,
+                sent_at=now,
+                credential_id=pending.credential_id,
+                shard=shard,
+            )
+            for device_id, pending in sorted(self.access.take_pending().items())
+            if pending.issued_at >= since
+        ]
+        if requests:
+            await self.inbox.send_requests(*requests)
+            self.confirmed += len(requests)
 
     def _announce_children(self) -> None:
         """Retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}`` for each device the broker now

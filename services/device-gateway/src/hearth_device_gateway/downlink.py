@@ -15,7 +15,9 @@ are ever committed, so this only widens what a killed gateway's successor sends 
 such a command twice, as above).
 
 A command already past its ``expires_at`` is not sent (the device actor expires it anyway), so a
-gateway starting with a backlog does not flood devices with stale commands.
+gateway starting with a backlog does not flood devices with stale commands. Nor is a command of another
+MQTT shard's device (its ``shard``): each shard's gateways are a consumer group of their own over the
+same topic, and each publishes its own shard's commands on its broker.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.adapters.mqtt_link import SessionLost
 from hearth_shared.schema.events import DeviceCommand, MalformedRecord, decode_device_command, utcnow
 from hearth_shared.schema.mqtt import CommandMessage, commands_topic, encode_message
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +51,11 @@ class Downlink:
         publish: PublishConfirmed,
         dead_letters: DeadLetters,
         *,
+        shard: str = DEFAULT_SHARD,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.consumer = consumer
+        self.shard = shard
         self.publish = publish
         self.dead_letters = dead_letters
         self.clock = clock
@@ -82,7 +87,7 @@ class Downlink:
         for records in batches.values():
             for record in records:
                 command = await self._decode(record)
-                if command is None:
+                if command is None or command.shard != self.shard:
                     continue
                 if command.expires_at <= now:
                     self.stale += 1

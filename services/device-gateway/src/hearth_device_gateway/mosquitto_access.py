@@ -27,10 +27,24 @@ The ACL gives:
   files: the broker delivers the follower's message on that topic only once it has loaded these files
   (broker_access.py waits for it before saying anything that depends on them).
 
+Shards (``hearth_shared.schema.shards``): one ``MosquittoAccess`` per broker, for its ``shard``. It folds
+every device (a device may move in later, with the credential it has), and renders only its shard's
+devices into the password file: a device's secret works on its own broker and is refused by every other.
+The simulator hub's lines name every simulated device on every shard: the hub is the platform's own
+account, the devices it plays have no secret anyone could misuse, and a move of a simulated device then
+needs no reload to race the hub (which would be dropped for a publish the new files deny). Its children,
+for whom the follower speaks when the hub drops (availability_keeper.py), are this shard's only.
+
+``pending`` are the credentials of this shard's devices issued and not yet confirmed loaded: after the
+reload that loads them is confirmed, the follower asks the device actor to record
+``device.credentials_loaded`` for each (broker_access.py), which the command API's answer waits for.
+
 The fold's whole state is saved and restored as a snapshot (``snapshot()`` / ``restore()``, which
 broker_access.py's ``TopicFollower`` takes and restores): an ``AccessSnapshotV1`` in msgpack, the four
-fields as they are. The format is Hearth's and stays readable across releases (a later one adds
-``AccessSnapshotV2`` to the tagged union and converts the old one on restore): once a retention window has
+fields as they are (``shards`` and ``pending`` were added with defaults: a snapshot from before shards
+restores every device onto the default shard, with nothing pending). The format is Hearth's and stays
+readable across releases (a change other than a field with a default is a new format, and the old one is
+converted on restore): once a retention window has
 passed a device's ``device.credentials_issued``, the snapshot is the only place its hash is left. The
 files rendered after a restore equal those rendered from the fold it was taken of.
 """
@@ -38,7 +52,9 @@ files rendered after a restore equal those rendered from the fold it was taken o
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import msgspec
 
@@ -47,6 +63,7 @@ from hearth_shared.schema.events import (
     DeviceCredentialsIssued,
     DeviceCredentialsRevoked,
     DeviceRegistered,
+    DeviceShardMoved,
     Event,
 )
 from hearth_shared.schema.ids import is_identifier
@@ -63,22 +80,48 @@ from hearth_shared.schema.mqtt import (
     hub_child_topic,
     topic,
 )
+from hearth_shared.schema.shards import DEFAULT_SHARD
 from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 DEVICE_WRITES = (STATE, ACKS, AVAILABILITY)
 DEVICE_READS = (COMMANDS, ERRORS)
 
 
+class PendingCredential(msgspec.Struct, frozen=True, array_like=True):
+    """A credential of this shard's device, issued and not yet confirmed loaded by its broker."""
+
+    credential_id: uuid.UUID
+    issued_at: datetime
+
+
 @dataclass
 class MosquittoAccess:
-    """Device credentials in force and the simulated devices, applied fact by fact."""
+    """Device credentials in force and the simulated devices, applied fact by fact, for the broker of
+    ``shard``."""
 
+    shard: str = DEFAULT_SHARD
     hashes: dict[str, str] = field(default_factory=dict)  # device id -> its $7$ hash in force
     credential_ids: dict[str, str] = field(default_factory=dict)  # device id -> credential id in force
     simulated: set[str] = field(default_factory=set)
     # Devices whose credential was revoked and that have none since: they cannot say anything any more,
     # so their retained availability is Hearth's to set (availability_keeper.py).
     revoked: set[str] = field(default_factory=set)
+    shards: dict[str, str] = field(default_factory=dict)  # device id -> its shard, unless the default
+    pending: dict[str, PendingCredential] = field(default_factory=dict)  # this shard's, to confirm
+
+    def shard_of(self, device_id: str) -> str:
+        return self.shards.get(device_id, DEFAULT_SHARD)
+
+    def here(self, device_id: str) -> bool:
+        """Is the device on this broker's shard?"""
+        return self.shard_of(device_id) == self.shard
+
+    def simulated_here(self) -> list[str]:
+        """The simulated devices of this shard (the simulator hub's children on this broker), sorted."""
+        return sorted(d for d in self.simulated if self.here(d))
+
+    def revoked_here(self) -> list[str]:
+        return sorted(d for d in self.revoked if self.here(d))
 
     def apply(self, event: Event) -> bool:
         """Apply one fact; True when the broker's files change because of it."""
@@ -86,10 +129,17 @@ class MosquittoAccess:
         if not is_identifier(device_id):  # never a username or topic level the broker would misread
             return False
         if isinstance(event, DeviceRegistered):
+            self._place(device_id, event.payload.shard)
             if event.payload.simulated and device_id not in self.simulated:
                 self.simulated.add(device_id)
                 return True
             return False
+        if isinstance(event, DeviceShardMoved):
+            was_here = self.here(device_id)
+            self._place(device_id, event.payload.shard)
+            if not self.here(device_id):
+                self.pending.pop(device_id, None)
+            return device_id in self.hashes and was_here != self.here(device_id)
         if isinstance(event, DeviceCredentialsIssued):
             payload = event.payload
             if not is_password_hash(payload.password_hash):
@@ -97,14 +147,28 @@ class MosquittoAccess:
             self.hashes[device_id] = payload.password_hash
             self.credential_ids[device_id] = str(payload.credential_id)
             self.revoked.discard(device_id)
-            return True
+            if self.here(device_id):
+                self.pending[device_id] = PendingCredential(payload.credential_id, payload.issued_at)
+            return self.here(device_id)
         if isinstance(event, DeviceCredentialsRevoked):
             if self.credential_ids.get(device_id) != str(event.payload.credential_id):
                 return False  # an older credential: the one in force stays
             del self.hashes[device_id], self.credential_ids[device_id]
             self.revoked.add(device_id)
-            return True
+            self.pending.pop(device_id, None)
+            return self.here(device_id)
         return False
+
+    def _place(self, device_id: str, shard: str) -> None:
+        if shard == DEFAULT_SHARD:
+            self.shards.pop(device_id, None)
+        else:
+            self.shards[device_id] = shard
+
+    def take_pending(self) -> dict[str, PendingCredential]:
+        """The credentials to confirm now (after a confirmed reload), and none pending any more."""
+        pending, self.pending = self.pending, {}
+        return pending
 
     def snapshot(self) -> bytes:
         """The whole state as an ``AccessSnapshotV1`` (sorted: the same state gives the same bytes)."""
@@ -114,6 +178,8 @@ class MosquittoAccess:
                 credential_ids=dict(sorted(self.credential_ids.items())),
                 simulated=sorted(self.simulated),
                 revoked=sorted(self.revoked),
+                shards=dict(sorted(self.shards.items())),
+                pending=dict(sorted(self.pending.items())),
             )
         )
 
@@ -127,11 +193,15 @@ class MosquittoAccess:
         self.credential_ids = dict(saved.credential_ids)
         self.simulated = set(saved.simulated)
         self.revoked = set(saved.revoked)
+        self.shards = dict(saved.shards)
+        self.pending = dict(saved.pending)
 
     def password_file(self) -> str:
-        """The device listeners' password file: one line per device credential in force, and nothing else
-        (the service accounts are in ``services.passwd``, which only the platform listener reads)."""
-        return "".join(f"{device_id}:{self.hashes[device_id]}\n" for device_id in sorted(self.hashes))
+        """The device listeners' password file: one line per credential in force of a device of this
+        shard, and nothing else (the service accounts are in ``services.passwd``, which only the platform
+        listener reads)."""
+        here = sorted(device_id for device_id in self.hashes if self.here(device_id))
+        return "".join(f"{device_id}:{self.hashes[device_id]}\n" for device_id in here)
 
     def files(self, services_acl: str) -> BrokerFiles:
         """Both files, and the mark that tells the broker has loaded them (see the module docstring)."""
@@ -156,13 +226,16 @@ ACCESS_SNAPSHOT_FORMAT = 1
 
 
 class AccessSnapshotV1(msgspec.Struct, frozen=True, kw_only=True):
-    """``MosquittoAccess`` saved (see the module docstring). Never change its fields: add a V2."""
+    """``MosquittoAccess`` saved (see the module docstring). Never change its fields; a new one has a
+    default (a snapshot saved before it reads as that)."""
 
     format: int = ACCESS_SNAPSHOT_FORMAT
     hashes: dict[str, str]
     credential_ids: dict[str, str]
     simulated: list[str]
     revoked: list[str]
+    shards: dict[str, str] = msgspec.field(default_factory=dict)
+    pending: dict[str, PendingCredential] = msgspec.field(default_factory=dict)
 
 
 _CODEC = SnapshotCodec("broker access", AccessSnapshotV1, ACCESS_SNAPSHOT_FORMAT)
@@ -187,4 +260,4 @@ def service_files(gateway_password: str, simulator_password: str) -> tuple[str, 
     return passwd, acl
 
 
-__all__ = ["AccessSnapshotV1", "BrokerFiles", "MosquittoAccess", "service_files"]
+__all__ = ["AccessSnapshotV1", "BrokerFiles", "MosquittoAccess", "PendingCredential", "service_files"]

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 from hearth_shared.schema.mqtt import GATEWAY_ACCOUNT, PLATFORM_PORT
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 
 class DeviceGatewaySettings(BaseSettings):
@@ -29,6 +30,12 @@ class DeviceGatewaySettings(BaseSettings):
     mqtt_keepalive_s: int = Field(10, gt=0)
     mqtt_session_expiry_s: int = Field(
         3600, ge=0, description="How long the broker keeps messages for a gateway that went away"
+    )
+    shard: str = Field(
+        DEFAULT_SHARD,
+        pattern=IDENTIFIER_PATTERN,
+        description="The MQTT broker shard this gateway serves (its broker is mqtt_host:mqtt_port): it "
+        "publishes only the commands of that shard's devices",
     )
     instance: str = Field("gateway-1", pattern=IDENTIFIER_PATTERN, description="Unique, stable per process")
     share_group: str | None = Field(
@@ -47,7 +54,12 @@ class DeviceGatewaySettings(BaseSettings):
         return self.share_group or f"{self.stack.topic_prefix}-gateway"
 
     def kafka_group(self) -> str:
-        return self.consumer_group or f"{self.stack.topic_prefix}-device-gateway"
+        """Each shard's gateways are a consumer group of their own: every group reads every dispatched
+        command and publishes its shard's (the default shard's keeps the name it had before shards)."""
+        if self.consumer_group:
+            return self.consumer_group
+        suffix = "" if self.shard == DEFAULT_SHARD else f"-shard-{self.shard}"
+        return f"{self.stack.topic_prefix}-device-gateway{suffix}"
 
 
 class BrokerAccessSettings(BaseSettings):
@@ -55,6 +67,11 @@ class BrokerAccessSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="HEARTH_BROKER_ACCESS_", extra="ignore")
 
+    shard: str = Field(
+        DEFAULT_SHARD,
+        pattern=IDENTIFIER_PATTERN,
+        description="The MQTT broker shard whose broker this follower keeps: only its devices' credentials",
+    )
     access_dir: Path = Field(Path(".hearth/data/mosquitto/access"), description="passwd, acl, services.*")
     pid_file: Path = Field(Path(".hearth/data/mosquitto/mosquitto.pid"), description="The broker's pid file")
     poll_ms: int = Field(

@@ -44,8 +44,9 @@ views: ``home_carry``), swapped in under the live projector's lock (``swap``) wi
 devices, their history, commands, alerts, rollups), the read-your-writes wait and what a caller may see
 (``reads``), the edge's parameters and paging cursors (``query_params``), and the routes that read
 elsewhere: the home journal and the campaigns topic folded in memory (``schedule_views``,
-``automation_views``, ``campaign_views``), a stretch of the journal (``backtest_views``) and the device
-types' declarations (``type_schemas``). ``app`` mounts ``live/``'s websocket, page and session too,
+``automation_views``, ``campaign_views``), a stretch of the journal (``backtest_views``), the runtime
+report's days in the rollups table (``runtime_views``) and the device types' declarations
+(``type_schemas``). ``app`` mounts ``live/``'s websocket, page and session too,
 so ``query/`` sits above ``live/``. Imports ``live/``, ``store/`` and ``settings``; never
 ``projection/`` or ``rebuild/``.
 

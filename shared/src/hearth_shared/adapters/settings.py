@@ -5,10 +5,21 @@ Each service has its own settings class with its own prefix that holds one of th
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.adapters.topics import Topics
+from hearth_shared.schema.ids import is_identifier
+from hearth_shared.schema.shards import DEFAULT_SHARD
+
+
+class MqttShard(BaseModel, frozen=True):
+    """One MQTT broker shard (``hearth_shared.schema.shards``): where its devices connect (handed to them in
+    their credentials' ``mqtt_url``) and where the platform's own parts connect (its gateways, its
+    broker-access follower, the simulator's hub for it)."""
+
+    device_url: str = Field(description="The devices' listener, e.g. mqtt://127.0.0.1:1883")
+    platform_url: str = Field(description="The service accounts' listener, e.g. mqtt://127.0.0.1:1884")
 
 
 class StackSettings(BaseSettings):
@@ -39,6 +50,28 @@ class StackSettings(BaseSettings):
         "it reads (hearth_shared.adapters.topic_follower): what a restart reads again is at most about "
         "this long",
     )
+
+    mqtt_shards: dict[str, MqttShard] | None = Field(
+        None,
+        description='The MQTT broker shards by name, as JSON: {"0": {"device_url": ..., '
+        '"platform_url": ...}, "1": ...}. A new device gets one of them (a stable hash of its id over '
+        "the names in this order), recorded at its registration. None (the default): one broker, shard "
+        f"{DEFAULT_SHARD!r}, at the addresses each service's own settings name",
+    )
+
+    @field_validator("mqtt_shards")
+    @classmethod
+    def _shard_names(cls, shards: dict[str, MqttShard] | None) -> dict[str, MqttShard] | None:
+        if shards is None:
+            return None
+        if DEFAULT_SHARD not in shards:
+            raise ValueError(
+                f"the shard list needs a shard named {DEFAULT_SHARD!r}: devices registered before shards "
+                "existed are on it"
+            )
+        if bad := [name for name in shards if not is_identifier(name)]:
+            raise ValueError(f"shard names must be identifiers: {bad}")
+        return shards
 
     @property
     def topics(self) -> Topics:

@@ -34,25 +34,31 @@ from hearth_shared.schema.events import (
     CommandSupersededPayload,
     ConnectivityPayload,
     CredentialsIssuedPayload,
+    CredentialsLoadedPayload,
     CredentialsRevokedPayload,
     DesiredSetPayload,
     DesiredStateSet,
     DeviceCameOnline,
     DeviceCredentialsIssued,
+    DeviceCredentialsLoaded,
     DeviceCredentialsRevoked,
     DeviceRegistered,
     DeviceRegisteredPayload,
+    DeviceShardMoved,
     DeviceWentOffline,
     Event,
     Inbound,
     IssueCredentials,
+    MoveDeviceShard,
     Payload,
     QuarantineDevice,
+    RecordCredentialsLoaded,
     RegisterDevice,
     ReleaseDevice,
     ReportAvailability,
     ReportState,
     RevokeCredentials,
+    ShardMovedPayload,
     StateReported,
     StateReportedPayload,
     SubmitCommand,
@@ -74,7 +80,10 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         if twin is not None or request.device_type not in DEVICE_TYPES:
             return []
         payload = DeviceRegisteredPayload(
-            device_type=request.device_type, name=request.name, simulated=request.simulated
+            device_type=request.device_type,
+            name=request.name,
+            simulated=request.simulated,
+            shard=request.shard,
         )
         return [Change(DeviceRegistered, payload)]
     if twin is None:  # only a registration creates a device; the API checks existence first
@@ -91,7 +100,36 @@ def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
         return _credentials(twin, request, now)
     if isinstance(request, QuarantineDevice | ReleaseDevice):
         return admin.quarantine_changes(twin, request, now)
+    if isinstance(request, MoveDeviceShard):
+        return _move(twin, request, now)
+    if isinstance(request, RecordCredentialsLoaded):
+        return _loaded(twin, request)
     return []
+
+
+def _move(twin: Twin, request: MoveDeviceShard, now: datetime) -> list[Change]:
+    """To another MQTT broker shard (nothing if it is there). An online device goes offline: its old
+    broker drops it on the reload that no longer lists it, and Mosquitto sends no will for that (as for a
+    revoked credential); it says ``online`` again from its new broker."""
+    if request.shard == twin.shard:
+        return []
+    changes = [Change(DeviceShardMoved, ShardMovedPayload(shard=request.shard, from_shard=twin.shard))]
+    if twin.online:
+        changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
+    return changes
+
+
+def _loaded(twin: Twin, request: RecordCredentialsLoaded) -> list[Change]:
+    """The device's shard's broker has loaded its credential in force: recorded once; a word about
+    another credential, another shard, or one recorded already changes nothing."""
+    if (
+        request.credential_id != twin.credential_id
+        or request.shard != twin.shard
+        or twin.loaded_credential == request.credential_id
+    ):
+        return []
+    payload = CredentialsLoadedPayload(credential_id=request.credential_id, shard=request.shard)
+    return [Change(DeviceCredentialsLoaded, payload)]
 
 
 def _submit(twin: Twin, request: SubmitCommand, now: datetime) -> list[Change]:

@@ -16,10 +16,12 @@ from hearth_shared.schema.events import (
     DesiredSetPayload,
     DeviceCameOnline,
     DeviceCredentialsIssued,
+    DeviceCredentialsLoaded,
     DeviceCredentialsRevoked,
     DeviceQuarantined,
     DeviceRegistered,
     DeviceReleased,
+    DeviceShardMoved,
     DeviceWentOffline,
     Event,
     StateReported,
@@ -42,6 +44,7 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
             version=event.version,
             updated_at=event.recorded_at,
             simulated=event.payload.simulated,
+            shard=event.payload.shard,
         )
     if event.version <= twin.version:
         return twin
@@ -65,19 +68,9 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
     """The twin fields ``event`` changes (besides version and updated_at); a state report's are in
     ``evolve``."""
     payload: Any = getattr(event, "payload", None)
-    if isinstance(event, DeviceCredentialsIssued):
-        return {"credential_id": payload.credential_id}
-    if isinstance(event, DeviceCredentialsRevoked):
-        revoked = (*twin.revoked_credentials, payload.credential_id)[-FINISHED_KEPT:]
-        if twin.credential_id == payload.credential_id:
-            return {"credential_id": None, "revoked_credentials": revoked}
-        return {"revoked_credentials": revoked}
-    if isinstance(event, DeviceQuarantined):
-        return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
-    if isinstance(event, DeviceReleased):
-        return {"quarantine": None}
-    if isinstance(event, DeviceCameOnline | DeviceWentOffline):
-        return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
+    device = _device_changes(twin, event, payload)
+    if device is not None:
+        return device
     if isinstance(payload, DesiredSetPayload):  # device.desired_set, device.reboot_requested, ...
         return {
             "desired": {**twin.desired, **payload.desired},
@@ -105,6 +98,29 @@ def _changes(twin: Twin, event: Event) -> dict[str, Any]:
     if status is not None:
         return {"commands": _update(twin, str(payload.command_id), status=status)}
     return {}  # a fact that does not change the twin's state (e.g. anomaly.detected)
+
+
+def _device_changes(twin: Twin, event: Event, payload: Any) -> dict[str, Any] | None:
+    """What a fact about the device itself (credentials, shard, quarantine, connectivity) changes; None
+    for a fact about its commands or state."""
+    if isinstance(event, DeviceCredentialsIssued):
+        return {"credential_id": payload.credential_id}
+    if isinstance(event, DeviceCredentialsRevoked):
+        revoked = (*twin.revoked_credentials, payload.credential_id)[-FINISHED_KEPT:]
+        if twin.credential_id == payload.credential_id:
+            return {"credential_id": None, "revoked_credentials": revoked}
+        return {"revoked_credentials": revoked}
+    if isinstance(event, DeviceShardMoved):
+        return {"shard": payload.shard, "loaded_credential": None}
+    if isinstance(event, DeviceCredentialsLoaded):
+        return {"loaded_credential": payload.credential_id}
+    if isinstance(event, DeviceQuarantined):
+        return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
+    if isinstance(event, DeviceReleased):
+        return {"quarantine": None}
+    if isinstance(event, DeviceCameOnline | DeviceWentOffline):
+        return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
+    return None
 
 
 def _update(twin: Twin, command_id: str, **changes: Any) -> dict[str, CommandState]:

@@ -35,6 +35,8 @@ from hearth_shared.schema.events import (
     Event,
     Inbound,
     MalformedRecord,
+    MoveDeviceShard,
+    RecordCredentialsLoaded,
     RegisterDevice,
     ReportState,
     StateReported,
@@ -115,6 +117,10 @@ def request_problem(request: Inbound, wire: bytes | None = None) -> MalformedRec
     elif isinstance(request, RegisterDevice) and request.device_type not in DEVICE_TYPES:
         known = ", ".join(DEVICE_TYPES)
         problem = MalformedRecord("unknown_device_type", f"{request.device_type!r:.80} is not one of {known}")
+    elif isinstance(request, RegisterDevice | MoveDeviceShard | RecordCredentialsLoaded) and not _identifier(
+        request.shard
+    ):
+        problem = MalformedRecord("invalid_shard", f"{request.shard!r:.80} is not a shard name")
     elif isinstance(request, SubmitCommand):
         if not _identifier(request.name):
             problem = MalformedRecord("invalid_command_name", f"{request.name!r:.80} is not a command name")

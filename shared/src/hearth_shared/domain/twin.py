@@ -19,6 +19,7 @@ from typing import Literal
 import msgspec
 
 from hearth_shared.schema.events import JSON
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 CommandStatus = Literal["pending", "accepted", "dispatched", "acknowledged"]
 
@@ -67,6 +68,10 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     revoked_credentials: tuple[uuid.UUID, ...] = ()
     # Set by device.quarantined, cleared by device.released: it refuses every non-admin command meanwhile.
     quarantine: Quarantine | None = None
+    # Its MQTT broker shard (device.registered, then device.shard_moved): where its commands are sent.
+    shard: str = DEFAULT_SHARD
+    # The credential its shard's broker has loaded (device.credentials_loaded); a move clears it.
+    loaded_credential: uuid.UUID | None = None
 
 
 FINISHED_KEPT = 16

@@ -14,12 +14,29 @@ from datetime import datetime
 from typing import Literal
 
 from hearth_shared.schema.record_envelope import JSON, Event, Payload, register_upcaster
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 
 class DeviceRegisteredPayload(Payload, frozen=True, kw_only=True):
     device_type: str
     name: str
     simulated: bool = False  # played by the local stack's simulator hub (facts before it decode as False)
+    # Its MQTT broker shard, picked at registration (facts before shards: the one broker there was).
+    shard: str = DEFAULT_SHARD
+
+
+class ShardMovedPayload(Payload, frozen=True, kw_only=True):
+    """An operator moved the device from one MQTT broker shard to another."""
+
+    shard: str
+    from_shard: str
+
+
+class CredentialsLoadedPayload(Payload, frozen=True, kw_only=True):
+    """The broker of ``shard`` has loaded the credential: the device can connect with it."""
+
+    credential_id: uuid.UUID
+    shard: str
 
 
 class CommandRequestedPayload(Payload, frozen=True, kw_only=True):
@@ -188,6 +205,14 @@ class DeviceCredentialsIssued(Event, frozen=True, kw_only=True, tag="device.cred
 
 class DeviceCredentialsRevoked(Event, frozen=True, kw_only=True, tag="device.credentials_revoked"):
     payload: CredentialsRevokedPayload
+
+
+class DeviceShardMoved(Event, frozen=True, kw_only=True, tag="device.shard_moved"):
+    payload: ShardMovedPayload
+
+
+class DeviceCredentialsLoaded(Event, frozen=True, kw_only=True, tag="device.credentials_loaded"):
+    payload: CredentialsLoadedPayload
 
 
 class DeviceWentOffline(Event, frozen=True, kw_only=True, tag="device.went_offline"):

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Union
 
 from hearth_shared.schema.record_envelope import JSON, Inbound
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 
 class RegisterDevice(Inbound, frozen=True, kw_only=True, tag="register_device"):
@@ -17,6 +18,7 @@ class RegisterDevice(Inbound, frozen=True, kw_only=True, tag="register_device"):
     device_type: str
     name: str
     simulated: bool = False
+    shard: str = DEFAULT_SHARD  # the MQTT broker shard the command API picked (hearth_shared.schema.shards)
 
 
 class SubmitCommand(Inbound, frozen=True, kw_only=True, tag="submit_command"):
@@ -62,6 +64,20 @@ class RevokeCredentials(Inbound, frozen=True, kw_only=True, tag="revoke_credenti
     """The device's MQTT credential stops working (nothing happens if it has none)."""
 
 
+class MoveDeviceShard(Inbound, frozen=True, kw_only=True, tag="move_device_shard"):
+    """An operator moves the device to another MQTT broker shard (nothing happens if it is there)."""
+
+    shard: str
+
+
+class RecordCredentialsLoaded(Inbound, frozen=True, kw_only=True, tag="record_credentials_loaded"):
+    """The broker-access follower of ``shard`` says its broker has loaded the credential: the device can
+    connect with it from now on (hearth_device_gateway.broker_access)."""
+
+    credential_id: uuid.UUID
+    shard: str
+
+
 class QuarantineDevice(Inbound, frozen=True, kw_only=True, tag="quarantine_device"):
     """An admin takes the device out of service: it refuses every non-admin command until released."""
 
@@ -82,5 +98,7 @@ INBOUND_TYPES: tuple[type[Inbound], ...] = (
     RevokeCredentials,
     QuarantineDevice,
     ReleaseDevice,
+    MoveDeviceShard,
+    RecordCredentialsLoaded,
 )
 AnyInbound = Union[INBOUND_TYPES]  # type: ignore[valid-type]  # noqa: UP007

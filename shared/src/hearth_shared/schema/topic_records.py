@@ -10,16 +10,19 @@ from typing import ClassVar
 import msgspec
 
 from hearth_shared.schema.record_envelope import JSON, MalformedRecord
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 
 class DeviceCommand(msgspec.Struct, frozen=True, kw_only=True):
-    """What the actor dispatches to a device on the device-bound topic."""
+    """What the actor dispatches to a device on the device-bound topic; ``shard`` is the device's MQTT
+    broker shard then: only that shard's gateways publish it (records before shards: the one broker)."""
 
     command_id: uuid.UUID
     device_id: str
     name: str
     params: JSON
     expires_at: datetime
+    shard: str = DEFAULT_SHARD
 
 
 class Baseline(msgspec.Struct, frozen=True, array_like=True):

@@ -19,6 +19,7 @@ from hearth_read_models.query import (
     automation_views,
     backtest_views,
     campaign_views,
+    runtime_views,
     schedule_views,
     suggestion_views,
     type_schemas,
@@ -345,6 +346,7 @@ def make_app(
     app.include_router(suggestion_views.router)  # suggested programs (the same home view)
     app.include_router(backtest_views.router)  # POST /v1/automations/{id}/backtest: reads the journal
     app.include_router(campaign_views.router)  # GET /v1/campaigns: the campaigns topic folded (admin)
+    app.include_router(runtime_views.router)  # GET .../runtime: the runtime batch's days (rollups table)
 
     @app.get(
         "/healthz",

@@ -88,7 +88,8 @@ alerts = Table(
 rollups = Table(
     "rollups",
     metadata,
-    # f"{scope}:{id}:{window_len}:{window_start_iso}", the record key on the rollups topic
+    # f"{scope}:{id}:{window_len}:{window_start_iso}", the record key on the rollups topic; the runtime
+    # report's window "day" names a local date (hearth_shared.schema.runtime_records)
     Column("key", Text, primary_key=True),
     Column("scope", String, nullable=False),  # "device" or "home"
     Column("subject_id", String, nullable=False),  # the device_id or home_id

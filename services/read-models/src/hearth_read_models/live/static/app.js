@@ -77,6 +77,7 @@ function deviceEntry(twin) {
     devices.set(twin.device_id, d);
     loadTrends(d);
     schedulePoller?.soon(); // its schedule, if it has one
+    runtimePoller?.soon(); // its runtime chart, if the batch reported it
     const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
     $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
     $("empty").hidden = true;
@@ -151,6 +152,7 @@ function buildCard(d) {
     trends: el("div", { class: "trends" }),
     quarantine: el("p", { class: "quarantine", hidden: "" }),
     schedule: el("section", { class: "schedule", hidden: "" }),
+    runtime: el("section", { class: "runtime", hidden: "" }),
   };
   ui.card = el(
     "article",
@@ -163,6 +165,7 @@ function buildCard(d) {
     adminControls(d, ui),
     ui.schedule,
     ui.trends,
+    ui.runtime,
     ui.commands,
     ui.alerts,
   );
@@ -268,6 +271,7 @@ async function start() {
   if (pageSession.home) {
     watchSchedules(pageSession.home);
     watchAutomations(pageSession.home);
+    watchRuntime(pageSession.home);
   }
   if (pageSession.admin) watchCampaigns();
 }

@@ -1,7 +1,7 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
 clock that stands still until a test moves it, the command API's ``TopicWriter`` and journal feed
-(``hearth_command_api.ports``), the automation engine's command path and notifier, and the record-batch
-side of a Kafka producer (the gateway's inbox writer)."""
+(``hearth_command_api.ports``), the scheduler's and the automation engine's command paths and the
+notifier, and the record-batch side of a Kafka producer (the gateway's inbox writer)."""
 
 from __future__ import annotations
 
@@ -92,6 +92,20 @@ class FakeFeed:
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class FakeSchedulerPath:
+    """The scheduler's effects (``hearth_automations.scheduler.CommandPath``), recorded in order."""
+
+    def __init__(self) -> None:
+        self.requests: list[SubmitCommand] = []
+        self.facts: list[HomeFact] = []
+
+    async def send_request(self, request: SubmitCommand) -> None:
+        self.requests.append(request)
+
+    async def append(self, fact: HomeFact) -> None:
+        self.facts.append(fact)
 
 
 class FakeEnginePath:

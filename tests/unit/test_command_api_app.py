@@ -20,6 +20,7 @@ from hearth_command_api.app import make_app
 from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.domain.home_facts import ScheduleSuggestionAccepted, ScheduleSuggestionRejected
 from hearth_shared.schema.auth import Revocations, create_token, token_id
 from hearth_shared.schema.events import (
     CommandAccepted,
@@ -363,3 +364,35 @@ def test_the_command_window_is_a_setting_the_device_book_takes(monkeypatch: pyte
     assert book.window_s == 7200
     with pytest.raises(ValueError, match="at least max_expires_in_s / 64"):
         CommandApiSettings(stack=StackSettings(token_secret=SECRET), command_window_s=60)
+
+
+async def test_deciding_on_a_suggestion_is_one_home_fact_and_a_retry_the_same_fact(
+    api: httpx.AsyncClient, writer: FakeTopicWriter
+) -> None:
+    suggestion = uuid.uuid4()
+    base = f"/v1/devices/h1-thermostat/schedule/suggestions/{suggestion}"
+    first = await api.post(f"{base}/accept")
+    again = await api.post(f"{base}/accept")
+    rejected = await api.post(f"{base}/reject")
+    assert first.status_code == again.status_code == rejected.status_code == 202, first.text
+    assert first.json() == {
+        "device_id": "h1-thermostat",
+        "suggestion_id": str(suggestion),
+        "decision": "accepted",
+    }
+    accepted, accepted_again, rejection = writer.home_facts
+    assert isinstance(accepted, ScheduleSuggestionAccepted) and isinstance(
+        rejection, ScheduleSuggestionRejected
+    )
+    assert (
+        accepted.fact_id == accepted_again.fact_id != rejection.fact_id
+    )  # derived: a retry is the same fact
+    assert (accepted.home_id, accepted.device_id, accepted.payload.suggestion_id) == (
+        "h1",
+        "h1-thermostat",
+        suggestion,
+    )
+    theirs = await api.post(f"/v1/devices/h2-lock/schedule/suggestions/{suggestion}/accept")
+    malformed = await api.post("/v1/devices/h1-thermostat/schedule/suggestions/not-an-id/accept")
+    assert (theirs.status_code, malformed.status_code) == (404, 422)
+    assert len(writer.home_facts) == 3

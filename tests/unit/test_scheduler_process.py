@@ -9,27 +9,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hearth_automations.scheduler import Scheduler
-from hearth_shared.domain.home_facts import HomeFact, ProgramPayload, ScheduleResumed, ScheduleSet
+from hearth_shared.domain.home_facts import ProgramPayload, ScheduleResumed, ScheduleSet
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand
 from hearth_shared.schema.events import CommandRequested, CommandRequestedPayload, SubmitCommand
 from tests.support.fakes import FakeClock
+from tests.support.fakes import FakeSchedulerPath as FakePath
 
 pytestmark = pytest.mark.unit
 
 START = datetime(2026, 7, 1, 5, 0, tzinfo=UTC)
-
-
-class FakePath:
-    def __init__(self) -> None:
-        self.requests: list[SubmitCommand] = []
-        self.facts: list[HomeFact] = []
-
-    async def send_request(self, request: SubmitCommand) -> None:
-        self.requests.append(request)
-
-    async def append(self, fact: HomeFact) -> None:
-        self.facts.append(fact)
 
 
 def program() -> tuple[ProgramEntry, ...]:

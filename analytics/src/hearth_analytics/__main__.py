@@ -8,6 +8,8 @@
 * ``runtime``: the runtime report (heating and cooling per local day, degree-days, what changed it) from
   the whole journal and the home journal, published to the rollups topic for the query API.
 * ``train``: a full retrain from the whole journal, published as a new model version.
+* ``learn``: suggested programs and rooms' responses from the whole journal, new ones published to the
+  home journal (``hearth_analytics.learn``).
 
 Settings come from ``HEARTH_ANALYTICS_*`` and ``HEARTH_*`` (see ``settings.py``). Under ``spark-submit``
 the master and the Kafka connector come from spark-submit, e.g. ``spark-submit --master
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from hearth_analytics.archive import run_archive
 from hearth_analytics.batch import run_batch
+from hearth_analytics.learn import run_learn
 from hearth_analytics.runtime_report import run_runtime
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import run_stream
@@ -38,7 +41,7 @@ def make_settings(master: str | None = None) -> AnalyticsSettings:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hearth_analytics",
-        description="Hearth analytics on Spark: stream, batch, runtime, train.",
+        description="Hearth analytics on Spark: stream, archive, batch, runtime, train, learn.",
     )
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         ("batch", "daily report from the whole journal: Parquet, charts, summary"),
         ("runtime", "runtime report per thermostat, home and local day, published for the query API"),
         ("train", "retrain the anomaly model from the whole journal and publish it"),
+        ("learn", "suggest programs from manual changes and fit each room's response (preheat)"),
     ]:
         command = commands.add_parser(name, help=text, description=text)
         command.add_argument("--master", help="Spark master URL (default: local[2], or spark-submit's)")
@@ -69,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         run_batch(settings, output_dir=args.output)
     elif args.command == "runtime":
         run_runtime(settings)
+    elif args.command == "learn":
+        learned = run_learn(settings)
+        print(
+            f"published {len(learned.suggestions)} suggested programs and {len(learned.responses)} room "
+            f"responses ({learned.already_published} found already published)"
+        )
     else:
         model = run_train(settings)
         print(f"published {model.name} version {model.version} (trained on {model.trained_on} readings)")

@@ -68,6 +68,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -135,6 +136,8 @@ class AutomationsService:
             owns=self.owns,
             clock=clock,
             expires_in_s=settings.command_expires_in_s,
+            readings=self._reported,
+            preheat_max_s=settings.preheat_max_s,
         )
         self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s)
         sender = WebhookSender(
@@ -165,6 +168,10 @@ class AutomationsService:
             snapshots=snapshot_policy(stack, self.snapshot_name, self.state, store=snapshots),
         )  # fmt: skip
         self.heartbeat = Path(settings.heartbeat_file) if settings.heartbeat_file else None
+
+    def _reported(self, device_id: str) -> dict[str, Any]:
+        """A device's latest reported state, as the engine keeps it (the scheduler's preheat reads it)."""
+        return self.engine.reported.get(device_id, {})
 
     def owns(self, home_id: str) -> bool:
         share = self.settings.instances

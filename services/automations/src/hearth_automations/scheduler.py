@@ -26,15 +26,20 @@ care: what a snapshot taken meanwhile holds (the command remembered as the sched
 transition not yet fired) makes a restart send it again under the same command id, recorded once.
 ``state``/``load_state``: the pending resumes, for that snapshot (the rest is the home view's; when to
 look at each schedule again is derived).
+
+Preheat (``hearth_shared.domain.preheat``): an entry with ``preheat`` is looked at every
+``PREHEAT_LOOK_S`` from ``preheat_max_s`` before its transition, and sent as soon as the room's learned
+response (the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the
+engine's latest reported state), says it needs the time left; its fact records how early and why.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -47,6 +52,8 @@ from hearth_shared.domain.home_facts import (
     ScheduleTransitionFired,
 )
 from hearth_shared.domain.home_view import HomesView
+from hearth_shared.domain.preheat import on_time_record, preheat_due
+from hearth_shared.domain.room_response import CAP_S
 from hearth_shared.domain.schedule import next_after, zone
 from hearth_shared.domain.schedule_hold import (
     REMEMBERED,
@@ -62,6 +69,11 @@ from hearth_shared.schema.events import CommandRequested, Event, SubmitCommand
 log = logging.getLogger(__name__)
 
 REQUEST_NAMESPACE = uuid.UUID("0d5f7c9a-31f4-4c8b-b7a6-52e1f0c3d9b4")
+PREHEAT_LOOK_S = 60.0  # how often a coming preheat transition's lead is computed again
+
+
+def _no_readings(device_id: str) -> Mapping[str, Any]:
+    return {}
 
 
 class CommandPath(Protocol):
@@ -85,8 +97,12 @@ class Scheduler:
         owns: Callable[[str], bool],
         clock: Callable[[], datetime],
         expires_in_s: float,
+        readings: Callable[[str], Mapping[str, Any]] = _no_readings,
+        preheat_max_s: int = CAP_S,
     ) -> None:
         self.view = view
+        self.readings = readings
+        self.preheat_max_s = preheat_max_s
         self.path = path
         self.owns = owns
         self.clock = clock
@@ -176,14 +192,33 @@ class Scheduler:
             wake = self._wake.get(device_id, None)
             if (wake is not None and now < wake) or not self.owns(state.home_id):
                 continue
-            firing = due(state, now)
+            firing = self._due(state, now)
             if firing is not None:
                 await self._send(state, firing, now)
                 sent += 1
-            state = self.view.schedules[device_id]
-            following = next_after(list(state.program), zone(state.timezone), now) if state.program else None
-            self._wake[device_id] = following.instant if following else now + timedelta(days=1)
+            self._wake[device_id] = self._next_look(self.view.schedules[device_id], now)
         return sent
+
+    def _due(self, state: DeviceSchedule, now: datetime) -> Firing | None:
+        """The transition in force if it is due, else the next one if its preheat starts now."""
+        learned = self.view.responses.get(state.device_id)
+        response, response_id = (learned.payload, learned.fact_id) if learned else (None, None)
+        reported = self.readings(state.device_id)
+        firing = due(state, now)
+        if firing is not None:
+            return on_time_record(firing, state, reported, response, response_id, self.preheat_max_s)
+        return preheat_due(state, now, reported, response, response_id, self.preheat_max_s)
+
+    def _next_look(self, state: DeviceSchedule, now: datetime) -> datetime:
+        following = next_after(list(state.program), zone(state.timezone), now) if state.program else None
+        if following is None:
+            return now + timedelta(days=1)
+        if not state.program[following.entry].preheat:
+            return following.instant
+        window_opens = following.instant - timedelta(seconds=self.preheat_max_s)
+        if now < window_opens:
+            return window_opens
+        return min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))
 
     async def _resume_pending(self) -> None:
         for device_id, fact in list(self.pending_resumes.items()):
@@ -231,11 +266,14 @@ class Scheduler:
                 entry=t.entry,
                 reason=firing.reason,
                 command=t.command,
+                preheat=firing.preheat,
             ),
         )
         await self._written(self.path.append(fact))
         self.view.apply(fact)
         self.sent += 1
+        early = f", {firing.preheat.lead_s} s early: {firing.preheat.reason}" if firing.preheat else ""
         log.info(
-            "%s: %s %s (%s, %s)", state.device_id, t.command.name, t.command.params, t.local, firing.reason
-        )
+            "%s: %s %s (%s, %s%s)", state.device_id, t.command.name, t.command.params, t.local, firing.reason,
+            early,
+        )  # fmt: skip

@@ -23,6 +23,10 @@ class AutomationsSettings(BaseSettings):
     command_expires_in_s: float = Field(
         300.0, gt=0, description="A scheduled command's deadline (a device offline longer misses it)"
     )
+    preheat_max_s: int = Field(
+        3 * 3600, ge=0, le=12 * 3600,
+        description="A preheat transition starts at most this long before its time (its lead is capped)",
+    )  # fmt: skip
     heartbeat_file: str = Field(
         ".hearth/automations.heartbeat", description="Touched every tick once live; the probe reads it"
     )

@@ -10,6 +10,8 @@
 * Homes, automations and campaigns: their rules (automation*.py, schedule*.py, campaign*.py), the home
   journal's facts (home_facts.py: their payloads are these rules' values, so they are defined here, not in
   ``hearth_shared.schema``) and the folds every reader shares (home_view.py, campaign_book.py).
+* What a home learns: programs from manual changes (program_learning.py), each room's response
+  (room_response.py) and the preheat the scheduler takes from it (preheat.py).
 * ``storable``: whether a decoded fact can be stored and a request acted on (the ids' rule, known types).
 
 Imports only ``hearth_shared.schema`` and the standard library (and msgspec): no I/O.

@@ -8,8 +8,10 @@ home's settings and a scheduler's decisions have no device version to take. Thei
 ``fact_id``, wire ``type``, ``home_id``, ``device_id`` (for a device's schedule), ``occurred_at``,
 ``recorded_at``, ``causation_id``, ``payload``.
 
-Writers: the command API (what a person declares: a zone, a program, a resume) and the automations
-service (what it decided: a transition fired, a hold). Fact ids are derived where a repeat must be the
+Writers: the command API (what a person declares: a zone, a program, a resume, a suggestion accepted or
+rejected), the automations service (what it decided: a transition fired, a hold) and the learning job
+(``hearth_analytics.learn``: a program suggested, a room's response fitted; fact ids derived from what was
+learned, so a re-run on the same evidence writes nothing new). Fact ids are derived where a repeat must be the
 same fact (a transition's fact id is its command id, so two schedulers firing it write one fact id and
 folding it twice changes nothing). Pure: msgspec structs and codecs, no I/O.
 """
@@ -23,6 +25,8 @@ from typing import Any, Union
 import msgspec
 
 from hearth_shared.domain.automation import Automation
+from hearth_shared.domain.program_learning import EntryEvidence, SuggestionEvidence
+from hearth_shared.domain.room_response import Preheat, RoomResponse
 from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand
 from hearth_shared.schema.events import MalformedRecord
 
@@ -85,14 +89,51 @@ class FiredPayload(msgspec.Struct, frozen=True, kw_only=True):
     instant: datetime  # the transition's scheduled instant (UTC)
     local: datetime  # the same in the home's zone, with its offset
     entry: int
-    reason: str  # "transition" | "resume"
+    reason: str  # "transition" | "resume" | "preheat" (sent ``preheat.lead_s`` before ``instant``)
     command: ScheduledCommand
+    preheat: Preheat | None = None  # for an entry with preheat: how early and why
 
 
 class ScheduleTransitionFired(HomeFact, frozen=True, kw_only=True, tag="schedule.transition_fired"):
     """The scheduler sent a transition's command (fact_id = command_id)."""
 
     payload: FiredPayload
+
+
+class SuggestionPayload(msgspec.Struct, frozen=True, kw_only=True):
+    device_type: str
+    program: tuple[ProgramEntry, ...]
+    evidence: SuggestionEvidence
+    entries: tuple[EntryEvidence, ...] = ()  # per program entry, in its order
+
+
+class ScheduleSuggested(HomeFact, frozen=True, kw_only=True, tag="schedule.suggested"):
+    """A program learned from the device's manual changes (fact_id = suggestion_id, derived from device
+    and program). It changes no schedule: only ``schedule.suggestion_accepted`` does."""
+
+    payload: SuggestionPayload
+
+
+class DecisionPayload(msgspec.Struct, frozen=True, kw_only=True):
+    suggestion_id: uuid.UUID
+
+
+class ScheduleSuggestionAccepted(HomeFact, frozen=True, kw_only=True, tag="schedule.suggestion_accepted"):
+    """A person accepted a suggestion: the device's program is now the suggested one, from this fact on,
+    exactly as a ``schedule.set`` of that program (``HomesView`` folds it so)."""
+
+    payload: DecisionPayload
+
+
+class ScheduleSuggestionRejected(HomeFact, frozen=True, kw_only=True, tag="schedule.suggestion_rejected"):
+    payload: DecisionPayload
+
+
+class RoomResponseFitted(HomeFact, frozen=True, kw_only=True, tag="room.response_fitted"):
+    """A room's heating, cooling and idle response, fitted on its thermostat's reports (fact_id derived
+    from device and the response): what preheat leads are computed from."""
+
+    payload: RoomResponse
 
 
 class AutomationCreated(HomeFact, frozen=True, kw_only=True, tag="automation.created"):
@@ -186,6 +227,10 @@ HOME_FACT_TYPES: tuple[type[HomeFact], ...] = (
     ScheduleResumed,
     ScheduleHoldStarted,
     ScheduleTransitionFired,
+    ScheduleSuggested,
+    ScheduleSuggestionAccepted,
+    ScheduleSuggestionRejected,
+    RoomResponseFitted,
     AutomationCreated,
     AutomationSwitched,
     AutomationSuspended,

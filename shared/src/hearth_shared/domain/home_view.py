@@ -1,11 +1,20 @@
-"""Homes folded from home-journal facts: each home's zone, notification settings, and each scheduled
-device's ``DeviceSchedule``. Pure and in memory; the query API (GET schedule) and the scheduler fold the
-same facts with this one class, so what the API shows is what the scheduler decides from.
+"""Homes folded from home-journal facts: each home's zone, notification settings, each scheduled
+device's ``DeviceSchedule``, its suggested programs and its room's learned response. Pure and in
+memory; the query API (GET schedule) and the scheduler fold the same facts with this one class, so what
+the API shows is what the scheduler decides from.
 
 Folding a fact twice changes nothing (a fired transition only moves ``last_fired`` forward, a hold
 names its command), so a replay, or two schedulers writing the same fact, is harmless; and so is folding
 again, after a restart from a snapshot, facts the snapshot already holds (what its owner folded before it
 read them back from the home journal: the automations service applies its own facts as it decides).
+
+Suggestions: a device's newest ``schedule.suggested`` is its open one (an older open one is dropped: the
+household decides on what the learner found last); accepted and rejected ones are kept, the latest
+``SUGGESTIONS_KEPT`` per device. ``schedule.suggestion_accepted`` of the device's open suggestion sets its
+program exactly as a ``schedule.set`` of that program at that fact would: one fact holds the decision and
+the change, so no reader sees one without the other. An accept or reject of a suggestion that is not
+open for that device and home changes nothing. The room's response kept is the one fitted on the
+latest readings (``fitted_to``).
 
 Bounded by live state, not history: per automation, its latest ``runs_kept`` runs (the automations
 service keeps more while it replays and fewer once live, see its app; the query API none: it reads runs
@@ -43,10 +52,15 @@ from hearth_shared.domain.home_facts import (
     NotificationDelivered,
     NotificationGaveUp,
     NotificationsPayload,
+    ProgramPayload,
+    RoomResponseFitted,
     RunPayload,
     ScheduleHoldStarted,
     ScheduleResumed,
     ScheduleSet,
+    ScheduleSuggested,
+    ScheduleSuggestionAccepted,
+    ScheduleSuggestionRejected,
     ScheduleTransitionFired,
 )
 from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
@@ -57,6 +71,7 @@ DEFAULT_TIMEZONE = "UTC"
 # own: the query API keeps none (issue 20: history in its memory grew with the journal's age).
 RUNS_KEPT = 20
 DELIVERIES_KEPT = 100
+SUGGESTIONS_KEPT = 5  # per device: the open one and the latest decided ones
 VIEW_FORMAT = 1
 
 
@@ -73,6 +88,12 @@ class AutomationState(msgspec.Struct, kw_only=True):
 Delivery = NotificationDelivered | NotificationGaveUp
 
 
+class SuggestionState(msgspec.Struct, kw_only=True):
+    suggestion: ScheduleSuggested
+    status: str = "open"  # open | accepted | rejected
+    decided_at: datetime | None = None
+
+
 class HomesViewState(msgspec.Struct, kw_only=True):
     """What ``HomesView`` holds, as saved in a snapshot (lists keep their order)."""
 
@@ -84,6 +105,8 @@ class HomesViewState(msgspec.Struct, kw_only=True):
     runs: dict[uuid.UUID, list[RunPayload]] = {}  # per automation, oldest first
     deliveries: dict[str, list[Delivery]] = {}  # per home, oldest first
     unsent: dict[uuid.UUID, RunPayload] = {}
+    suggestions: list[SuggestionState] = []  # every device's, each device's oldest first
+    responses: list[RoomResponseFitted] = []
 
 
 class HomesViewSnapshot(msgspec.Struct, kw_only=True):
@@ -114,6 +137,8 @@ class HomesView:
         self.runs: dict[uuid.UUID, OrderedDict[uuid.UUID, RunPayload]] = {}
         self.deliveries: dict[str, OrderedDict[uuid.UUID, Delivery]] = {}
         self.unsent: dict[uuid.UUID, RunPayload] = {}  # notification id -> its run, until its outcome
+        self.suggestions: dict[str, OrderedDict[uuid.UUID, SuggestionState]] = {}  # per device
+        self.responses: dict[str, RoomResponseFitted] = {}  # per device
 
     # ------------------------------------------------------------------------------------ snapshots
 
@@ -127,6 +152,8 @@ class HomesView:
             runs={aid: list(kept.values()) for aid, kept in self.runs.items()},
             deliveries={home: list(kept.values()) for home, kept in self.deliveries.items()},
             unsent=self.unsent,
+            suggestions=[s for kept in self.suggestions.values() for s in kept.values()],
+            responses=list(self.responses.values()),
         )
 
     def load_state(self, state: HomesViewState) -> None:
@@ -152,6 +179,12 @@ class HomesView:
         self.automations, self._by_home = automations, by_home
         unsent = dict(state.unsent) if self.tracks_unsent else {}
         self.runs, self.deliveries, self.unsent = runs, deliveries, unsent
+        suggestions: dict[str, OrderedDict[uuid.UUID, SuggestionState]] = {}
+        for kept in state.suggestions:
+            s = kept.suggestion
+            suggestions.setdefault(s.device_id or "", OrderedDict())[s.fact_id] = kept
+        self.suggestions = suggestions
+        self.responses = {f.device_id or "": f for f in state.responses}
 
     def snapshot(self) -> bytes:
         return _CODEC.encode(HomesViewSnapshot(format=VIEW_FORMAT, view=self.state()))
@@ -179,6 +212,12 @@ class HomesView:
         """How many automations the home has (they are never removed: it changes only when one is made)."""
         return len(self._by_home.get(home_id, ()))
 
+    def open_suggestion(self, device_id: str) -> SuggestionState | None:
+        for kept in reversed(self.suggestions.get(device_id, {}).values()):
+            if kept.status == "open":
+                return kept
+        return None
+
     def timezone(self, home_id: str) -> str:
         return self.timezones.get(home_id, DEFAULT_TIMEZONE)
 
@@ -204,7 +243,64 @@ class HomesView:
                 while len(kept) > self.deliveries_kept:
                     kept.popitem(last=False)
             return None
+        if isinstance(fact, ScheduleSuggestionAccepted):
+            return self._accept(fact)
+        if isinstance(fact, ScheduleSuggested | ScheduleSuggestionRejected | RoomResponseFitted):
+            self._apply_learned(fact)
+            return None
         return self._apply_schedule(fact)
+
+    def _decided(
+        self, fact: ScheduleSuggestionAccepted | ScheduleSuggestionRejected
+    ) -> SuggestionState | None:
+        """The open suggestion the decision names, of that device and home, marked decided (else None)."""
+        of_device = self.suggestions.get(fact.device_id or "")
+        kept = of_device.get(fact.payload.suggestion_id) if of_device is not None else None
+        if kept is None or kept.status != "open" or kept.suggestion.home_id != fact.home_id:
+            return None
+        kept.status = "accepted" if isinstance(fact, ScheduleSuggestionAccepted) else "rejected"
+        kept.decided_at = fact.occurred_at
+        return kept
+
+    def _accept(self, fact: ScheduleSuggestionAccepted) -> DeviceSchedule | None:
+        kept = self._decided(fact)
+        if kept is None:
+            return None
+        suggested = kept.suggestion.payload
+        program = ProgramPayload(program=suggested.program, device_type=suggested.device_type)
+        return self._apply_schedule(
+            ScheduleSet(
+                fact_id=fact.fact_id,
+                home_id=fact.home_id,
+                device_id=fact.device_id,
+                occurred_at=fact.occurred_at,
+                recorded_at=fact.recorded_at,
+                causation_id=fact.fact_id,
+                payload=program,
+            )
+        )
+
+    def _apply_learned(
+        self, fact: ScheduleSuggested | ScheduleSuggestionRejected | RoomResponseFitted
+    ) -> None:
+        device_id = fact.device_id
+        if device_id is None:
+            return
+        if isinstance(fact, ScheduleSuggestionRejected):
+            self._decided(fact)
+        elif isinstance(fact, RoomResponseFitted):
+            known = self.responses.get(device_id)
+            if known is None or fact.payload.fitted_to >= known.payload.fitted_to:
+                self.responses[device_id] = fact
+        else:
+            kept = self.suggestions.setdefault(device_id, OrderedDict())
+            if fact.fact_id in kept:
+                return  # folded twice: changes nothing
+            for older in [sid for sid, s in kept.items() if s.status == "open"]:
+                del kept[older]  # the newest suggestion is the open one
+            kept[fact.fact_id] = SuggestionState(suggestion=fact)
+            while len(kept) > SUGGESTIONS_KEPT:
+                kept.popitem(last=False)
 
     def _apply_schedule(self, fact: HomeFact) -> DeviceSchedule | None:
         if fact.device_id is None:

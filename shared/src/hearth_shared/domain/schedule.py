@@ -56,10 +56,11 @@ class ScheduledCommand(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] = {}
 
 
-class ProgramEntry(msgspec.Struct, frozen=True, kw_only=True):
+class ProgramEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     days: tuple[str, ...]
     at: str
     command: ScheduledCommand
+    preheat: bool = False  # start early enough to reach a raised target at ``at`` (domain/preheat.py)
 
 
 class Transition(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,7 @@ from datetime import datetime
 
 import msgspec
 
+from hearth_shared.domain.room_response import Preheat
 from hearth_shared.domain.schedule import (
     ProgramEntry,
     Transition,
@@ -52,7 +53,8 @@ class Firing(msgspec.Struct, frozen=True, kw_only=True):
 
     transition: Transition
     command_id: uuid.UUID
-    reason: str  # "transition" (on time or the one in force after an outage) or "resume"
+    reason: str  # "transition" (on time or the one in force after an outage), "resume" or "preheat" (early)
+    preheat: Preheat | None = None  # an entry with preheat: how early, and why
 
 
 def due(state: DeviceSchedule, now: datetime) -> Firing | None:

@@ -21,6 +21,7 @@ from hearth_read_models.query import (
     campaign_views,
     runtime_views,
     schedule_views,
+    suggestion_views,
     type_schemas,
 )
 from hearth_read_models.query.journal_ends import JournalEnds
@@ -342,6 +343,7 @@ def make_app(
     app.include_router(subscriptions.router)  # WS /v1/subscribe and its hub (in its lifespan), the page at /
     app.include_router(schedule_views.router)  # GET /v1/devices/{id}/schedule, from the home journal
     app.include_router(automation_views.router)  # automations, runs, deliveries (the same home view)
+    app.include_router(suggestion_views.router)  # suggested programs (the same home view)
     app.include_router(backtest_views.router)  # POST /v1/automations/{id}/backtest: reads the journal
     app.include_router(campaign_views.router)  # GET /v1/campaigns: the campaigns topic folded (admin)
     app.include_router(runtime_views.router)  # GET .../runtime: the runtime batch's days (rollups table)

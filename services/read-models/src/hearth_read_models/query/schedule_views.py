@@ -129,6 +129,7 @@ def schedule_json(state: DeviceSchedule, now: datetime, count: int) -> dict[str,
                 "days": list(e.days),
                 "at": e.at,
                 "command": {"name": e.command.name, "params": e.command.params},
+                **({"preheat": True} if e.preheat else {}),
             }
             for e in state.program
         ],

@@ -1,0 +1,136 @@
+"""Preheat in the scheduler, with a fake command path and a clock the test moves: an entry with preheat
+is sent as early as the room's learned response needs from the temperatures now, as that transition
+(its own command id), once; its fact says how early and why; without a learned response it is sent on
+time and says so; a transition that does not raise the target is not preheated; nor is a held device."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hearth_automations.scheduler import Scheduler
+from hearth_shared.domain.home_facts import (
+    ProgramPayload,
+    RoomResponseFitted,
+    ScheduleSet,
+    ScheduleTransitionFired,
+)
+from hearth_shared.domain.home_view import HomesView
+from hearth_shared.domain.room_response import ResponseFit, RoomResponse, preheat_lead
+from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
+from tests.support.fakes import FakeClock
+from tests.support.fakes import FakeSchedulerPath as FakePath
+
+pytestmark = pytest.mark.unit
+
+START = datetime(2026, 1, 7, 0, 0, tzinfo=UTC)
+WAKE = START.replace(hour=6, minute=30)
+FIT = ResponseFit(base_c_per_h=4.0, per_degree_per_h=-0.125, samples=80, rmse_c_per_h=0.3)
+
+
+def program(preheat: bool = True) -> tuple[ProgramEntry, ...]:
+    def at(hhmm: str, target: float, preheat: bool = False) -> ProgramEntry:
+        command = ScheduledCommand(name="set_target_temperature", params={"target_c": target})
+        return ProgramEntry(days=DAYS, at=hhmm, command=command, preheat=preheat)
+
+    return (at("06:30", 21.0, preheat), at("22:30", 17.0, preheat))
+
+
+async def started(
+    clock: FakeClock, path: FakePath, reported: dict[str, Any], *, learned: bool = True, preheat: bool = True
+) -> Scheduler:
+    scheduler = Scheduler(
+        HomesView(), path, owns=lambda home: True, clock=clock, expires_in_s=60,
+        readings=lambda device: reported if device == "t1" else {},
+    )  # fmt: skip
+    await scheduler.on_home_fact(
+        ScheduleSet(
+            fact_id=uuid.uuid4(),
+            home_id="h",
+            device_id="t1",
+            occurred_at=START,
+            recorded_at=START,
+            payload=ProgramPayload(program=program(preheat), device_type="thermostat"),
+        )
+    )
+    if learned:
+        await scheduler.on_home_fact(
+            RoomResponseFitted(
+                fact_id=uuid.uuid4(),
+                home_id="h",
+                device_id="t1",
+                occurred_at=START,
+                recorded_at=START,
+                payload=RoomResponse(heating=FIT, fitted_from=START, fitted_to=START),
+            )
+        )
+    await scheduler.go_live()
+    return scheduler
+
+
+def fired(path: FakePath) -> list[ScheduleTransitionFired]:
+    return [f for f in path.facts if isinstance(f, ScheduleTransitionFired)]
+
+
+async def test_a_preheat_entry_starts_as_early_as_the_room_needs_once() -> None:
+    reported = {"ambient_c": 17.0, "outdoor_c": 5.0, "target_c": 17.0}
+    lead = preheat_lead(RoomResponse(heating=FIT, fitted_from=START, fitted_to=START), 17.0, 5.0, 21.0)
+    assert 3600 < lead.lead_s < 2 * 3600
+    clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
+    scheduler = await started(clock, path, reported)
+    assert await scheduler.tick() == 0
+    clock.now = WAKE - timedelta(seconds=lead.lead_s + 60)  # a minute before the lead
+    assert await scheduler.tick() == 0
+    clock.now = WAKE - timedelta(seconds=lead.lead_s)
+    assert await scheduler.tick() == 1
+    (fact,) = fired(path)
+    assert fact.payload.reason == "preheat"
+    assert fact.payload.instant == WAKE  # as the 06:30 transition, with its own command id
+    assert fact.payload.command_id == transition_command_id("t1", WAKE) == path.requests[0].command_id
+    assert fact.payload.preheat is not None
+    assert (fact.payload.preheat.lead_s, fact.payload.preheat.reason) == (lead.lead_s, "reaches_target")
+    assert (fact.payload.preheat.indoor_c, fact.payload.preheat.outdoor_c) == (17.0, 5.0)
+    for minutes in (10, lead.lead_s // 60, lead.lead_s // 60 + 5):
+        clock.now = WAKE - timedelta(seconds=lead.lead_s) + timedelta(minutes=minutes)
+        assert await scheduler.tick() == 0  # not again, neither before nor at its time
+    assert len(path.requests) == 1
+
+
+async def test_a_colder_room_starts_earlier() -> None:
+    leads = []
+    for indoor in (18.0, 16.0):
+        clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
+        scheduler = await started(clock, path, {"ambient_c": indoor, "outdoor_c": 0.0, "target_c": 17.0})
+        while not path.requests:
+            clock.now += timedelta(minutes=1)
+            await scheduler.tick()
+        leads.append(WAKE - clock.now)
+    assert leads[1] > leads[0] + timedelta(minutes=20)
+
+
+async def test_without_a_learned_response_it_fires_on_time_and_says_why() -> None:
+    clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
+    scheduler = await started(clock, path, {"ambient_c": 17.0, "outdoor_c": 0.0}, learned=False)
+    while not path.requests:
+        clock.now += timedelta(minutes=1)
+        await scheduler.tick()
+    (fact,) = fired(path)
+    assert clock.now == WAKE and fact.payload.reason == "transition"
+    assert fact.payload.preheat is not None
+    assert (fact.payload.preheat.lead_s, fact.payload.preheat.reason) == (0, "no_response")
+
+
+async def test_a_lowered_target_and_an_entry_without_preheat_fire_on_time() -> None:
+    for reported, preheat in (({"ambient_c": 17.0, "outdoor_c": 0.0, "target_c": 22.0}, True),
+                              ({"ambient_c": 17.0, "outdoor_c": 0.0, "target_c": 17.0}, False)):  # fmt: skip
+        clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
+        scheduler = await started(clock, path, reported, preheat=preheat)
+        while not path.requests:
+            clock.now += timedelta(minutes=1)
+            await scheduler.tick()
+        assert clock.now == WAKE
+        (fact,) = fired(path)
+        assert fact.payload.reason == "transition" and fact.payload.preheat is None

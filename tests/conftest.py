@@ -170,8 +170,9 @@ async def admin_api(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
 def spark() -> Iterator[SparkSession]:
     """The one SparkSession of the test session (local[2], the analytics job's own builder and Kafka jars).
 
-    Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration and e2e) shares
-    it; each test points its queries at its own topics and its own checkpoint directory."""
+    Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration, e2e and chaos)
+    shares it, on one xdist worker (tests/support/distribution.py); each test points its queries at its
+    own topics and its own checkpoint directory."""
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 

@@ -22,8 +22,9 @@ test: setup lint ## Install everything and run every test, in parallel (WORKERS 
 check: setup lint ## The inner loop: the lint above and the unit tests (no servers)
 	$(UV) run pytest tests/unit -q -n 2 $(PYTEST_ARGS)
 
-lint: setup ## ruff, mypy (strict on every shipped package and the whole tests tree) and the import-linter contracts
+lint: setup ## ruff (lint and format), mypy (strict on every shipped package and the whole tests tree) and the import-linter contracts
 	$(UV) run ruff check .
+	$(UV) run ruff format --check .
 	$(UV) run mypy
 	$(UV) run lint-imports
 

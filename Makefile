@@ -4,6 +4,9 @@ UV_VERSION := 0.13.8
 # uv from PyPI: the one on PATH, else the one pip installs into python3 (see the `uv` target).
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: the tests mostly wait (on services starting, consumer groups,
+# timeouts), so 4 keep two cores busy; each worker starts its own servers (about 2 GB of memory each).
+WORKERS ?= 4
 
 .PHONY: up down test check lint setup uv deps jars browser mosquitto clean
 
@@ -13,14 +16,15 @@ up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
 down: ## Stop a running `make up`
 	$(UV) run hearth down
 
-test: setup lint ## Install everything and run every test
-	$(UV) run pytest $(PYTEST_ARGS)
+test: setup lint ## Install everything and run every test, in parallel (WORKERS pytest-xdist workers)
+	$(UV) run pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 check: setup lint ## The inner loop: the lint above and the unit tests (no servers)
-	$(UV) run pytest tests/unit -q $(PYTEST_ARGS)
+	$(UV) run pytest tests/unit -q -n 2 $(PYTEST_ARGS)
 
-lint: setup ## ruff, mypy (strict on every shipped package and the whole tests tree) and the import-linter contracts
+lint: setup ## ruff (lint and format), mypy (strict on every shipped package and the whole tests tree) and the import-linter contracts
 	$(UV) run ruff check .
+	$(UV) run ruff format --check .
 	$(UV) run mypy
 	$(UV) run lint-imports
 
@@ -36,8 +40,9 @@ deps:
 	$(UV) sync --frozen --compile-bytecode
 	$(UV) run python -m compileall -q -j0 shared/src services/*/src analytics/src cli/src devstack/src simulator/src benchmarks/src sdk/src >/dev/null
 
-jars: ## Kafka (and Spark's Kafka connector) jars from Maven Central, fetched once into .hearth/
-	$(UV) run python -c "from hearth_devstack.kafka import ensure_kafka_jars; ensure_kafka_jars()"
+jars: ## Kafka's jars (and its class-data archive) and Spark's Kafka connector, fetched once into .hearth/
+	$(UV) run python -c "from hearth_devstack.kafka import prepare_broker; prepare_broker()"
+	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import ensure_kafka_connector; ensure_kafka_connector(AnalyticsSettings())"
 
 mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)
 	@command -v mosquitto >/dev/null || test -x /usr/sbin/mosquitto || (apt-get update && apt-get install -y mosquitto mosquitto-clients openssl)

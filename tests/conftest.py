@@ -2,7 +2,9 @@
 
 Each test that needs them gets its own topic prefix (so its own topics) and its own PostgreSQL schema;
 tests of the whole platform share one set of running services (``platform``), each test using its own
-homes and devices.
+homes and devices. Under pytest-xdist each worker is a session of its own, so each worker starts its own
+servers, on its own free ports, in its own temporary directory; the tests that share the one Spark
+session or the one browser run on one worker (tests/support/distribution.py).
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.platform import Platform, make_settings
 
-pytest_plugins = ["tests.support.durations"]  # per-test durations kept from each run
+pytest_plugins = [
+    "tests.support.durations",  # per-test durations kept from each run
+    "tests.support.distribution",  # which tests share a worker, and the order they start in
+]
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser
     from pyspark.sql import SparkSession
 
     from tests.support.identity_stack import Identity
@@ -164,8 +170,9 @@ async def admin_api(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
 def spark() -> Iterator[SparkSession]:
     """The one SparkSession of the test session (local[2], the analytics job's own builder and Kafka jars).
 
-    Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration and e2e) shares
-    it; each test points its queries at its own topics and its own checkpoint directory."""
+    Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration, e2e and chaos)
+    shares it, on one xdist worker (tests/support/distribution.py); each test points its queries at its
+    own topics and its own checkpoint directory."""
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 
@@ -173,3 +180,13 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(settings, "hearth-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    """The one Chromium of the test session (Debian's, driven by Playwright); each test opens its pages
+    in a context of its own (``tests.support.live_browser.new_page``)."""
+    from tests.support.live_browser import chromium
+
+    async with chromium() as running:
+        yield running

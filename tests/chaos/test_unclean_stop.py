@@ -59,10 +59,10 @@ def alive(pid: int) -> bool:
 
 def test_up_starts_again_after_an_unclean_stop(tmp_path: Path) -> None:
     home = tmp_path / "stack"
-    ports = {
-        name: str(free_port())
-        for name in ("kafka", "kafka-controller", "postgres", "redis", "command-api", "query-api")
-    }
+    # Every port free, the MQTT ones too: `hearth up`'s defaults (1883, 8883, 1884) are taken by a
+    # developer's stack, or by another run of this test.
+    parts = ("kafka", "kafka-controller", "postgres", "redis", "command-api", "query-api")
+    ports = {name: str(free_port()) for name in (*parts, "mqtt", "mqtts", "mqtt-platform")}
     argv = hearth(
         "up", "--stack-dir", str(home), "--no-simulate", "--no-analytics", "--start-timeout-factor", "3"
     )

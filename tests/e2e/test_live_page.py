@@ -8,23 +8,20 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 import psycopg
 import pytest
-from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
+from playwright.async_api import Browser, ConsoleMessage, Locator, Page, expect
 from redis.asyncio import Redis
 
-from hearth_devstack.process import free_port
-from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
 from hearth_shared.schema.auth import create_token
-from tests.support.device_link import DeviceLink
-from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live_browser import CHROMIUM, new_page
 from tests.support.live_feed import query_api_process
 from tests.support.platform import SECRET, Platform
 from tests.support.waiting import twin_when
@@ -32,56 +29,9 @@ from tests.support.waiting import twin_when
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def command_api(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A command API process beside the platform's whose CORS origins hold the query API (the page's
-    origin; the platform's query API runs on a free port, not the default 8001)."""
-    logs = tmp_path_factory.mktemp("cors-command-api")
-    port = free_port()
-    env = {"HEARTH_COMMAND_API_CORS_ORIGINS": json.dumps([platform.query_api])}
-    services = Services(platform.settings, logs=logs, data=logs, command_api_port=port, extra_env=env)
-    with services_running(services, ["command-api"]):
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture
-async def thermostat(platform: Platform, command_api: str) -> AsyncIterator[tuple[str, str]]:
-    """(home, device_id): a registered thermostat played by this test as a real one behaves: it reports
-    every 2 s (so it stays online), and acknowledges and carries out every command it is sent."""
-    home = f"home-{uuid.uuid4().hex[:8]}"
-    device_id = f"thermostat-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api) as api:  # an admin token: the test chooses the id
-        body = {"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Living room"}
-        assert (await api.post("/v1/devices", json=body)).status_code == 201
-    state = {
-        "ambient_c": 19.5,
-        "humidity_pct": 41.0,
-        "hvac_mode": "heat",
-        "hvac_action": "idle",
-        "target_c": 19.0,
-    }
-    async with DeviceLink(platform.settings) as link:
-
-        async def play() -> None:
-            while True:
-                await link.report(device_id, state)
-                try:
-                    command = await link.next_command(device_id, timeout_s=2)
-                except TimeoutError:
-                    continue
-                await link.ack(device_id, command.command_id)
-                params = command.params
-                state.update({"hvac_mode": params["mode"]} if "mode" in params else params)
-                state["hvac_action"] = "heating"
-
-        device = asyncio.create_task(play())
-        yield home, device_id
-        device.cancel()
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
 async def test_the_page_sets_a_target_and_shows_it_converge(
-    platform: Platform, command_api: str, thermostat: tuple[str, str], tmp_path: Path
+    platform: Platform, browser: Browser, command_api: str, thermostat: tuple[str, str], tmp_path: Path
 ) -> None:
     home, device_id = thermostat
     lock_id = f"lock-{uuid.uuid4().hex[:8]}"  # registered, never heard from: offline, with its controls
@@ -95,41 +45,36 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
         if message.type == "error" and not message.text.startswith("Failed to load resource"):
             problems.append(message.text)  # (a 404 from GET /v1/alerts is one, while it does not exist)
 
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1000, "height": 640})
-            page.on("console", console)
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            await page.goto(f"{platform.query_api}/?{query}")
+    async with new_page(browser, width=1000, height=640) as page:
+        page.on("console", console)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        await page.goto(f"{platform.query_api}/?{query}")
 
-            card = page.locator(f'article[data-device-id="{device_id}"]')
-            target = card.locator('tr[data-key="target_c"]')
-            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
-            assert "token" not in page.url  # taken out of the address bar, traded for a page token
-            await expect(card.locator(".badge")).to_have_text("online", timeout=30_000)
-            await expect(target.locator("td.reported")).to_have_text("19", timeout=30_000)
+        card = page.locator(f'article[data-device-id="{device_id}"]')
+        target = card.locator('tr[data-key="target_c"]')
+        await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+        assert "token" not in page.url  # taken out of the address bar, traded for a page token
+        await expect(card.locator(".badge")).to_have_text("online", timeout=30_000)
+        await expect(target.locator("td.reported")).to_have_text("19", timeout=30_000)
 
-            await card.locator('input[name="target_c"]').fill("22.5")
-            await card.get_by_role("button", name="Set target").click()
-            command = card.locator(".command").first
-            await expect(command).to_have_attribute("data-status", "converged", timeout=30_000)
-            await expect(target.locator("td.reported")).to_have_text("22.5")
-            await expect(target.locator("td.desired")).to_have_text("22.5")
-            await expect(target).not_to_have_class("delta")
-            await expect(card.locator('tr[data-key="hvac_action"] td.reported')).to_have_text("heating")
-            lock = page.locator(f'article[data-device-id="{lock_id}"]')
-            await expect(lock.locator(".badge")).to_have_text("offline")
-            await expect(lock.get_by_role("button")).to_have_text(["Lock", "Unlock"])
-            await lock.get_by_role("button", name="Unlock").click()  # held while the lock is offline
-            await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted")
-            await expect(lock.locator('tr[data-key="lock_state"] td.desired')).to_have_text("unlocked")
-            await expect(lock.locator('tr[data-key="lock_state"]')).to_have_class("delta")
+        await card.locator('input[name="target_c"]').fill("22.5")
+        await card.get_by_role("button", name="Set target").click()
+        command = card.locator(".command").first
+        await expect(command).to_have_attribute("data-status", "converged", timeout=30_000)
+        await expect(target.locator("td.reported")).to_have_text("22.5")
+        await expect(target.locator("td.desired")).to_have_text("22.5")
+        await expect(target).not_to_have_class("delta")
+        await expect(card.locator('tr[data-key="hvac_action"] td.reported')).to_have_text("heating")
+        lock = page.locator(f'article[data-device-id="{lock_id}"]')
+        await expect(lock.locator(".badge")).to_have_text("offline")
+        await expect(lock.get_by_role("button")).to_have_text(["Lock", "Unlock"])
+        await lock.get_by_role("button", name="Unlock").click()  # held while the lock is offline
+        await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted")
+        await expect(lock.locator('tr[data-key="lock_state"] td.desired')).to_have_text("unlocked")
+        await expect(lock.locator('tr[data-key="lock_state"]')).to_have_class("delta")
 
-            await page.screenshot(path=tmp_path / "live-page.png", full_page=True)
-            print(f"screenshot: {tmp_path / 'live-page.png'}")
-        finally:
-            await browser.close()
+        await page.screenshot(path=tmp_path / "live-page.png", full_page=True)
+        print(f"screenshot: {tmp_path / 'live-page.png'}")
     assert problems == []
 
 
@@ -144,7 +89,7 @@ async def _set_target(page: Page, device_id: str, target_c: str) -> None:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
 async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_coming(
-    platform: Platform, command_api: str, thermostat: tuple[str, str]
+    platform: Platform, browser: Browser, command_api: str, thermostat: tuple[str, str]
 ) -> None:
     """Views gone wrong (a twin renamed, a twin that no fact made) are on the page; ``hearth rebuild``
     replays the journal and swaps in views without them; the page, told by the swap's snapshot, drops
@@ -175,31 +120,26 @@ async def test_a_rebuild_swapped_in_replaces_the_pages_devices_and_changes_keep_
     query = urlencode({"token": platform.token(home), "api": command_api})
     problems: list[str] = []
 
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1000, "height": 640})
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            await page.goto(f"{platform.query_api}/?{query}")
+    async with new_page(browser, width=1000, height=640) as page:
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        await page.goto(f"{platform.query_api}/?{query}")
 
-            def card(device: str) -> Locator:
-                return page.locator(f'article[data-device-id="{device}"]')
+        def card(device: str) -> Locator:
+            return page.locator(f'article[data-device-id="{device}"]')
 
-            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
-            await expect(card(ghost_id).locator("h2")).to_have_text("Ghost", timeout=30_000)
-            await expect(card(lock_id).locator("h2")).to_have_text("Evil")
-            await _set_target(page, device_id, "21.5")  # live changes before the swap
+        await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+        await expect(card(ghost_id).locator("h2")).to_have_text("Ghost", timeout=30_000)
+        await expect(card(lock_id).locator("h2")).to_have_text("Evil")
+        await _set_target(page, device_id, "21.5")  # live changes before the swap
 
-            result = await rebuild(settings)
-            assert result.swapped and result.twins_refreshed >= 2  # the lock's view; the ghost's deleted
+        result = await rebuild(settings)
+        assert result.swapped and result.twins_refreshed >= 2  # the lock's view; the ghost's deleted
 
-            await expect(card(lock_id).locator("h2")).to_have_text("Front door", timeout=15_000)
-            await expect(card(ghost_id)).to_have_count(0, timeout=15_000)
-            await expect(page.locator("article.device")).to_have_count(2)
-            await expect(page.locator("#conn")).to_have_text("live")
-            await _set_target(page, device_id, "23")  # and after it, on the same connection
-        finally:
-            await browser.close()
+        await expect(card(lock_id).locator("h2")).to_have_text("Front door", timeout=15_000)
+        await expect(card(ghost_id)).to_have_count(0, timeout=15_000)
+        await expect(page.locator("article.device")).to_have_count(2)
+        await expect(page.locator("#conn")).to_have_text("live")
+        await _set_target(page, device_id, "23")  # and after it, on the same connection
     assert problems == []
 
 
@@ -212,7 +152,11 @@ def short_lived_pages(platform: Platform, tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
 async def test_the_page_trades_its_link_once_and_renews_its_token_while_open(
-    platform: Platform, command_api: str, thermostat: tuple[str, str], short_lived_pages: str
+    platform: Platform,
+    browser: Browser,
+    command_api: str,
+    thermostat: tuple[str, str],
+    short_lived_pages: str,
 ) -> None:
     """Opened with a single-use link token, the page takes it out of the address bar, and keeps its
     websocket live past several page-token lifetimes (renewing, then moving the websocket to the new
@@ -220,29 +164,22 @@ async def test_the_page_trades_its_link_once_and_renews_its_token_while_open(
     home, device_id = thermostat
     link = create_token(SECRET, home_id=home, kind="link")
     problems: list[str] = []
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1000, "height": 640})
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            await page.goto(f"{short_lived_pages}/?{urlencode({'token': link, 'api': command_api})}")
-            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
-            assert "token" not in page.url
-            first = await page.evaluate("sessionStorage.getItem('hearth.pageToken')")
-            await asyncio.sleep(14)  # past two lifetimes of a page token: renewed twice, still live
-            await expect(page.locator("#conn")).to_have_text("live")
-            assert await page.evaluate("sessionStorage.getItem('hearth.pageToken')") != first
-            async with platform.client(command_api, home) as api:
-                command = {"name": "set_target_temperature", "params": {"target_c": 24.5}}
-                assert (await api.post(f"/v1/devices/{device_id}/commands", json=command)).status_code == 202
-            card = page.locator(f'article[data-device-id="{device_id}"]')
-            await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text(
-                "24.5", timeout=30_000
-            )
+    async with new_page(browser, width=1000, height=640) as page:
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        await page.goto(f"{short_lived_pages}/?{urlencode({'token': link, 'api': command_api})}")
+        await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+        assert "token" not in page.url
+        first = await page.evaluate("sessionStorage.getItem('hearth.pageToken')")
+        await asyncio.sleep(14)  # past two lifetimes of a page token: renewed twice, still live
+        await expect(page.locator("#conn")).to_have_text("live")
+        assert await page.evaluate("sessionStorage.getItem('hearth.pageToken')") != first
+        async with platform.client(command_api, home) as api:
+            command = {"name": "set_target_temperature", "params": {"target_c": 24.5}}
+            assert (await api.post(f"/v1/devices/{device_id}/commands", json=command)).status_code == 202
+        card = page.locator(f'article[data-device-id="{device_id}"]')
+        await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text("24.5", timeout=30_000)
 
-            again = await browser.new_page()  # another tab (no session of its own) with the used link
-            await again.goto(f"{short_lived_pages}/?token={link}")
-            await expect(again.locator("#notice")).to_contain_text("already used", timeout=15_000)
-        finally:
-            await browser.close()
+    async with new_page(browser) as again:  # another tab (no session of its own) with the used link
+        await again.goto(f"{short_lived_pages}/?token={link}")
+        await expect(again.locator("#notice")).to_contain_text("already used", timeout=15_000)
     assert problems == []

@@ -13,9 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
-from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
 from tests.support.campaigns import start_recorded_campaign
 from tests.support.device_link import DeviceLink
 from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
@@ -32,13 +31,14 @@ LIGHT = {"power": "off", "brightness_pct": 40, "color_temp_k": 3000, "firmware_v
 
 async def test_a_quarantined_device_is_marked_and_its_controls_disabled_live(
     platform: Platform,
-    command_api: str,  # noqa: F811
-    thermostat: tuple[str, str],  # noqa: F811
+    browser: Browser,
+    command_api: str,
+    thermostat: tuple[str, str],
     tmp_path: Path,
 ) -> None:
     home, device_id = thermostat
     async with (
-        open_live_page(platform.query_api, platform.token(home), command_api) as (page, problems),
+        open_live_page(browser, platform.query_api, platform.token(home), command_api) as (page, problems),
         platform.client(command_api) as admin,
     ):
         card = page.locator(f'article[data-device-id="{device_id}"]')
@@ -97,13 +97,17 @@ async def light_fleet(platform: Platform, home: str) -> AsyncIterator[list[str]]
 
 async def test_an_admin_page_shows_a_campaign_and_its_waves_counts(
     platform: Platform,
-    command_api: str,  # noqa: F811
+    browser: Browser,
+    command_api: str,
     home: str,
     light_fleet: list[str],
     tmp_path: Path,
 ) -> None:
     async with (
-        open_live_page(platform.query_api, platform.token(), command_api, home=home) as (page, problems),
+        open_live_page(browser, platform.query_api, platform.token(), command_api, home=home) as (
+            page,
+            problems,
+        ),
         platform.client(platform.command_api) as admin,
     ):
         await expect(page.locator("article.device")).to_have_count(4, timeout=30_000)

@@ -12,9 +12,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
-from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
 from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
 from tests.support.platform import Platform
 
@@ -52,8 +51,9 @@ def offset(local: datetime) -> str:
 
 async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
     platform: Platform,
-    command_api: str,  # noqa: F811
-    thermostat: tuple[str, str],  # noqa: F811
+    browser: Browser,
+    command_api: str,
+    thermostat: tuple[str, str],
     tmp_path: Path,
 ) -> None:
     home, device_id = thermostat
@@ -75,7 +75,10 @@ async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
         automation_id = answer.json()["automation_id"]
         expected = coming_transitions(datetime.now(UTC), 3)
 
-        async with open_live_page(platform.query_api, platform.token(home), command_api) as (page, problems):
+        async with open_live_page(browser, platform.query_api, platform.token(home), command_api) as (
+            page,
+            problems,
+        ):
             card = page.locator(f'article[data-device-id="{device_id}"]')
             schedule = card.locator("section.schedule")
             await expect(schedule.locator("h3")).to_have_text(f"Schedule · {ZONE}", timeout=30_000)

@@ -12,11 +12,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from playwright.async_api import ConsoleMessage, async_playwright, expect
+from playwright.async_api import Browser, ConsoleMessage, expect
 
 from hearth_shared.adapters.kafka import make_producer
-from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
-from tests.support.live_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live_browser import CHROMIUM, new_page
 from tests.support.platform import Platform
 from tests.support.waiting import eventually
 
@@ -39,8 +38,9 @@ def rollup(device_id: str, home: str, start: datetime, mean: float) -> tuple[byt
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
 async def test_the_page_draws_devices_from_their_types(
     platform: Platform,
-    command_api: str,  # noqa: F811
-    thermostat: tuple[str, str],  # noqa: F811
+    browser: Browser,
+    command_api: str,
+    thermostat: tuple[str, str],
     tmp_path: Path,
 ) -> None:
     home, thermostat_id = thermostat
@@ -73,44 +73,39 @@ async def test_the_page_draws_devices_from_their_types(
             problems.append(message.text)
 
     query_string = urlencode({"token": platform.token(home), "api": command_api})
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1100, "height": 760})
-            page.on("console", console)
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            await page.goto(f"{platform.query_api}/?{query_string}")
-            await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
+    async with new_page(browser, width=1100, height=760) as page:
+        page.on("console", console)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        await page.goto(f"{platform.query_api}/?{query_string}")
+        await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
 
-            thermo = page.locator(f'article[data-device-id="{thermostat_id}"]')
-            trend = thermo.locator('figure.trend[data-figure="ambient_c"]')
-            await expect(trend).to_have_attribute("data-points", "3", timeout=30_000)
-            await expect(trend.locator("figcaption")).to_contain_text("20.2 (19 to 21.5)")
+        thermo = page.locator(f'article[data-device-id="{thermostat_id}"]')
+        trend = thermo.locator('figure.trend[data-figure="ambient_c"]')
+        await expect(trend).to_have_attribute("data-points", "3", timeout=30_000)
+        await expect(trend.locator("figcaption")).to_contain_text("20.2 (19 to 21.5)")
 
-            light = page.locator(f'article[data-device-id="{light_id}"]')
-            await expect(light.get_by_role("button")).to_have_text(["Turn on", "Turn off"])
-            level = light.locator('form.command-turn_on input[name="brightness_pct"]')
-            await expect(level).to_have_attribute("min", "1")
-            await expect(level).to_have_attribute("max", "100")
-            await expect(light.locator('form.command-turn_on input[name="color_temp_k"]')).to_have_attribute(
-                "max", "6500"
-            )
-            await level.fill("60")
-            await light.get_by_role("button", name="Turn on").click()  # held: the light is offline
-            held = light.locator(".command").first
-            await expect(held).to_have_attribute("data-status", "accepted", timeout=30_000)
-            await expect(held.locator(".step.done")).to_have_count(2)  # pending, accepted
-            await expect(light.locator('tr[data-key="brightness_pct"] td.desired')).to_have_text("60")
-            await expect(light.locator('tr[data-key="power"] td.desired')).to_have_text("on")
+        light = page.locator(f'article[data-device-id="{light_id}"]')
+        await expect(light.get_by_role("button")).to_have_text(["Turn on", "Turn off"])
+        level = light.locator('form.command-turn_on input[name="brightness_pct"]')
+        await expect(level).to_have_attribute("min", "1")
+        await expect(level).to_have_attribute("max", "100")
+        await expect(light.locator('form.command-turn_on input[name="color_temp_k"]')).to_have_attribute(
+            "max", "6500"
+        )
+        await level.fill("60")
+        await light.get_by_role("button", name="Turn on").click()  # held: the light is offline
+        held = light.locator(".command").first
+        await expect(held).to_have_attribute("data-status", "accepted", timeout=30_000)
+        await expect(held.locator(".step.done")).to_have_count(2)  # pending, accepted
+        await expect(light.locator('tr[data-key="brightness_pct"] td.desired')).to_have_text("60")
+        await expect(light.locator('tr[data-key="power"] td.desired')).to_have_text("on")
 
-            await thermo.locator('input[name="target_c"]').fill("21.5")
-            await thermo.get_by_role("button", name="Set target").click()
-            done = thermo.locator(".command").first
-            await expect(done).to_have_attribute("data-status", "converged", timeout=30_000)
-            await expect(done.locator(".step.done")).to_have_count(5)
+        await thermo.locator('input[name="target_c"]').fill("21.5")
+        await thermo.get_by_role("button", name="Set target").click()
+        done = thermo.locator(".command").first
+        await expect(done).to_have_attribute("data-status", "converged", timeout=30_000)
+        await expect(done.locator(".step.done")).to_have_count(5)
 
-            await page.screenshot(path=tmp_path / "live-page-types.png", full_page=True)
-            print(f"screenshot: {tmp_path / 'live-page-types.png'}")
-        finally:
-            await browser.close()
+        await page.screenshot(path=tmp_path / "live-page-types.png", full_page=True)
+        print(f"screenshot: {tmp_path / 'live-page-types.png'}")
     assert problems == []

@@ -36,12 +36,12 @@ BOUNDED = settings(
 WAITS = ("wait_s", "timeout_s")  # seconds a request may ask the server to wait for
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # (not module-scoped: a fetch is cheap, and the three tests may run on three workers)
 def command_api_schema(platform: Platform) -> Any:
     return schemathesis.openapi.from_url(f"{platform.command_api}/openapi.json")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def query_api_schema(platform: Platform) -> Any:
     return schemathesis.openapi.from_url(f"{platform.query_api}/openapi.json")
 

@@ -11,6 +11,6 @@
 - Journals and data: ``topics`` (writing and reading a test's topics), ``device_journal``,
   ``engine_facts``, ``known_history`` and ``home_history`` (facts made for a test), ``archive`` (the
   archive job and its table).
-- Unit tests only: ``fakes``. Static files: ``compose_file``. The pytest plugin keeping each run's
-  durations: ``durations``.
+- Unit tests only: ``fakes``. Static files: ``compose_file``. The pytest plugins: ``durations`` (each
+  run's seconds per test) and ``distribution`` (which tests share an xdist worker, and their order).
 """

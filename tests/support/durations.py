@@ -2,9 +2,18 @@
 
 Every run writes ``.hearth/test-durations.json``: when it ran, on what machine (cores, load at the start
 and at the end, and how busy its cores were over the run: what running tests side by side could gain),
-the pytest wall time, and each test's seconds (setup + call + teardown), slowest first,
-with its outcome. The previous run's file is kept beside it (``test-durations.previous.json``), so what a
-change made slower is one comparison away (``--durations`` shows only one run's slowest, on screen).
+how many workers ran the tests (pytest-xdist's ``-n``; 1 without it), the pytest wall time, and each
+test's seconds (setup + call + teardown), slowest first, with its outcome and the worker that ran it.
+The previous run's file is kept beside it (``test-durations.previous.json``), so what a change made
+slower is one comparison away (``--durations`` shows only one run's slowest, on screen).
+
+``.hearth/test-seconds.json`` is the other record: every test's seconds in the last run that ran it,
+merged run after run, so a run of the unit tests alone (``make check``) forgets nothing of the chaos
+tests' seconds. The next run orders its tests by it (``tests/support/distribution.py``).
+
+Under xdist only the controller writes the file: it sees every worker's reports, and a worker that wrote
+its own share would race the others for the one file. A test's name is its node id without the
+``@group`` xdist adds to grouped tests, so a name is the same with and without workers.
 """
 
 from __future__ import annotations
@@ -19,10 +28,32 @@ import psutil
 import pytest
 
 OUT = Path(".hearth") / "test-durations.json"
+KNOWN = Path(".hearth") / "test-seconds.json"
 
 _seconds: defaultdict[str, float] = defaultdict(float)
 _outcomes: dict[str, str] = {}
+_workers: dict[str, str] = {}
 _started = {"wall": 0.0, "load": 0.0, "busy": 0.0, "total": 0.0}
+
+
+def plain_nodeid(nodeid: str) -> str:
+    """The node id without the ``@group`` suffix xdist's loadgroup gives a grouped test (a ``@`` inside
+    a parameter's id, before the closing ``]``, is the test's own)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
+def known_seconds(root: Path) -> dict[str, float]:
+    """Each test's seconds in the last run that ran it (empty before the first run under ``root``)."""
+    try:
+        known = json.loads((root / KNOWN).read_text())
+        return {str(test): float(seconds) for test, seconds in known.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def _cpu() -> tuple[float, float]:
@@ -39,13 +70,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _seconds[report.nodeid] += report.duration
+    name = plain_nodeid(report.nodeid)
+    _seconds[name] += report.duration
     if report.when == "call" or report.outcome != "passed":
-        _outcomes[report.nodeid] = report.outcome
+        _outcomes[name] = report.outcome
+    gateway = getattr(getattr(report, "node", None), "gateway", None)  # set by xdist's controller
+    _workers[name] = str(getattr(gateway, "id", "main"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _seconds:
+    if not _seconds or _is_worker(session.config):
         return
     root = Path(session.config.rootpath)
     out = root / OUT
@@ -61,8 +95,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "load_at_start": round(_started["load"], 2),
         "load_at_end": round(os.getloadavg()[0], 2),
         "cores_busy_pct": round(busy_pct, 1),
+        "workers": len(session.config.getoption("tx", default=None) or []) or 1,
         "wall_s": round(time.monotonic() - _started["wall"], 1),
         "exit_status": int(exitstatus),
-        "tests": [{"test": t, "s": round(s, 3), "outcome": _outcomes.get(t, "passed")} for t, s in tests],
+        "tests": [
+            {"test": t, "s": round(s, 3), "outcome": _outcomes.get(t, "passed"), "worker": _workers[t]}
+            for t, s in tests
+        ],
     }
     out.write_text(json.dumps(document, indent=1))
+    known = known_seconds(root) | {t: round(s, 3) for t, s in tests}
+    (root / KNOWN).write_text(json.dumps(dict(sorted(known.items())), indent=0))

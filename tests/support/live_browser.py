@@ -1,8 +1,13 @@
-"""The live page in Debian's Chromium (``make browser``), driven by Playwright: ``open_live_page`` starts a
-headless browser on the page (opened with ``token`` and the command API it may call), waits until its
-websocket is live and yields the page and the list of errors its console and scripts reported (a test
-asserts that list is empty at its end); ``screenshot`` saves one in the test's directory and prints
-where."""
+"""The live page in Debian's Chromium (``make browser``), driven by Playwright.
+
+``chromium`` runs the headless browser: the ``browser`` fixture (tests/conftest.py) holds one for the
+whole test session, since starting Chromium costs seconds of CPU that every browser test would pay again
+(its tests share one xdist worker, tests/support/distribution.py). A test gets its own pages from
+``new_page``: a browser context of its own (cookies, session storage), closed at the end, so no test sees
+another's page token. ``open_live_page`` opens the live page in one (with ``token`` and the command API
+it may call), waits until its websocket is live and yields the page and the list of errors its console
+and scripts reported (a test asserts that list is empty at its end); ``screenshot`` saves one in the
+test's directory and prints where."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
-from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -26,8 +31,35 @@ CHROMIUM_ARGS = [
 
 
 @asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    """Debian's Chromium, headless, until the block ends."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def new_page(browser: Browser, *, width: int = 1200, height: int = 800) -> AsyncIterator[Page]:
+    """A page in a browser context of its own, closed (with everything it stored) when the block ends."""
+    context = await browser.new_context(viewport={"width": width, "height": height})
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+@asynccontextmanager
 async def open_live_page(
-    query_api: str, token: str, command_api: str, *, home: str | None = None, width: int = 1200
+    browser: Browser,
+    query_api: str,
+    token: str,
+    command_api: str,
+    *,
+    home: str | None = None,
+    width: int = 1200,
 ) -> AsyncIterator[tuple[Page, list[str]]]:
     problems: list[str] = []
 
@@ -36,17 +68,12 @@ async def open_live_page(
             problems.append(message.text)
 
     query = {"token": token, "api": command_api, **({"home": home} if home else {})}
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": width, "height": 800})
-            page.on("console", console)
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            await page.goto(f"{query_api}/?{urlencode(query)}")
-            await expect(page.locator("#conn")).to_have_text("live", timeout=30_000)
-            yield page, problems
-        finally:
-            await browser.close()
+    async with new_page(browser, width=width) as page:
+        page.on("console", console)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        await page.goto(f"{query_api}/?{urlencode(query)}")
+        await expect(page.locator("#conn")).to_have_text("live", timeout=30_000)
+        yield page, problems
 
 
 async def screenshot(page: Page, path: Path) -> None:

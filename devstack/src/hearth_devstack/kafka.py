@@ -224,6 +224,15 @@ def _jvm(java: str, libs: Path, *options: str) -> list[str]:
     ]
 
 
+def prepare_broker() -> None:
+    """What a broker's first start would make, made now (``make jars``): the jars and the class-data
+    archive. The test workers start their brokers at the same moment, and each would otherwise train an
+    archive of its own."""
+    libs = ensure_kafka_jars()
+    if (java := shutil.which("java")) is not None:
+        ensure_class_archive(java, libs)
+
+
 def ensure_class_archive(java: str, libs: Path) -> Path | None:
     """A class-data-sharing archive of the classes a broker loads, so later JVMs map them instead of
     loading and verifying them again. Made once per Java installation by a short training run; None

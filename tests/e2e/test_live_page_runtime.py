@@ -13,10 +13,9 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from hearth_shared.schema.runtime_records import RuntimeDayRecord, runtime_key
-from tests.e2e.test_live_page import command_api, thermostat  # noqa: F401  (fixtures)
 from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
 from tests.support.platform import Platform
 from tests.support.topics import produce
@@ -55,10 +54,7 @@ def records(home: str, device_id: str) -> list[tuple[bytes, bytes]]:
 
 
 async def test_the_runtime_report_is_drawn_for_the_home_and_its_thermostat(
-    platform: Platform,
-    command_api: str,  # noqa: F811
-    thermostat: tuple[str, str],  # noqa: F811
-    tmp_path: Path,
+    platform: Platform, browser: Browser, command_api: str, thermostat: tuple[str, str], tmp_path: Path
 ) -> None:
     home, device_id = thermostat
     await produce(platform.settings.kafka_bootstrap_servers, platform.settings.topics.rollups,
@@ -67,7 +63,10 @@ async def test_the_runtime_report_is_drawn_for_the_home_and_its_thermostat(
         answer = (await query.get(f"/v1/homes/{home}/runtime")).json()  # the projector may lag: the page
     assert set(answer) == {"home_id", "from", "to", "items", "days"}  # polls again when a device appears
 
-    async with open_live_page(platform.query_api, platform.token(home), command_api) as (page, problems):
+    async with open_live_page(browser, platform.query_api, platform.token(home), command_api) as (
+        page,
+        problems,
+    ):
         panel = page.locator("#runtime")
         chart = panel.locator('figure.runtime[data-scope="home"]')
         await expect(chart).to_have_attribute("data-days", "5", timeout=30_000)

@@ -88,5 +88,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """On an xdist worker under ``--dist loadgroup``: a grouped test fails unless xdist grouped it."""
-    if item.config.getoption("loadgroup", default=False) and group_of(item) and "@" not in item.nodeid:
+    on_worker = hasattr(item.config, "workerinput")  # xdist sets it on its workers only (not with -n 0)
+    if (
+        on_worker
+        and item.config.getoption("loadgroup", default=False)
+        and group_of(item)
+        and "@" not in item.nodeid
+    ):
         pytest.fail(f"pytest-xdist did not group {item.nodeid} (see pytest-dev/pytest-xdist#1386)")

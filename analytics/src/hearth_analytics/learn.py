@@ -161,6 +161,9 @@ def _moment(t_us: int) -> datetime:
 
 
 def _fact_rows(facts: list[HomeFact]) -> pd.DataFrame:
+    """The rows of ``OUTPUT_SCHEMA``, object columns even when empty: pandas makes an empty list float64,
+    which Arrow can only cast to a string ChunkedArray, and Spark's batch refuses that (a device with no
+    suggestion failed the whole job when other tests' thermostats shared the journal)."""
     return pd.DataFrame(
         {
             "fact_id": [str(f.fact_id) for f in facts],
@@ -168,6 +171,7 @@ def _fact_rows(facts: list[HomeFact]) -> pd.DataFrame:
             "fact": [encode_home_fact(f).decode() for f in facts],
         },
         columns=["fact_id", "home_id", "fact"],
+        dtype=object,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from typing import Any
 
@@ -19,15 +20,17 @@ from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 
+OTHER_ID = str(uuid.uuid4())
 COMMAND = {"name": "set_target_temperature", "params": {"target_c": 21.0}}
 # A well-formed body for the routes that do not take a command (a malformed one is a 422 before any
 # lookup: no leak, but nothing checked either).
 BODIES: dict[str, Any] = {
     "/v1/devices/{device_id}/schedule": {"program": []},
     "/v1/devices/{device_id}/quarantine": {"reason": "checked by test_no_leaks"},
+    "/v1/devices/{device_id}/shard": {"shard": "0"},
 }
 # Routes only an admin token may use: a home token gets 403 whether or not the device exists.
-ADMIN_ONLY = {"/v1/devices/{device_id}/quarantine"}
+ADMIN_ONLY = {"/v1/devices/{device_id}/quarantine", "/v1/devices/{device_id}/shard"}
 
 
 def answer(response: httpx.Response, *ids: str) -> tuple[int, str]:
@@ -88,7 +91,9 @@ async def test_another_homes_device_and_command_answer_as_missing_ones_on_every_
                 ("command_id", their_command, missing_command),
             ):
                 for method, template in await routes_with(client, parameter):
-                    path = template.replace(f"{{{parameter}}}", "{}")
+                    # Any other id in the path (a suggestion's) is one nobody has.
+                    path = re.sub(r"\{\w+\}", OTHER_ID, template.replace(f"{{{parameter}}}", "\0"))
+                    path = path.replace("\0", "{}")
                     body = BODIES.get(template, COMMAND)
                     seen = answer(await call(client, method, path.format(real), body), real)
                     unknown = answer(await call(client, method, path.format(missing), body), missing)

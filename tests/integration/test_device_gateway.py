@@ -136,10 +136,14 @@ async def test_bad_payloads_are_dead_lettered_with_an_errors_message_and_the_dev
         await device.report({"ambient_c": 20.5}, seq=13)
         twin = await twin_when(query, device_id, lambda t: t["reported"]["ambient_c"] == 20.5)
         assert twin["connectivity"]["online"] is True
-        facts = await journal_of(
-            platform, device_id, lambda f: sum(isinstance(e, StateReported) for e in f) >= 2
-        )
-        assert [e.payload.device_seq for e in facts if isinstance(e, StateReported)] == [10, 13]
+
+        def seqs(facts: list[Any]) -> list[int]:
+            return [e.payload.device_seq for e in facts if isinstance(e, StateReported)]
+
+        facts = await journal_of(platform, device_id, lambda f: 13 in seqs(f))
+        # 10 then 13, never 9; or 13 alone: a worker behind on telemetry (the session's platform, after
+        # tests that wrote weeks of history) may coalesce 10 into 13 in one batch (coalescing.py).
+        assert seqs(facts) in ([10, 13], [13])
     finally:
         await device.close()
 

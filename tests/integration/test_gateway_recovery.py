@@ -23,9 +23,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from hearth_device import DeviceConnection
-from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.process import ManagedProcess
 from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
@@ -37,32 +35,12 @@ from hearth_shared.schema.events import (
     utcnow,
 )
 from tests.integration.test_actor_recovery import journal_with_reports, worker
+from tests.support.gateway_process import gateway
 
 pytestmark = pytest.mark.integration
 
 DEVICES = 30
 REPORTS = 30  # per device
-
-
-def gateway(
-    stack: StackSettings,
-    mosquitto: MosquittoBroker,
-    tmp_path: Path,
-    instance: str,
-    env: dict[str, str] | None = None,
-) -> ManagedProcess:
-    services = Services(
-        stack,
-        logs=tmp_path / instance,
-        data=tmp_path / f"{instance}-data",
-        mqtt_platform_port=mosquitto.platform_port,
-        mqtt_password=mosquitto.admin.password,
-        extra_env={"HEARTH_DEVICE_GATEWAY_INSTANCE": instance, **(env or {})},
-    )
-    part, timeout_s = services.part("device-gateway")
-    part.start()
-    part.wait_healthy(timeout_s)
-    return part
 
 
 class InboxWatch:

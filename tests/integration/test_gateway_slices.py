@@ -16,7 +16,7 @@ from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import MalformedRecord, ReportState, decode_inbound
-from tests.integration.test_gateway_recovery import gateway
+from tests.support.gateway_process import gateway
 from tests.support.topics import read_topic
 from tests.support.waiting import eventually
 

@@ -17,9 +17,10 @@ message came in on.
 A device's refusals are answered in the order its messages came, across batches too: the handler of a
 batch may run while the one before still waits for Kafka (mqtt_batches.py), so each batch dead-letters
 and answers its refusals only after the batch before it is done with its own (``_answered``, a chain:
-every batch waits for the one before, refusals or not, so the chain never skips one). A batch's PUBACKs
-wait for the batch before anyway (mqtt_batches.py), so the wait costs no acknowledgement any time. Without that,
-two batches' refusals interleaved at their awaits, and a device read its errors out of order.
+every batch waits for the one before, refusals or not, so the chain never skips one). A batch's
+PUBACKs wait for the batch before anyway (mqtt_batches.py), so the wait delays no acknowledgement.
+Without it, two batches' refusals interleaved at their awaits, and a device read its errors out of
+order.
 
 If Kafka fails, the handler raises: the batch stays unacknowledged and ``failed`` is set, so the
 gateway stops and its restart gets the batch again from its persistent MQTT session.

@@ -33,7 +33,7 @@ import sys
 import time
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
@@ -180,10 +180,9 @@ class _HeldDevice(asyncio.Protocol):
         self.open = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport, self.open = transport, True
+        self.transport, self.open = cast(asyncio.Transport, transport), True  # uvloop's is no subclass
         will = (availability_topic(self.device_id), b"offline")
-        transport.write(
+        self.transport.write(
             mqtt_wire.connect(self.device_id, self.device_id, self.password, receive_maximum=16, will=will)
         )
 

@@ -40,6 +40,7 @@ BENCHES: dict[str, str] = {
     "reads": "hearth_bench.reads:main",
     "restart": "hearth_bench.restart:main",
     "mixed": "hearth_bench.mixed:main",
+    "learn": "hearth_bench.learn:main",
 }
 
 

@@ -184,4 +184,4 @@ class History:
         out.append((room.topic, encode_message(message)))
 
 
-__all__ = ["HISTORY_SEQ_LEAD", "History", "Home", "Record", "household_of", "parse_duration"]
+__all__ = ["HISTORY_SEQ_LEAD", "History", "Home", "Record", "Room", "household_of", "parse_duration"]

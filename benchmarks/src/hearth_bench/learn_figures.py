@@ -93,8 +93,9 @@ class ProgramTimeline:
 
     @classmethod
     def of(cls, program: Sequence[ProgramEntry], time_zone: str, span: Span) -> ProgramTimeline:
-        found = []
-        for t in transitions(list(program), zone(time_zone), _moment(span.start - LOOKBACK_S), _moment(span.end)):
+        found: list[Setting] = []
+        since, until = _moment(span.start - LOOKBACK_S), _moment(span.end)
+        for t in transitions(list(program), zone(time_zone), since, until):
             target = t.command.params.get("target_c")
             if isinstance(target, int | float):
                 found.append(Setting(t.instant.timestamp(), float(target)))
@@ -289,6 +290,9 @@ class DeviceLearned:
 
 @dataclass(frozen=True)
 class RoomFigures:
+    """One room over the held-out span: its manual changes, those each program makes unnecessary, what
+    was learned for it, and its three replays."""
+
     device_id: str
     changes: int  # manual changes in the held-out span
     unnecessary_suggested: int

@@ -36,5 +36,5 @@ def test_the_learn_bench_computes_every_figure_at_a_tiny_size(
     assert result["heating_own_h"] > 0 and result["heating_preheated_h"] > 0
     assert math.isfinite(result["heating_ratio"]) and result["heating_ratio"] > 0
     assert result["scan_s"] > 0 and result["learn_s"] > 0 and result["learn_to_scan"] > 0
-    assert [row["figure"] for row in result["rows"]][0].startswith("manual changes")
+    assert result["rows"][0]["figure"].startswith("manual changes")
     assert result["notes"].endswith(".")

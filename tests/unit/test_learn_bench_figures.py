@@ -75,7 +75,9 @@ def test_preheat_on_a_room_that_heats_at_a_known_rate_has_no_misstime() -> None:
     physics = RoomPhysics(insulation_h=8.0, heat_c_per_h=4.0, outdoor=outdoor)
     known = ResponseFit(base_c_per_h=4.0, per_degree_per_h=-1 / 8.0, samples=500, rmse_c_per_h=0.0)
     response = RoomResponse(
-        heating=known, fitted_from=datetime(2025, 12, 1, tzinfo=UTC), fitted_to=datetime(2026, 1, 1, tzinfo=UTC)
+        heating=known,
+        fitted_from=datetime(2025, 12, 1, tzinfo=UTC),
+        fitted_to=datetime(2026, 1, 1, tzinfo=UTC),
     )
     timeline = ProgramTimeline.of(daily(("07:00", 21.0), ("22:00", 17.0)), "UTC", TWO_WEEKS)
 

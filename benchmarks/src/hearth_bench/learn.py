@@ -71,8 +71,8 @@ class LearnBench:
 
 def learned_by_device(learned: Learned) -> dict[str, DeviceLearned]:
     """The learn job's facts per thermostat."""
-    programs = {s.device_id: s.payload for s in learned.suggestions}
-    responses = {r.device_id: r.payload for r in learned.responses}
+    programs = {s.device_id: s.payload for s in learned.suggestions if s.device_id is not None}
+    responses = {r.device_id: r.payload for r in learned.responses if r.device_id is not None}
     return {
         device_id: DeviceLearned(
             program=programs[device_id].program if device_id in programs else (),
@@ -91,7 +91,9 @@ def run_learn_bench(settings: StackSettings, spark: Any, work: Path, params: Lea
     from hearth_analytics.settings import AnalyticsSettings
 
     if not 0 < params.train_weeks < params.weeks:
-        raise ValueError(f"train on 1 to {params.weeks - 1} of the {params.weeks} weeks, not {params.train_weeks}")
+        raise ValueError(
+            f"train on 1 to {params.weeks - 1} of the {params.weeks} weeks, not {params.train_weeks}"
+        )
     end = time.time()
     whole = Span(end - params.weeks * WEEK_S, end)
     held_out = Span(whole.start + params.train_weeks * WEEK_S, end)
@@ -109,7 +111,9 @@ def run_learn_bench(settings: StackSettings, spark: Any, work: Path, params: Lea
     spark.range(1).count()  # the session up before anything is timed
 
     def scan() -> tuple[int, float]:
-        return timed_spark_job(spark, "Spark: scan the history (floor)", lambda: read_history(spark, analytics).count())
+        return timed_spark_job(
+            spark, "Spark: scan the history (floor)", lambda: read_history(spark, analytics).count()
+        )
 
     (scanned, scan_before_s) = scan()
     learned, learn_s = timed_spark_job(
@@ -200,7 +204,9 @@ def _result(
         "heating_ratio": _rounded(ratio),
         "goals_met": met,
         "rows": _rows(f, met, learn_s=learn_s, scan_s=scan_s),
-        "notes": _notes(params, written, f, learn_s=learn_s, scan_s=scan_s, evaluate_s=evaluate_s, short=short),
+        "notes": _notes(
+            params, written, f, learn_s=learn_s, scan_s=scan_s, evaluate_s=evaluate_s, short=short
+        ),
     }
 
 

@@ -137,7 +137,9 @@ def own_program(routine: Routine, offset_c: float) -> tuple[ProgramEntry, ...]:
             command=ScheduledCommand(name=COMMAND, params={"target_c": target}),
         )
 
-    return tuple(entry(WEEKDAYS, c) for c in routine.weekday) + tuple(entry(WEEKEND, c) for c in routine.weekend)
+    return tuple(entry(WEEKDAYS, c) for c in routine.weekday) + tuple(
+        entry(WEEKEND, c) for c in routine.weekend
+    )
 
 
 @dataclass(frozen=True)
@@ -250,10 +252,15 @@ def replay(
     first = program.in_force(span.start)
     room = _Room(
         SimThermostat(
-            seed=0, start=span.start, ambient_c=start_c, hvac_mode="heat",
+            seed=0,
+            start=span.start,
+            ambient_c=start_c,
+            hvac_mode="heat",
             target_c=first.target_c if first is not None else start_c,
-            insulation_h=physics.insulation_h, heat_c_per_h=physics.heat_c_per_h, outdoor=physics.outdoor,
-        )  # fmt: skip
+            insulation_h=physics.insulation_h,
+            heat_c_per_h=physics.heat_c_per_h,
+            outdoor=physics.outdoor,
+        )
     )
     events: list[tuple[float, int, Setting | ManualChange]] = []  # in time order, a transition first
     events.extend((s.t, 0, s) for s in program.settings if span.holds(s.t))
@@ -337,7 +344,9 @@ def evaluate_homes(
     same seed: the same households, rooms and changes as the history written)."""
     truth = History(homes, held_out.start, held_out.end, seq_base=0, seed=seed)
     return [
-        evaluate_room(room, truth.households[room.home_id], held_out, learned.get(room.device_id, DeviceLearned()))
+        evaluate_room(
+            room, truth.households[room.home_id], held_out, learned.get(room.device_id, DeviceLearned())
+        )
         for room in truth.rooms
     ]
 

@@ -59,9 +59,7 @@ class HistoryWritten:
 
 def homes_of(prefix: str, count: int) -> list[Home]:
     """``count`` homes of one thermostat each: ``{prefix}-0001`` with ``{prefix}-0001-thermostat-1``."""
-    return [
-        Home(f"{prefix}-{n:04d}", (f"{prefix}-{n:04d}-thermostat-1",)) for n in range(1, count + 1)
-    ]
+    return [Home(f"{prefix}-{n:04d}", (f"{prefix}-{n:04d}-thermostat-1",)) for n in range(1, count + 1)]
 
 
 class Twins:

@@ -198,6 +198,7 @@ def _result(
         "unreached_preheated_min": round(f.unreached_preheated_min),
         "comfort_periods": f.comfort_periods,
         "preheats": f.preheats,
+        "preheats_capped": f.preheats_capped,
         "heating_own_h": round(f.heating_own_h, 1),
         "heating_programmed_h": round(f.heating_programmed_h, 1),
         "heating_preheated_h": round(f.heating_preheated_h, 1),
@@ -280,9 +281,10 @@ def _notes(
         "with preheat (the scheduler's rule, the lead from the fitted response), the changes a program "
         "leaves holding until its next transition; MissTime is the time from a raising transition's "
         "programmed instant until the room is within 0.5 °C of the target "
-        f"({f.comfort_periods:,} comfort periods, {f.preheats:,} preheated; of the MissTime left with "
-        f"preheat, {f.unreached_preheated_min:,.0f} min are in periods the room never came within the "
-        "band, a heater too weak for that target on that day). Goals: "
+        f"({f.comfort_periods:,} comfort periods, {f.preheats:,} preheated, {f.preheats_capped:,} of them "
+        "with the longest lead allowed, 3 h, as the room needed more; of the MissTime left with preheat, "
+        f"{f.unreached_preheated_min:,.0f} min are in periods the room never came within the band, a "
+        "heater too weak for that target on that day). Goals: "
         + ("all met." if not short else "short of them: " + "; ".join(short) + ".")
     )
 

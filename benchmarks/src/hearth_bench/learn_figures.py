@@ -167,6 +167,7 @@ class Replayed:
     unreached_s: float = 0.0
     comfort_periods: int = 0
     preheats: int = 0
+    preheats_capped: int = 0  # of them, with the longest lead allowed (3 h): the room needed more
 
 
 class _Room:
@@ -175,7 +176,7 @@ class _Room:
     def __init__(self, model: SimThermostat) -> None:
         self.model = model
         self.heating_s = self.miss_s = self.unreached_s = 0.0
-        self.periods = self.preheats = 0
+        self.periods = self.preheats = self.capped = 0
         self.comfort: Setting | None = None  # the transition whose comfort period runs, not yet reached
         self.period_miss_s = 0.0  # the MissTime of that period so far
         self.early: tuple[float, float] | None = None  # a preheated transition: (instant, target before)
@@ -226,6 +227,7 @@ class _Room:
             self.early = (following.t, self.model.target_c)
             self.set_target(now, following.target_c)
             self.preheats += 1
+            self.capped += plan.reason == "capped"
 
     def count_miss(self, t0: float, t1: float) -> None:
         comfort = self.comfort
@@ -282,7 +284,7 @@ def replay(
         room.count_miss(t, step_end)
         t = step_end
     room.end_period()
-    return Replayed(room.heating_s, room.miss_s, room.unreached_s, room.periods, room.preheats)
+    return Replayed(room.heating_s, room.miss_s, room.unreached_s, room.periods, room.preheats, room.capped)
 
 
 @dataclass(frozen=True)
@@ -370,6 +372,7 @@ class Figures:
     heating_preheated_h: float
     comfort_periods: int
     preheats: int
+    preheats_capped: int
 
     @property
     def unnecessary_share(self) -> float:
@@ -409,4 +412,5 @@ def summarize(rooms: Sequence[RoomFigures]) -> Figures:
         heating_preheated_h=sum(r.preheated.heating_s for r in rooms) / 3600.0,
         comfort_periods=sum(r.programmed.comfort_periods for r in rooms),
         preheats=sum(r.preheated.preheats for r in rooms),
+        preheats_capped=sum(r.preheated.preheats_capped for r in rooms),
     )

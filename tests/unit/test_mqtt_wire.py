@@ -66,6 +66,7 @@ def test_a_connect_with_a_will_carries_it_between_the_client_id_and_the_username
     connect = mqtt_wire.connect("d-1", "d-1", "pw", receive_maximum=10, will=("a/d-1", b"offline"))
     [(_, start, _)] = list(mqtt_wire.split(connect))
     assert connect[start + 7] == 0xC2 | 0x04 | 0x08 | 0x20  # and will, will QoS 1, will retain
-    assert connect.endswith(b"\x00\x03d-1" + b"\x00" + b"\x00\x05a/d-1\x00\x07offline" + b"\x00\x03d-1\x00\x02pw")
+    will = b"\x00" + b"\x00\x05a/d-1\x00\x07offline"  # no will properties, its topic, its payload
+    assert connect.endswith(b"\x00\x03d-1" + will + b"\x00\x03d-1\x00\x02pw")
     retained = mqtt_wire.publish("a/d-1", b"online", 1, retain=True)
     assert retained[0] == mqtt_wire.PUBLISH | 0x02 | 0x01

@@ -1,10 +1,10 @@
 """Cards people read, in Chromium (issue 22 point 5): each card leads with what its type declares as
 primary, labelled and with units (hearth_shared/domain/device_card.py, each type's module): a
-thermostat's temperature and what it does now, its target with − and + (a + sent from the page
-converges on the device the test plays), and its mode; a lock's state with one button; a light's switch
-and sliders. Its other keys follow, labelled. Its charts draw from the first reading, with no rollup
-written yet, and a reading never reported says so. A screenshot of each card (one per type) and of the
-page are saved in the test's directory."""
+thermostat's temperature and what it does now, its target with minus and plus (a plus sent from the
+page converges on the device the test plays), and its mode; a lock's state with one button; a light's
+switch and sliders. Its other keys follow, labelled. Its charts draw from the first reading, with no
+rollup written yet, and a reading never reported says so. A screenshot of each card (one per type) and
+of the page are saved in the test's directory."""
 
 from __future__ import annotations
 
@@ -70,10 +70,10 @@ async def test_each_card_leads_with_what_its_type_declares(
         lock = page.locator(f'article[data-device-id="{lock_id}"]')
         await expect(lock.locator('.lead .reading[data-key="lock_state"] .value')).to_have_text("Locked")
         await expect(lock.locator('.lead .reading[data-key="door"] .value')).to_have_text("Closed")
-        await expect(lock.get_by_role("button")).to_have_text(["Unlock"])  # one button; the forms folded
-        await lock.get_by_role("button", name="Unlock").click()  # held while the lock is offline
+        await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Unlock"])  # one button
+        await lock.locator(".lead").get_by_role("button", name="Unlock").click()  # held while the lock is offline
         await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted", timeout=30_000)
-        await expect(lock.get_by_role("button")).to_have_text(["Lock"])  # where it is going: unlocked
+        await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Lock"])  # going to: unlocked
         await expect(lock.locator('.reading[data-key="lock_state"]')).to_have_class("reading pending")
         battery = lock.locator('figure.trend[data-figure="battery_pct"]')
         await expect(battery).to_contain_text("Battery · 24 h")

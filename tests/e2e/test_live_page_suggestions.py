@@ -40,18 +40,18 @@ LEARNED = ((WEEKDAYS, "06:30", 21.0), (WEEKDAYS, "22:15", 17.0))
 def suggestion(home: str, device_id: str) -> ScheduleSuggested:
     now = datetime.now(UTC)
     program = tuple(
-        ProgramEntry(days=days, at=at, command=ScheduledCommand(name="set_target_temperature", params={"target_c": t}))
-        for days, at, t in LEARNED
+        ProgramEntry(days=days, at=at, command=ScheduledCommand(name="set_target_temperature", params={"target_c": c}))
+        for days, at, c in LEARNED
     )
     evidence = SuggestionEvidence(
         weeks=4, changes=38, regularity=0.9, timezone="UTC",
         first_change=now - timedelta(weeks=4), last_change=now - timedelta(days=1),
     )  # fmt: skip
     entries = tuple(EntryEvidence(weeks_seen=4, changes=19, regularity=0.95, spread_min=6.0) for _ in LEARNED)
+    payload = SuggestionPayload(device_type="thermostat", program=program, evidence=evidence, entries=entries)
     return ScheduleSuggested(
-        fact_id=uuid.uuid4(), home_id=home, device_id=device_id, occurred_at=now, recorded_at=now,
-        payload=SuggestionPayload(device_type="thermostat", program=program, evidence=evidence, entries=entries),
-    )  # fmt: skip
+        fact_id=uuid.uuid4(), home_id=home, device_id=device_id, occurred_at=now, recorded_at=now, payload=payload
+    )
 
 
 async def test_a_suggestion_accepted_on_the_page_becomes_the_program(
@@ -87,7 +87,7 @@ async def test_a_suggestion_accepted_on_the_page_becomes_the_program(
             "Learned from 38 changes you made over 4 weeks (90 % regular)"
         )
         entries = offered.locator("li.entry")
-        await expect(entries.locator(".days")).to_have_text(["Mon–Fri", "Mon–Fri"])
+        await expect(entries.locator(".days")).to_have_text(["Mon\u2013Fri", "Mon\u2013Fri"])  # an en dash
         await expect(entries.locator(".at")).to_have_text(["06:30", "22:15"])
         await expect(entries.locator(".what")).to_have_text(["Set target · 21 °C", "Set target · 17 °C"])
         await card.screenshot(path=tmp_path / "card-suggestion.png")

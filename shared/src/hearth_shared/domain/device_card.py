@@ -9,8 +9,8 @@ page, and the page names no key.
 
 A control is one of four kinds, each drawn the same for every type:
 
-* ``stepper``: the key's value with − and + buttons, each sending ``command`` with ``param`` one step
-  (the param's ``step``) below or above the value (a thermostat's target);
+* ``stepper``: the key's value with minus and plus buttons, each sending ``command`` with ``param``
+  one step (the param's ``step``) below or above the value (a thermostat's target);
 * ``choice``: the param's values (``Value.values``, shown by their labels) as a list, sending
   ``command`` with the one picked (a thermostat's mode);
 * ``slider``: a range over the param's minimum to maximum, sending ``command`` with ``param`` once let

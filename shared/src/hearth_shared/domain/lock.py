@@ -29,8 +29,8 @@ LOCK_STATES = ("locked", "unlocked", "locking", "unlocking", "jammed", "open")
 LOCK_STATE_LABELS = {
     "locked": "Locked",
     "unlocked": "Unlocked",
-    "locking": "Locking…",
-    "unlocking": "Unlocking…",
+    "locking": "Locking",
+    "unlocking": "Unlocking",
     "jammed": "Jammed",
     "open": "Open",
 }

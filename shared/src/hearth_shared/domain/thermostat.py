@@ -9,8 +9,8 @@ Commands: ``set_target_temperature`` {target_c} or {target_low_c, target_high_c}
 home's; ``panel_changes`` counts targets set by hand on the device, so a report that changes it is a
 manual change (the household's, not a command's).
 
-Its card leads with the room's temperature and what the heating does now, the target with − and + (a
-step of 0.5 °C) and the mode.
+Its card leads with the room's temperature and what the heating does now, the target with minus and
+plus (a step of 0.5 °C) and the mode.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A suggested program where a household looks, in Chromium (issue 22 points 2 and 5): a thermostat's
-card shows its program (an entry with preheat says so) and, beside it, the open suggestion with what it
-was learned from; "Accept" on the page records the decision through the command API, and the home
+card shows its program (an entry with preheat says so, and how early its latest run started and why)
+and, beside it, the open suggestion with what it was learned from; "Accept" on the page records the decision through the command API, and the home
 journal's fold makes the suggested program the device's program, on the page and at the query API. The
 ``schedule.suggested`` fact is published here as ``hearth analytics learn`` publishes it
-(tests/integration/test_learned_programs.py runs the learner itself). A screenshot of the card with the
+(tests/integration/test_learned_programs.py runs the learner itself), and a preheat run's
+``schedule.transition_fired`` as the scheduler writes it (tests/unit/test_preheat_scheduler.py). A screenshot of the card with the
 suggestion open is saved in the test's directory."""
 
 from __future__ import annotations
@@ -17,9 +18,15 @@ from playwright.async_api import Browser, expect
 
 from hearth_shared.adapters.home_journal import append_home_fact
 from hearth_shared.adapters.kafka import make_producer
-from hearth_shared.domain.home_facts import ScheduleSuggested, SuggestionPayload
+from hearth_shared.domain.home_facts import (
+    FiredPayload,
+    ScheduleSuggested,
+    ScheduleTransitionFired,
+    SuggestionPayload,
+)
 from hearth_shared.domain.program_learning import WEEKDAYS, EntryEvidence, SuggestionEvidence
-from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand
+from hearth_shared.domain.room_response import Preheat
+from hearth_shared.domain.schedule import ProgramEntry, ScheduledCommand, transition_command_id
 from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
 from tests.support.platform import Platform
 from tests.support.waiting import eventually
@@ -54,6 +61,22 @@ def suggestion(home: str, device_id: str) -> ScheduleSuggested:
     )
 
 
+def preheat_run(home: str, device_id: str) -> ScheduleTransitionFired:
+    """Yesterday's 07:00 transition (UTC, the home's zone), started 40 minutes early to reach 20 degC."""
+    instant = datetime.now(UTC).replace(hour=7, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    command_id = transition_command_id(device_id, instant)
+    preheat = Preheat(lead_s=2400, reason="reaches_target", target_c=20.0, indoor_c=17.0, outdoor_c=2.0)
+    payload = FiredPayload(
+        command_id=command_id, instant=instant, local=instant, entry=0, reason="preheat",
+        command=ScheduledCommand(name="set_target_temperature", params={"target_c": 20.0}), preheat=preheat,
+    )  # fmt: skip
+    started = instant - timedelta(seconds=preheat.lead_s)
+    return ScheduleTransitionFired(
+        fact_id=command_id, home_id=home, device_id=device_id, occurred_at=started, recorded_at=started,
+        payload=payload,
+    )  # fmt: skip
+
+
 async def test_a_suggestion_accepted_on_the_page_becomes_the_program(
     platform: Platform, browser: Browser, command_api: str, thermostat: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -64,7 +87,8 @@ async def test_a_suggestion_accepted_on_the_page_becomes_the_program(
     producer = make_producer(platform.settings.kafka_bootstrap_servers, "test-live-page-suggestions")
     await producer.start()
     try:
-        await append_home_fact(producer, platform.settings.topics, suggestion(home, device_id))
+        for fact in (preheat_run(home, device_id), suggestion(home, device_id)):
+            await append_home_fact(producer, platform.settings.topics, fact)
     finally:
         await producer.stop()
 
@@ -80,6 +104,9 @@ async def test_a_suggestion_accepted_on_the_page_becomes_the_program(
         preheat = program.first.locator(".preheat")
         await expect(preheat).to_have_text("preheat")
         await expect(preheat).to_have_attribute("title", "starts early, to reach it at 07:00")
+        await expect(program.first.locator(".preheat-run")).to_have_text(
+            "last started 40 min early: to reach its target in time", timeout=30_000
+        )
 
         offered = card.locator("section.suggestion")
         await expect(offered.locator("h3")).to_have_text("Suggested program", timeout=30_000)

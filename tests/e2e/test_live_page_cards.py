@@ -71,8 +71,12 @@ async def test_each_card_leads_with_what_its_type_declares(
         await expect(lock.locator('.lead .reading[data-key="lock_state"] .value')).to_have_text("Locked")
         await expect(lock.locator('.lead .reading[data-key="door"] .value')).to_have_text("Closed")
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Unlock"])  # one button
-        await lock.locator(".lead").get_by_role("button", name="Unlock").click()  # held while the lock is offline
-        await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted", timeout=30_000)
+        await (
+            lock.locator(".lead").get_by_role("button", name="Unlock").click()
+        )  # held while the lock is offline
+        await expect(lock.locator(".command").first).to_have_attribute(
+            "data-status", "accepted", timeout=30_000
+        )
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Lock"])  # going to: unlocked
         await expect(lock.locator('.reading[data-key="lock_state"]')).to_have_class("reading pending")
         battery = lock.locator('figure.trend[data-figure="battery_pct"]')
@@ -86,7 +90,9 @@ async def test_each_card_leads_with_what_its_type_declares(
         brightness = light.locator('.lead .slider[data-key="brightness_pct"]')
         await expect(brightness.locator(".label")).to_have_text("Brightness")
         await expect(brightness.locator("input")).to_have_attribute("max", "100")
-        await expect(light.locator('.lead .slider[data-key="color_temp_k"] input')).to_have_attribute("max", "6500")
+        await expect(light.locator('.lead .slider[data-key="color_temp_k"] input')).to_have_attribute(
+            "max", "6500"
+        )
         await brightness.locator("input").evaluate(
             "(input) => { input.value = '60'; input.dispatchEvent(new Event('input')); "
             "input.dispatchEvent(new Event('change')); }"

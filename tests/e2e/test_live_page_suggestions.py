@@ -1,11 +1,12 @@
 """A suggested program where a household looks, in Chromium (issue 22 points 2 and 5): a thermostat's
 card shows its program (an entry with preheat says so, and how early its latest run started and why)
-and, beside it, the open suggestion with what it was learned from; "Accept" on the page records the decision through the command API, and the home
-journal's fold makes the suggested program the device's program, on the page and at the query API. The
-``schedule.suggested`` fact is published here as ``hearth analytics learn`` publishes it
-(tests/integration/test_learned_programs.py runs the learner itself), and a preheat run's
-``schedule.transition_fired`` as the scheduler writes it (tests/unit/test_preheat_scheduler.py). A screenshot of the card with the
-suggestion open is saved in the test's directory."""
+and, beside it, the open suggestion with what it was learned from; "Accept" on the page records the
+decision through the command API, and the home journal's fold makes the suggested program the device's
+program, on the page and at the query API. The ``schedule.suggested`` fact is published here as
+``hearth analytics learn`` publishes it (tests/integration/test_learned_programs.py runs the learner
+itself), and a preheat run's ``schedule.transition_fired`` as the scheduler writes it
+(tests/unit/test_preheat_scheduler.py). A screenshot of the card with the suggestion open is saved in
+the test's directory."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ LEARNED = ((WEEKDAYS, "06:30", 21.0), (WEEKDAYS, "22:15", 17.0))
 def suggestion(home: str, device_id: str) -> ScheduleSuggested:
     now = datetime.now(UTC)
     program = tuple(
-        ProgramEntry(days=days, at=at, command=ScheduledCommand(name="set_target_temperature", params={"target_c": c}))
+        ProgramEntry(
+            days=days, at=at, command=ScheduledCommand(name="set_target_temperature", params={"target_c": c})
+        )
         for days, at, c in LEARNED
     )
     evidence = SuggestionEvidence(
@@ -57,7 +60,12 @@ def suggestion(home: str, device_id: str) -> ScheduleSuggested:
     entries = tuple(EntryEvidence(weeks_seen=4, changes=19, regularity=0.95, spread_min=6.0) for _ in LEARNED)
     payload = SuggestionPayload(device_type="thermostat", program=program, evidence=evidence, entries=entries)
     return ScheduleSuggested(
-        fact_id=uuid.uuid4(), home_id=home, device_id=device_id, occurred_at=now, recorded_at=now, payload=payload
+        fact_id=uuid.uuid4(),
+        home_id=home,
+        device_id=device_id,
+        occurred_at=now,
+        recorded_at=now,
+        payload=payload,
     )
 
 

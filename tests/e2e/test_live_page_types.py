@@ -88,7 +88,9 @@ async def test_the_page_draws_devices_from_their_types(
 
         light = page.locator(f'article[data-device-id="{light_id}"]')
         await open_more_controls(light)
-        await expect(light.locator("details.more").get_by_role("button")).to_have_text(["Turn on", "Turn off"])
+        await expect(light.locator("details.more").get_by_role("button")).to_have_text(
+            ["Turn on", "Turn off"]
+        )
         await expect(light.locator("form.command-turn_on label").first).to_have_text("Brightness %")
         level = light.locator('form.command-turn_on input[name="brightness_pct"]')
         await expect(level).to_have_attribute("min", "1")

@@ -43,9 +43,9 @@ def test_every_command_and_param_has_a_label(name: str) -> None:
     kind = DEVICE_TYPES[name]
     for command in kind.commands:
         assert command.label, f"{name} {command.name} has no label"
-    for command, param in _params(kind):
-        assert param.label, f"{name} {command} {param.name} has no label"
-        _readable(param.value, f"{name} {command} {param.name}")
+    for command_name, param in _params(kind):
+        assert param.label, f"{name} {command_name} {param.name} has no label"
+        _readable(param.value, f"{name} {command_name} {param.name}")
 
 
 def _param(kind: DeviceType, control: Control) -> Param:

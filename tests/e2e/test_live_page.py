@@ -69,14 +69,12 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
         lock = page.locator(f'article[data-device-id="{lock_id}"]')
         await expect(lock.locator(".badge")).to_have_text("offline")
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Unlock"])
-        await (
-            lock.locator(".lead").get_by_role("button", name="Unlock").click()
-        )  # held while the lock is offline
+        unlock = lock.locator(".lead").get_by_role("button", name="Unlock")
+        await unlock.click()  # held while the lock is offline
         await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted")
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Lock"])
-        await expect(lock.locator('.reading[data-key="lock_state"]')).to_have_attribute(
-            "title", "asked: Unlocked"
-        )
+        going = lock.locator('.reading[data-key="lock_state"] .going')
+        await expect(going).to_have_text("\u2192 Unlocked")  # an arrow: where the command takes it
 
         await page.screenshot(path=tmp_path / "live-page.png", full_page=True)
         print(f"screenshot: {tmp_path / 'live-page.png'}")

@@ -57,7 +57,8 @@ async def test_each_card_leads_with_what_its_type_declares(
         await expect(thermo.locator('table.state tr[data-key="ambient_c"]')).to_have_count(0)  # led with
         chart = thermo.locator('figure.trend[data-figure="ambient_c"]')  # no rollup yet: the readings
         await expect(chart.locator("svg polyline")).to_have_count(1, timeout=30_000)
-        await expect(chart.locator("figcaption")).to_contain_text("Temperature · 10 min · 19.5 °C")
+        await expect(chart.locator("figcaption")).to_contain_text("Temperature · since ")
+        await expect(chart.locator("figcaption")).to_contain_text(" · 19.5 °C")
 
         await target.get_by_role("button", name="Target up").click()
         command = thermo.locator(".command").first
@@ -71,13 +72,14 @@ async def test_each_card_leads_with_what_its_type_declares(
         await expect(lock.locator('.lead .reading[data-key="lock_state"] .value')).to_have_text("Locked")
         await expect(lock.locator('.lead .reading[data-key="door"] .value')).to_have_text("Closed")
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Unlock"])  # one button
-        await (
-            lock.locator(".lead").get_by_role("button", name="Unlock").click()
-        )  # held while the lock is offline
+        unlock = lock.locator(".lead").get_by_role("button", name="Unlock")
+        await unlock.click()  # held while the lock is offline
         await expect(lock.locator(".command").first).to_have_attribute(
             "data-status", "accepted", timeout=30_000
         )
         await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Lock"])  # going to: unlocked
+        going = lock.locator('.reading[data-key="lock_state"] .going')
+        await expect(going).to_have_text("\u2192 Unlocked")  # an arrow: where the command takes it
         await expect(lock.locator('.reading[data-key="lock_state"]')).to_have_class("reading pending")
         battery = lock.locator('figure.trend[data-figure="battery_pct"]')
         await expect(battery).to_contain_text("Battery · 24 h")

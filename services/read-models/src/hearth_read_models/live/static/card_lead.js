@@ -16,8 +16,9 @@ function buildLead(d) {
   const card = schema?.card || { primary: [], controls: [] };
   const readings = card.primary.map((key) => {
     const value = el("span", { class: "value" });
-    const node = el("div", { class: "reading", dataset: { key } }, el("span", { class: "label" }, keyLabel(type, key)), value);
-    return { render: (twin) => renderReading(twin, key, node, value), node };
+    const going = el("span", { class: "going", hidden: "" });
+    const node = el("div", { class: "reading", dataset: { key } }, el("span", { class: "label" }, keyLabel(type, key)), value, going);
+    return { render: (twin) => renderReading(twin, key, node, value, going), node };
   });
   const makers = { stepper: stepperControl, choice: choiceControl, slider: sliderControl, toggle: toggleControl };
   const controls = card.controls.map((control) => makers[control.kind](d, schema, control));
@@ -31,13 +32,15 @@ function buildLead(d) {
   };
 }
 
-function renderReading(twin, key, node, value) {
+// A primary key: what the device reports, and where a command is taking it ("→ Unlocked") until it is there.
+function renderReading(twin, key, node, value, going) {
   const reported = twin.reported[key];
   const asked = key in twin.delta ? twin.desired[key] : undefined;
   value.textContent = keyText(twin.type, key, reported);
   node.dataset.reported = reported ?? "";
   node.classList.toggle("pending", asked !== undefined);
-  node.title = asked !== undefined ? `asked: ${keyText(twin.type, key, asked)}` : "";
+  going.hidden = asked === undefined;
+  going.textContent = asked === undefined ? "" : `→ ${keyText(twin.type, key, asked)}`;
 }
 
 function controlLabel(d, control) {

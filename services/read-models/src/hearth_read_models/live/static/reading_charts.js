@@ -15,7 +15,7 @@
 
 const CHART_HOURS = 24;
 const CHART_EVERY_MS = 60000;
-const CHART_MIN_MS = 10 * 60 * 1000;
+const CHART_MIN_MS = 1000; // a chart of a first reading and now spans at least this
 const RECENT_FACTS = 1000;
 
 function chartedKeys(type) {
@@ -82,33 +82,36 @@ async function rollupWindows(deviceId, since) {
   });
 }
 
-// The chart spans from its first point to now (at least CHART_MIN_MS, at most CHART_HOURS): a device
-// heard from for minutes gets a line across the box, not a dot at its right edge.
+// The chart spans from its first point to now (at most CHART_HOURS): a device
+// heard from for a minute gets a line across the box, not a dot at its right edge; a value that held
+// is a line through the middle.
 function readingChart(type, key, points) {
   const end = Date.now();
-  const start = points.length ? Math.min(points[0][0], end - CHART_MIN_MS) : end;
-  const caption = el("figcaption", {}, `${keyLabel(type, key)} · ${spanText(end - start)}`);
+  const start = points.length ? Math.min(points[0][0], end - CHART_MIN_MS) : end - CHART_HOURS * 3600 * 1000;
+  const caption = el("figcaption", {}, `${keyLabel(type, key)} · ${spanText(start, end)}`);
   const figure = el("figure", { class: "trend", dataset: { figure: key, points: String(points.length) } }, caption);
   if (!points.length) {
-    caption.textContent = `${keyLabel(type, key)} · ${CHART_HOURS} h`;
     figure.append(el("p", { class: "no-readings muted" }, "no readings yet"));
     return figure;
   }
   const W = 300, H = 44;
   const values = points.map(([, v]) => v);
-  const low = Math.min(...values), high = Math.max(...values), span = high - low || 1;
+  const low = Math.min(...values), high = Math.max(...values);
   const x = (t) => ((t - start) / (end - start)) * W;
-  const y = (v) => H - 3 - ((v - low) / span) * (H - 6);
+  const y = (v) => (high === low ? H / 2 : H - 3 - ((v - low) / (high - low)) * (H - 6));
   const svg = svgNode("svg", { viewBox: `0 0 ${W} ${H}`, class: "trend" });
   svg.append(svgNode("polyline", { points: points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ") }));
   const [lastT, last] = points[points.length - 1];
   svg.append(svgNode("circle", { cx: x(lastT).toFixed(1), cy: y(last).toFixed(1), r: 2.5 }));
-  caption.append(` · ${keyText(type, key, last)} (${keyText(type, key, low)} to ${keyText(type, key, high)})`);
+  const range = high === low ? "" : ` (${keyText(type, key, low)} to ${keyText(type, key, high)})`;
+  caption.append(` · ${keyText(type, key, last)}${range}`);
   figure.append(svg);
   return figure;
 }
 
-function spanText(ms) {
-  const minutes = Math.round(ms / 60000);
-  return minutes < 90 ? `${minutes} min` : `${Math.round(minutes / 60)} h`;
+// "24 h", "3 h", or for less than two hours the time it starts at ("since 14:05").
+function spanText(start, end) {
+  const hours = (end - start) / 3600000;
+  if (hours >= 2) return `${Math.round(hours)} h`;
+  return `since ${new Date(start).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })}`;
 }

@@ -21,7 +21,7 @@ from hearth_read_models.rebuild.run import rebuild
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import libpq_dsn
 from hearth_shared.schema.auth import create_token
-from tests.support.live_browser import CHROMIUM, new_page
+from tests.support.live_browser import CHROMIUM, new_page, open_more_controls
 from tests.support.live_feed import query_api_process
 from tests.support.platform import SECRET, Platform
 from tests.support.waiting import twin_when
@@ -51,27 +51,30 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
         await page.goto(f"{platform.query_api}/?{query}")
 
         card = page.locator(f'article[data-device-id="{device_id}"]')
-        target = card.locator('tr[data-key="target_c"]')
+        target = card.locator('.lead .stepper[data-key="target_c"]')
         await expect(page.locator("#conn")).to_have_text("live", timeout=15_000)
         assert "token" not in page.url  # taken out of the address bar, traded for a page token
         await expect(card.locator(".badge")).to_have_text("online", timeout=30_000)
-        await expect(target.locator("td.reported")).to_have_text("19", timeout=30_000)
+        await expect(target).to_have_attribute("data-reported", "19", timeout=30_000)
 
+        await open_more_controls(card)
         await card.locator('input[name="target_c"]').fill("22.5")
         await card.get_by_role("button", name="Set target").click()
         command = card.locator(".command").first
         await expect(command).to_have_attribute("data-status", "converged", timeout=30_000)
-        await expect(target.locator("td.reported")).to_have_text("22.5")
-        await expect(target.locator("td.desired")).to_have_text("22.5")
-        await expect(target).not_to_have_class("delta")
-        await expect(card.locator('tr[data-key="hvac_action"] td.reported')).to_have_text("heating")
+        await expect(target).to_have_attribute("data-reported", "22.5")
+        await expect(target.locator(".value")).to_have_text("22.5 °C")
+        await expect(target).not_to_have_class("control stepper pending")
+        await expect(card.locator('.reading[data-key="hvac_action"] .value')).to_have_text("Heating")
         lock = page.locator(f'article[data-device-id="{lock_id}"]')
         await expect(lock.locator(".badge")).to_have_text("offline")
-        await expect(lock.get_by_role("button")).to_have_text(["Lock", "Unlock"])
-        await lock.get_by_role("button", name="Unlock").click()  # held while the lock is offline
+        await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Unlock"])
+        unlock = lock.locator(".lead").get_by_role("button", name="Unlock")
+        await unlock.click()  # held while the lock is offline
         await expect(lock.locator(".command").first).to_have_attribute("data-status", "accepted")
-        await expect(lock.locator('tr[data-key="lock_state"] td.desired')).to_have_text("unlocked")
-        await expect(lock.locator('tr[data-key="lock_state"]')).to_have_class("delta")
+        await expect(lock.locator(".lead").get_by_role("button")).to_have_text(["Lock"])
+        going = lock.locator('.reading[data-key="lock_state"] .going')
+        await expect(going).to_have_text("\u2192 Unlocked")  # an arrow: where the command takes it
 
         await page.screenshot(path=tmp_path / "live-page.png", full_page=True)
         print(f"screenshot: {tmp_path / 'live-page.png'}")
@@ -81,10 +84,11 @@ async def test_the_page_sets_a_target_and_shows_it_converge(
 async def _set_target(page: Page, device_id: str, target_c: str) -> None:
     """Set the thermostat's target on the page and wait until the device reports it."""
     card = page.locator(f'article[data-device-id="{device_id}"]')
+    await open_more_controls(card)
     await card.locator('input[name="target_c"]').fill(target_c)
     await card.get_by_role("button", name="Set target").click()
     await expect(card.locator(".command").first).to_have_attribute("data-status", "converged", timeout=30_000)
-    await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text(target_c)
+    await expect(card.locator('.stepper[data-key="target_c"]')).to_have_attribute("data-reported", target_c)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing: run `make browser`")
@@ -177,7 +181,9 @@ async def test_the_page_trades_its_link_once_and_renews_its_token_while_open(
             command = {"name": "set_target_temperature", "params": {"target_c": 24.5}}
             assert (await api.post(f"/v1/devices/{device_id}/commands", json=command)).status_code == 202
         card = page.locator(f'article[data-device-id="{device_id}"]')
-        await expect(card.locator('tr[data-key="target_c"] td.reported')).to_have_text("24.5", timeout=30_000)
+        await expect(card.locator('.stepper[data-key="target_c"]')).to_have_attribute(
+            "data-reported", "24.5", timeout=30_000
+        )
 
     async with new_page(browser) as again:  # another tab (no session of its own) with the used link
         await again.goto(f"{short_lived_pages}/?token={link}")

@@ -43,7 +43,9 @@ async def test_a_quarantined_device_is_marked_and_its_controls_disabled_live(
     ):
         card = page.locator(f'article[data-device-id="{device_id}"]')
         set_target = card.locator("form.command-set_target_temperature button")
+        raise_target = card.get_by_role("button", name="Target up")  # the card's lead
         await expect(set_target).to_be_enabled(timeout=30_000)
+        await expect(raise_target).to_be_enabled()
         await expect(card.locator(".admin-controls")).to_have_count(0)  # a home page has none
 
         answer = await admin.post(f"/v1/devices/{device_id}/quarantine", json={"reason": "smells of smoke"})
@@ -51,6 +53,8 @@ async def test_a_quarantined_device_is_marked_and_its_controls_disabled_live(
         await expect(card).to_have_class("device quarantined", timeout=30_000)
         await expect(card.locator(".quarantine")).to_contain_text("Quarantined · smells of smoke")
         await expect(set_target).to_be_disabled()
+        await expect(raise_target).to_be_disabled()
+        await expect(card.locator('.lead .choice select[name="mode"]')).to_be_disabled()
         await expect(card.locator('form.command-set_hvac_mode select[name="mode"]')).to_be_disabled()
         await screenshot(page, tmp_path / "live-page-quarantined.png")
 
@@ -58,6 +62,7 @@ async def test_a_quarantined_device_is_marked_and_its_controls_disabled_live(
         await expect(card).to_have_class("device", timeout=30_000)
         await expect(card.locator(".quarantine")).to_be_hidden()
         await expect(set_target).to_be_enabled()
+        await expect(raise_target).to_be_enabled()
     assert problems == []
 
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.support.live_browser import CHROMIUM, open_live_page, screenshot
+from tests.support.live_browser import CHROMIUM, open_live_page, open_more_controls, screenshot
 from tests.support.platform import Platform
 
 pytestmark = [
@@ -91,12 +91,11 @@ async def test_a_schedule_its_hold_and_an_automations_run_show_on_the_page(
                 await expect(item.locator(".when")).to_have_text(
                     f"{local.strftime('%a').lower()} {local.strftime('%m-%d %H:%M')} ({offset(local)})"
                 )
-                await expect(item.locator(".what")).to_have_text(
-                    f"set_target_temperature target_c {target:g}"
-                )
+                await expect(item.locator(".what")).to_have_text(f"Set target · {target:g} °C")
             await expect(transitions).to_have_count(3)
             await expect(schedule.locator(".hold")).to_have_count(0)
 
+            await open_more_controls(card)
             await card.locator('input[name="target_c"]').fill("22.5")  # a person's command: a hold
             await card.get_by_role("button", name="Set target").click()
             await expect(card.locator(".command").first).to_have_attribute(

@@ -1,7 +1,7 @@
 """The live page draws each device from its type's schema (GET /v1/device-types), in Chromium: a light's
-controls come from its params schema (no type names in the page), a thermostat shows a trend of the
-rollups the streaming job writes over the last 24 hours, and each command its progress through the
-statuses. A screenshot is saved in the test's directory."""
+forms come from its params schema, labelled with units (no type names in the page), a thermostat's
+chart joins the rollups the streaming job wrote over the last 24 hours to the readings since, and each
+command shows its progress through the statuses. A screenshot is saved in the test's directory."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import Browser, ConsoleMessage, expect
 
 from hearth_shared.adapters.kafka import make_producer
-from tests.support.live_browser import CHROMIUM, new_page
+from tests.support.live_browser import CHROMIUM, new_page, open_more_controls
 from tests.support.platform import Platform
 from tests.support.waiting import eventually
 
@@ -81,11 +81,17 @@ async def test_the_page_draws_devices_from_their_types(
 
         thermo = page.locator(f'article[data-device-id="{thermostat_id}"]')
         trend = thermo.locator('figure.trend[data-figure="ambient_c"]')
-        await expect(trend).to_have_attribute("data-points", "3", timeout=30_000)
-        await expect(trend.locator("figcaption")).to_contain_text("20.2 (19 to 21.5)")
+        # the three windows, then the device's first reading (its later reports left ambient_c as it
+        # was) and its value now; read again within a minute if the page came before that reading
+        await expect(trend).to_have_attribute("data-points", "5", timeout=70_000)
+        await expect(trend.locator("figcaption")).to_contain_text("19.5 °C (19 °C to 21.5 °C)")
 
         light = page.locator(f'article[data-device-id="{light_id}"]')
-        await expect(light.get_by_role("button")).to_have_text(["Turn on", "Turn off"])
+        await open_more_controls(light)
+        await expect(light.locator("details.more").get_by_role("button")).to_have_text(
+            ["Turn on", "Turn off"]
+        )
+        await expect(light.locator("form.command-turn_on label").first).to_have_text("Brightness %")
         level = light.locator('form.command-turn_on input[name="brightness_pct"]')
         await expect(level).to_have_attribute("min", "1")
         await expect(level).to_have_attribute("max", "100")
@@ -97,9 +103,10 @@ async def test_the_page_draws_devices_from_their_types(
         held = light.locator(".command").first
         await expect(held).to_have_attribute("data-status", "accepted", timeout=30_000)
         await expect(held.locator(".step.done")).to_have_count(2)  # pending, accepted
-        await expect(light.locator('tr[data-key="brightness_pct"] td.desired')).to_have_text("60")
-        await expect(light.locator('tr[data-key="power"] td.desired')).to_have_text("on")
+        await expect(light.locator('.slider[data-key="brightness_pct"] output')).to_have_text("60 %")
+        await expect(light.get_by_role("switch")).to_have_text("On")
 
+        await open_more_controls(thermo)
         await thermo.locator('input[name="target_c"]').fill("21.5")
         await thermo.get_by_role("button", name="Set target").click()
         done = thermo.locator(".command").first

@@ -7,7 +7,8 @@ whole test session, since starting Chromium costs seconds of CPU that every brow
 another's page token. ``open_live_page`` opens the live page in one (with ``token`` and the command API
 it may call), waits until its websocket is live and yields the page and the list of errors its console
 and scripts reported (a test asserts that list is empty at its end); ``screenshot`` saves one in the
-test's directory and prints where."""
+test's directory and prints where; ``open_more_controls`` unfolds a card's forms of every command (the
+card leads with its type's primary controls, the forms are folded under them)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_playwright, expect
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -79,3 +80,8 @@ async def open_live_page(
 async def screenshot(page: Page, path: Path) -> None:
     await page.screenshot(path=path, full_page=True)
     print(f"screenshot: {path}")
+
+
+async def open_more_controls(card: Locator) -> None:
+    """Unfold a device card's "More controls" (every command of its type as a form), if it is not yet."""
+    await card.locator("details.more").evaluate("(details) => { details.open = true; }")

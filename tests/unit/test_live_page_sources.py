@@ -1,7 +1,8 @@
-"""What the live page's scripts must stay in step with: they name no device type (each device is drawn
-from its type's schema, GET /v1/device-types), index.html loads every script in static/ (a module left
-out fails silently in the browser), and the admin commands the page draws are the ones the domain
-takes, each with a params schema whose every param ``validate_admin`` checks."""
+"""What the live page's scripts must stay in step with: they name no device type and no type's state key
+(each device is drawn from its type's schema, GET /v1/device-types: its labels, units, card), index.html
+loads every script in static/ (a module left out fails silently in the browser), and the admin commands
+the page draws are the ones the domain takes, each with a params schema whose every param
+``validate_admin`` checks."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from hearth_read_models.live.page import STATIC
 from hearth_shared.domain import CommandInvalid, device_type_names
 from hearth_shared.domain.admin import ADMIN_COMMANDS, admin_command_schemas, validate_admin
+from hearth_shared.domain.registry import DEVICE_TYPES
 
 pytestmark = pytest.mark.unit
 
@@ -24,6 +26,14 @@ def test_no_script_names_a_device_type(script: Path) -> None:
     text = script.read_text()
     named = [t for t in device_type_names() if re.search(rf"\b{re.escape(t)}\b", text)]
     assert named == [], f"{script.name} names {named}: draw it from GET /v1/device-types instead"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_no_script_names_a_state_key(script: Path) -> None:
+    text = script.read_text()
+    keys = sorted({k.name for kind in DEVICE_TYPES.values() for k in kind.state})
+    named = [k for k in keys if re.search(rf"\b{re.escape(k)}\b", text)]
+    assert named == [], f"{script.name} names {named}: its type's schema labels and places them"
 
 
 def test_the_page_loads_every_script_once() -> None:

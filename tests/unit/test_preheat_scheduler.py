@@ -1,7 +1,8 @@
 """Preheat in the scheduler, with a fake command path and a clock the test moves: an entry with preheat
 is sent as early as the room's learned response needs from the temperatures now, as that transition
 (its own command id), once; its fact says how early and why; without a learned response it is sent on
-time and says so; a transition that does not raise the target is not preheated; nor is a held device."""
+time and says so; a transition that does not raise the target is not preheated; nor is a held device.
+The schedule's view keeps the latest preheat (entry, lead, reason) until a new program."""
 
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def program(preheat: bool = True) -> tuple[ProgramEntry, ...]:
     return (at("06:30", 21.0, preheat), at("22:30", 17.0, preheat))
 
 
+def program_set(at: datetime, preheat: bool = True) -> ScheduleSet:
+    return ScheduleSet(
+        fact_id=uuid.uuid4(),
+        home_id="h",
+        device_id="t1",
+        occurred_at=at,
+        recorded_at=at,
+        payload=ProgramPayload(program=program(preheat), device_type="thermostat"),
+    )
+
+
 async def started(
     clock: FakeClock, path: FakePath, reported: dict[str, Any], *, learned: bool = True, preheat: bool = True
 ) -> Scheduler:
@@ -46,16 +58,7 @@ async def started(
         HomesView(), path, owns=lambda home: True, clock=clock, expires_in_s=60,
         readings=lambda device: reported if device == "t1" else {},
     )  # fmt: skip
-    await scheduler.on_home_fact(
-        ScheduleSet(
-            fact_id=uuid.uuid4(),
-            home_id="h",
-            device_id="t1",
-            occurred_at=START,
-            recorded_at=START,
-            payload=ProgramPayload(program=program(preheat), device_type="thermostat"),
-        )
-    )
+    await scheduler.on_home_fact(program_set(START, preheat))
     if learned:
         await scheduler.on_home_fact(
             RoomResponseFitted(
@@ -97,6 +100,25 @@ async def test_a_preheat_entry_starts_as_early_as_the_room_needs_once() -> None:
         clock.now = WAKE - timedelta(seconds=lead.lead_s) + timedelta(minutes=minutes)
         assert await scheduler.tick() == 0  # not again, neither before nor at its time
     assert len(path.requests) == 1
+
+
+async def test_the_schedule_keeps_the_latest_preheat_until_a_new_program() -> None:
+    clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
+    scheduler = await started(clock, path, {"ambient_c": 17.0, "outdoor_c": 5.0, "target_c": 17.0})
+    while not path.requests:
+        clock.now += timedelta(minutes=1)
+        await scheduler.tick()
+    (fact,) = fired(path)
+    last = scheduler.view.schedules["t1"].last_preheat
+    assert last is not None and fact.payload.preheat is not None
+    assert (last.entry, last.instant, last.preheat) == (0, WAKE, fact.payload.preheat)
+    assert last.preheat.lead_s > 0
+    view = HomesView()  # another reader of the home journal: the same, also folding the fact twice
+    for folded in (program_set(START), fact, fact):
+        view.apply(folded)
+    assert view.schedules["t1"].last_preheat == last
+    view.apply(program_set(clock.now))
+    assert view.schedules["t1"].last_preheat is None  # its entries were another program's
 
 
 async def test_a_colder_room_starts_earlier() -> None:

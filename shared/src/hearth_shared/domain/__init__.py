@@ -6,7 +6,8 @@
 * ``evolve(twin, event)`` -> the twin after one fact; folding a device's journal rebuilds its twin.
 * ``detect_anomalies(twin, report, model)`` -> anomaly facts for a reading, scored with the model.
 * ``twin_view(twin)`` -> the twin as the contract shows it, with its ``twin_delta``.
-* Device types: one module each (thermostat.py, lock.py, light.py), listed in registry.py.
+* Device types: one module each (thermostat.py, lock.py, light.py), listed in registry.py; what a
+  person reads of them (labels, units, what a card leads with) is declared with them (device_card.py).
 * Homes, automations and campaigns: their rules (automation*.py, schedule*.py, campaign*.py), the home
   journal's facts (home_facts.py: their payloads are these rules' values, so they are defined here, not in
   ``hearth_shared.schema``) and the folds every reader shares (home_view.py, campaign_book.py).

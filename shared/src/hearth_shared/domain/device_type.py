@@ -10,7 +10,13 @@ that builds one ``DeviceType`` and is listed once in registry.py; everything els
   read as that fact: ``hearth_shared.schema.device_facts.RETIRED_SETTING_FACTS``),
 * **analytics**: the telemetry keys rolled up (``StateKey.rollup``) and scored (``StateKey.baseline``,
   which is also the default anomaly model's type-level baseline), time-in-state minutes (``durations``)
-  and state-entry counts (``counts``).
+  and state-entry counts (``counts``),
+* **how a person reads it**: the type's, each key's and each param's ``label`` ("Temperature"), each
+  number's unit (``Value.unit``, written as ``device_card.UNIT_SYMBOLS`` says: "°C"), each text value's
+  words (``Value.labels``: ``heating`` -> "Heating"), and its ``card`` (the keys and controls a card
+  leads with, device_card.py). The schema carries them as JSON schema's ``title`` and the extensions
+  ``x-unit``, ``x-unit-symbol`` and ``x-labels``, so the live page writes "Temperature 16.8 °C, Heating"
+  from the declaration alone.
 
 Keys every type reports (``firmware_version``) and commands every type takes (``SHARED_COMMANDS``,
 for admin commands) are declared once here, not per type. Pure: no I/O, no clock.
@@ -23,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hearth_shared.domain.device_card import UNIT_SYMBOLS, Card
 from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.events import JSON
 
@@ -42,7 +49,8 @@ class CommandInvalid(ValueError):
 
 @dataclass(frozen=True)
 class Value:
-    """A JSON value's rules: its type, and a range and step (numbers) or the allowed values (text)."""
+    """A JSON value's rules: its type, and a range and step (numbers) or the allowed values (text); its
+    ``unit`` (a key of ``device_card.UNIT_SYMBOLS``) and the words each of ``values`` is shown as."""
 
     type: JsonType
     minimum: float | None = None
@@ -50,6 +58,7 @@ class Value:
     step: float | None = None
     values: tuple[str, ...] = ()
     unit: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def json_schema(self) -> JSON:
         schema: JSON = {"type": self.type}
@@ -63,6 +72,9 @@ class Value:
             schema["enum"] = list(self.values)
         if self.unit:
             schema["x-unit"] = self.unit
+            schema["x-unit-symbol"] = UNIT_SYMBOLS.get(self.unit, self.unit)
+        if self.labels:
+            schema["x-labels"] = dict(self.labels)
         return schema
 
     def check(self, key: str, value: Any) -> Any:
@@ -95,7 +107,8 @@ class StateKey:
     """A reported (and maybe desired) key. ``tolerance``: how far a reported number may be from the
     desired one and still count as reached. ``rollup``: a numeric telemetry key the analytics roll up
     (count, mean, min, max per window). ``baseline``: (mean, std) of a scored key, the default anomaly
-    model's type-level baseline; a key with a baseline is scored by the device actor."""
+    model's type-level baseline; a key with a baseline is scored by the device actor. ``label``: the key
+    as a person reads it ("Temperature")."""
 
     name: str
     value: Value
@@ -103,17 +116,20 @@ class StateKey:
     rollup: bool = False
     baseline: tuple[float, float] | None = None
     description: str = ""
+    label: str = ""
 
 
 @dataclass(frozen=True)
 class Param:
     """A command's param; ``state_key``: the state key it sets, if named otherwise (a control shows
-    that key's desired or reported value as its starting value)."""
+    that key's desired or reported value as its starting value); ``label``: the param as a person reads
+    it."""
 
     name: str
     value: Value
     required: bool = True
     state_key: str = ""
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,7 +155,11 @@ class Command:
             return {
                 "type": "object",
                 "properties": {
-                    p.name: {**p.value.json_schema(), **({"x-state-key": p.state_key} if p.state_key else {})}
+                    p.name: {
+                        **p.value.json_schema(),
+                        **({"title": p.label} if p.label else {}),
+                        **({"x-state-key": p.state_key} if p.state_key else {}),
+                    }
                     for p in params
                 },
                 "required": [p.name for p in params if p.required],
@@ -205,7 +225,9 @@ def _no_check(command: str, params: JSON) -> JSON:
 
 # Keys every device reports, whatever its type.
 SHARED_STATE: tuple[StateKey, ...] = (
-    StateKey("firmware_version", Value("string"), description="the firmware the device runs"),
+    StateKey(
+        "firmware_version", Value("string"), description="the firmware the device runs", label="Firmware"
+    ),
 )
 # Commands every device takes (admin commands: reboot, update_firmware...), declared once here with
 # ``admin=True`` and their own ``plan`` (the same for every type); a setting they name is recorded with
@@ -219,7 +241,8 @@ class DeviceType:
     applies the type's state rules to validated params (or raises ``CommandInvalid``); ``check`` adds
     rules between params (low below high); ``failure(reported)`` names a state that fails every command
     in flight (a jammed lock). A report that is not (yet) what was asked fails nothing: a light in a
-    transition reports the way there, and its command converges once a report is within tolerance."""
+    transition reports the way there, and its command converges once a report is within tolerance.
+    ``label`` names the type for a person ("Thermostat"); ``card`` is what its card leads with."""
 
     name: str
     description: str
@@ -232,6 +255,8 @@ class DeviceType:
     failure: Callable[[JSON], str | None] = _no_failure
     minutes: tuple[StateMinutes, ...] = ()
     counts: tuple[StateCount, ...] = ()
+    label: str = ""
+    card: Card = field(default_factory=Card)
 
     @property
     def all_state(self) -> tuple[StateKey, ...]:
@@ -270,13 +295,16 @@ class DeviceType:
         return all(self.matches(key, value, reported) for key, value in desired.items())
 
     def schema(self) -> JSON:
-        """The type as JSON: state keys, commands with their params schema (the query API serves it)."""
+        """The type as JSON: state keys, commands with their params schema, how a person reads them and
+        what its card leads with (the query API serves it)."""
         return {
             "type": self.name,
+            "label": self.label or self.name.capitalize(),
             "description": self.description,
             "state": {
                 k.name: {
                     **k.value.json_schema(),
+                    **({"title": k.label} if k.label else {}),
                     **({"tolerance": k.tolerance} if k.tolerance else {}),
                     **({"description": k.description} if k.description else {}),
                     "telemetry": k.rollup,
@@ -295,6 +323,7 @@ class DeviceType:
             "rollups": [k.name for k in self.state if k.rollup]
             + [m.name for m in self.minutes]
             + [c.name for c in self.counts],
+            "card": self.card.as_json(),
         }
 
 

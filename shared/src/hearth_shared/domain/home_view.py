@@ -63,7 +63,7 @@ from hearth_shared.domain.home_facts import (
     ScheduleSuggestionRejected,
     ScheduleTransitionFired,
 )
-from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule
+from hearth_shared.domain.schedule_hold import REMEMBERED, DeviceSchedule, latest_preheat
 from hearth_shared.schema.snapshot_format import SnapshotCodec
 
 DEFAULT_TIMEZONE = "UTC"
@@ -331,6 +331,7 @@ class HomesView:
                 hold_until=None if ends_hold else state.hold_until,
                 held_by=None if ends_hold else state.held_by,
                 fired=fired[-REMEMBERED:],
+                last_preheat=latest_preheat(state.last_preheat, p.entry, p.instant, p.preheat),
             )
         elif isinstance(fact, ScheduleHoldStarted):
             state = msgspec.structs.replace(

@@ -11,10 +11,14 @@ asked. A report during a transition (the level on its way) is no divergence: it 
 command converges with the first report within those tolerances. Telemetry: minutes on
 (``on_minutes``) and brightness (mean, min, max) are rolled up; nothing is scored (a level is what
 someone chose, not a reading that can drift).
+
+Its card leads with a switch and two sliders, brightness and colour temperature (each sends ``turn_on``
+with that one level).
 """
 
 from __future__ import annotations
 
+from hearth_shared.domain.device_card import Card, slider, toggle
 from hearth_shared.domain.device_type import (
     Command,
     DeviceType,
@@ -42,20 +46,23 @@ def _plan(twin: Twin, command: str, params: JSON) -> tuple[str, JSON]:
 
 TYPE = DeviceType(
     name="light",
+    label="Light",
     description="A dimmable light with a colour temperature and transitions",
     state=(
-        StateKey("power", Value("string", values=("on", "off"))),
-        StateKey("brightness_pct", BRIGHTNESS, tolerance=1, rollup=True),
-        StateKey("color_temp_k", COLOR_TEMP, tolerance=50),
+        StateKey(
+            "power", Value("string", values=("on", "off"), labels={"on": "On", "off": "Off"}), label="Light"
+        ),
+        StateKey("brightness_pct", BRIGHTNESS, tolerance=1, rollup=True, label="Brightness"),
+        StateKey("color_temp_k", COLOR_TEMP, tolerance=50, label="Colour temperature"),
     ),
     commands=(
         Command(
             "turn_on",
             (
                 (
-                    Param("brightness_pct", BRIGHTNESS, required=False),
-                    Param("color_temp_k", COLOR_TEMP, required=False),
-                    Param("transition_s", TRANSITION, required=False),
+                    Param("brightness_pct", BRIGHTNESS, required=False, label="Brightness"),
+                    Param("color_temp_k", COLOR_TEMP, required=False, label="Colour temperature"),
+                    Param("transition_s", TRANSITION, required=False, label="Transition"),
                 ),
             ),
             "On, at a level and colour if given, over transition_s seconds",
@@ -63,9 +70,16 @@ TYPE = DeviceType(
         ),
         Command(
             "turn_off",
-            ((Param("transition_s", TRANSITION, required=False),),),
+            ((Param("transition_s", TRANSITION, required=False, label="Transition"),),),
             "Off, fading over transition_s seconds",
             label="Turn off",
+        ),
+    ),
+    card=Card(
+        controls=(
+            toggle("power", "on", "turn_on", "turn_off", switch=True),
+            slider("brightness_pct", "turn_on", "brightness_pct"),
+            slider("color_temp_k", "turn_on", "color_temp_k"),
         ),
     ),
     settings=(Setting("light"),),

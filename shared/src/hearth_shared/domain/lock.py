@@ -5,10 +5,14 @@ lock with its door open (``door_open``), and a jammed lock refuses every command
 until it reports a good state; a jam reported while a command is in flight fails that command.
 Telemetry: ``battery_pct`` is rolled up; locks, unlocks (and both: lock operations), jams and door opens
 (readings reporting the door open) are counted.
+
+Its card leads with the lock's state and the door's, and one button: "Unlock" while it is (or was asked
+to be) locked, "Lock" otherwise.
 """
 
 from __future__ import annotations
 
+from hearth_shared.domain.device_card import Card, toggle
 from hearth_shared.domain.device_type import (
     Command,
     CommandInvalid,
@@ -22,6 +26,16 @@ from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.events import JSON
 
 LOCK_STATES = ("locked", "unlocked", "locking", "unlocking", "jammed", "open")
+LOCK_STATE_LABELS = {
+    "locked": "Locked",
+    "unlocked": "Unlocked",
+    "locking": "Locking",
+    "unlocking": "Unlocking",
+    "jammed": "Jammed",
+    "open": "Open",
+}
+DOOR_STATES = ("open", "closed")
+DOOR_LABELS = {"open": "Open", "closed": "Closed"}
 TARGET_STATE = {"lock": "locked", "unlock": "unlocked"}
 
 
@@ -39,13 +53,18 @@ def _failure(reported: JSON) -> str | None:
 
 TYPE = DeviceType(
     name="lock",
+    label="Lock",
     description="A motorized deadbolt with a door sensor",
     state=(
-        StateKey("lock_state", Value("string", values=LOCK_STATES)),
-        StateKey("door", Value("string", values=("open", "closed"))),
-        StateKey("battery_pct", Value("number", 0, 100, unit="%"), rollup=True),
+        StateKey("lock_state", Value("string", values=LOCK_STATES, labels=LOCK_STATE_LABELS), label="Lock"),
+        StateKey("door", Value("string", values=DOOR_STATES, labels=DOOR_LABELS), label="Door"),
+        StateKey("battery_pct", Value("number", 0, 100, unit="%"), rollup=True, label="Battery"),
     ),
-    commands=(Command("lock", description="Lock (the door must be closed)"), Command("unlock")),
+    commands=(
+        Command("lock", description="Lock (the door must be closed)", label="Lock"),
+        Command("unlock", label="Unlock"),
+    ),
+    card=Card(primary=("lock_state", "door"), controls=(toggle("lock_state", "locked", "lock", "unlock"),)),
     settings=(Setting("lock"),),
     plan=_plan,
     failure=_failure,

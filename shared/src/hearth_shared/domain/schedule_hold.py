@@ -13,6 +13,9 @@ asks ``due(state, now)``; everything here takes the time it reasons about.
   transition in force, with a command id of its own (``resume_command_id``).
 * Which commands are the scheduler's: those whose id is ``transition_command_id(device, instant)`` for
   the transition in force when the command was requested, or one the state remembers firing.
+* The latest firing of a preheat entry is kept (``last_preheat``: which entry, its programmed instant,
+  how early it started and why), so a reader shows it beside the entry; a new program forgets it (its
+  entries are others).
 """
 
 from __future__ import annotations
@@ -36,6 +39,25 @@ from hearth_shared.domain.schedule import (
 REMEMBERED = 8  # command ids of recent firings kept, to know the scheduler's own commands
 
 
+class LastPreheat(msgspec.Struct, frozen=True, kw_only=True):
+    """The latest firing of a preheat entry: the entry (index into the program), its programmed instant,
+    and its ``Preheat`` record (lead and reason)."""
+
+    entry: int
+    instant: datetime
+    preheat: Preheat
+
+
+def latest_preheat(
+    known: LastPreheat | None, entry: int, instant: datetime, preheat: Preheat | None
+) -> LastPreheat | None:
+    """``known`` after a firing of ``entry`` at ``instant`` (one without a preheat record changes nothing;
+    nor does an older one, folded again)."""
+    if preheat is None or (known is not None and instant < known.instant):
+        return known
+    return LastPreheat(entry=entry, instant=instant, preheat=preheat)
+
+
 class DeviceSchedule(msgspec.Struct, frozen=True, kw_only=True):
     device_id: str
     home_id: str
@@ -46,6 +68,7 @@ class DeviceSchedule(msgspec.Struct, frozen=True, kw_only=True):
     hold_until: datetime | None = None
     held_by: uuid.UUID | None = None  # the command that holds it
     fired: tuple[str, ...] = ()  # command ids of recent firings
+    last_preheat: LastPreheat | None = None  # the latest firing of a preheat entry
 
 
 class Firing(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +108,7 @@ def fired(state: DeviceSchedule, firing: Firing) -> DeviceSchedule:
         hold_until=None if hold_ends or firing.reason == "resume" else state.hold_until,
         held_by=None if hold_ends or firing.reason == "resume" else state.held_by,
         fired=(*state.fired, str(firing.command_id))[-REMEMBERED:],
+        last_preheat=latest_preheat(state.last_preheat, firing.transition.entry, instant, firing.preheat),
     )
 
 

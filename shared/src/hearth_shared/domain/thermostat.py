@@ -8,10 +8,14 @@ Commands: ``set_target_temperature`` {target_c} or {target_low_c, target_high_c}
 ``outdoor_c`` (the outdoor temperature where the home is) is rolled up, not scored. ``time_zone`` is the
 home's; ``panel_changes`` counts targets set by hand on the device, so a report that changes it is a
 manual change (the household's, not a command's).
+
+Its card leads with the room's temperature and what the heating does now, the target with minus and
+plus (a step of 0.5 °C) and the mode.
 """
 
 from __future__ import annotations
 
+from hearth_shared.domain.device_card import Card, choice, stepper
 from hearth_shared.domain.device_type import (
     Command,
     CommandInvalid,
@@ -30,6 +34,16 @@ ACTIONS = ("off", "idle", "heating", "cooling")
 PAIR_MODES = ("heat_cool", "auto")
 MIN_C, MAX_C, STEP_C = 7.0, 35.0, 0.5
 TARGET = Value("number", MIN_C, MAX_C, STEP_C, unit="degC")
+MODE = Value(
+    "string",
+    values=MODES,
+    labels={"off": "Off", "heat": "Heat", "cool": "Cool", "heat_cool": "Heat and cool", "auto": "Auto"},
+)
+ACTION = Value(
+    "string",
+    values=ACTIONS,
+    labels={"off": "Off", "idle": "Idle", "heating": "Heating", "cooling": "Cooling"},
+)
 
 
 def _check(command: str, params: JSON) -> JSON:
@@ -52,44 +66,70 @@ def _plan(twin: Twin, command: str, params: JSON) -> tuple[str, JSON]:
 
 TYPE = DeviceType(
     name="thermostat",
+    label="Thermostat",
     description="Heating and cooling to a target temperature",
     state=(
-        StateKey("ambient_c", Value("number", unit="degC"), rollup=True, baseline=(21.0, 3.0)),
-        StateKey("humidity_pct", Value("number", 0, 100, unit="%"), rollup=True, baseline=(45.0, 10.0)),
-        StateKey("hvac_mode", Value("string", values=MODES)),
-        StateKey("hvac_action", Value("string", values=ACTIONS)),
-        StateKey("target_c", TARGET),
-        StateKey("target_low_c", TARGET),
-        StateKey("target_high_c", TARGET),
+        StateKey(
+            "ambient_c", Value("number", unit="degC"), rollup=True, baseline=(21.0, 3.0), label="Temperature"
+        ),
+        StateKey(
+            "humidity_pct",
+            Value("number", 0, 100, unit="%"),
+            rollup=True,
+            baseline=(45.0, 10.0),
+            label="Humidity",
+        ),
+        StateKey("hvac_mode", MODE, label="Mode"),
+        StateKey("hvac_action", ACTION, label="Now"),
+        StateKey("target_c", TARGET, label="Target"),
+        StateKey("target_low_c", TARGET, label="Heat to"),
+        StateKey("target_high_c", TARGET, label="Cool to"),
         StateKey(
             "outdoor_c",
             Value("number", unit="degC"),
             rollup=True,
             description="The outdoor temperature where the home is (the thermostat's weather feed)",
+            label="Outdoor",
         ),
-        StateKey("time_zone", Value("string"), description="The home's IANA time zone, e.g. Europe/Berlin"),
+        StateKey(
+            "time_zone",
+            Value("string"),
+            description="The home's IANA time zone, e.g. Europe/Berlin",
+            label="Time zone",
+        ),
         StateKey(
             "panel_changes",
-            Value("integer", 0),
+            Value("integer", 0, unit="count"),
             description="Targets set by hand on the device's own panel, counted: a report that changes "
             "it carries a manual change",
+            label="Set by hand",
         ),
     ),
     commands=(
         Command(
             "set_target_temperature",
             (
-                (Param("target_c", TARGET),),
-                (Param("target_low_c", TARGET), Param("target_high_c", TARGET)),
+                (Param("target_c", TARGET, label="Target"),),
+                (
+                    Param("target_low_c", TARGET, label="Heat to"),
+                    Param("target_high_c", TARGET, label="Cool to"),
+                ),
             ),
             "One target, or a low/high pair in heat_cool or auto",
             label="Set target",
         ),
         Command(
             "set_hvac_mode",
-            ((Param("mode", Value("string", values=MODES), state_key="hvac_mode"),),),
+            ((Param("mode", MODE, state_key="hvac_mode", label="Mode"),),),
             "Off, heat, cool, heat_cool or auto",
             label="Set mode",
+        ),
+    ),
+    card=Card(
+        primary=("ambient_c", "hvac_action"),
+        controls=(
+            stepper("target_c", "set_target_temperature", "target_c"),
+            choice("hvac_mode", "set_hvac_mode", "mode"),
         ),
     ),
     settings=(Setting("target"), Setting("hvac_mode")),

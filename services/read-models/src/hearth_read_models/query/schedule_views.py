@@ -1,7 +1,8 @@
 """``GET /v1/devices/{device_id}/schedule`` (and a home's at once, ``GET /v1/homes/{home_id}/schedules``,
-for the live page): a device's program, its hold, the last transition fired and
-the coming ones (``next``: local time, UTC offset, command), computed in the home's zone with the very
-functions the scheduler decides with (``hearth_shared.domain.schedule``).
+for the live page): a device's program, its hold, the last transition fired (and the latest firing of a
+preheat entry: how early it started and why, ``last_preheat``) and the coming ones (``next``: local
+time, UTC offset, command), computed in the home's zone with the very functions the scheduler decides
+with (``hearth_shared.domain.schedule``).
 
 The home journal is small beside the device journal (settings and decisions, not telemetry), so each
 query-API process folds it in memory (``HomesView``) and follows it. It keeps live state only (zones,
@@ -31,7 +32,7 @@ from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
 from hearth_shared.domain.home_facts import decode_home_fact
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import Transition, upcoming, zone
-from hearth_shared.domain.schedule_hold import DeviceSchedule
+from hearth_shared.domain.schedule_hold import DeviceSchedule, LastPreheat
 from hearth_shared.schema.events import MalformedRecord, utcnow
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 from hearth_shared.web.http import CurrentPrincipal, not_found
@@ -137,5 +138,16 @@ def schedule_json(state: DeviceSchedule, now: datetime, count: int) -> dict[str,
         if state.hold_until is None
         else {"until": state.hold_until.isoformat(), "command_id": str(state.held_by)},
         "last_fired_at": state.last_fired.isoformat() if state.last_fired else None,
+        "last_preheat": None if state.last_preheat is None else last_preheat_json(state.last_preheat),
         "next": [transition_json(t) for t in coming],
+    }
+
+
+def last_preheat_json(last: LastPreheat) -> dict[str, Any]:
+    """The latest firing of a preheat entry: which entry, its programmed time, how early and why."""
+    return {
+        "entry": last.entry,
+        "at": last.instant.isoformat().replace("+00:00", "Z"),
+        "lead_s": last.preheat.lead_s,
+        "reason": last.preheat.reason,
     }

@@ -11,6 +11,10 @@
 // (then moves the websocket to the new token, resuming with `after`). The page token is kept in this tab's
 // sessionStorage, so a reload goes on with it; no long-lived token stays in the URL or the history.
 //
+// A card is drawn from its device's type (GET /v1/device-types, device_types.js): it leads with the keys
+// and controls the type declares as primary (card_lead.js), then lists its other keys with their labels
+// and units, then its schedule and suggested program, charts of its readings and its runtime.
+//
 // The session and the websocket are in live_socket.js, sending and following a command in
 // command_sender.js; the panels in their own files (index.html loads them all before this one).
 "use strict";
@@ -75,8 +79,9 @@ function deviceEntry(twin) {
     d = { twin, commands: [], alerts: [] };
     d.ui = buildCard(d);
     devices.set(twin.device_id, d);
-    loadTrends(d);
+    watchCharts(d);
     schedulePoller?.soon(); // its schedule, if it has one
+    suggestionPoller?.soon(); // its suggested program, if one is open
     runtimePoller?.soon(); // its runtime chart, if the batch reported it
     const after = [...devices.keys()].sort().find((id) => id > twin.device_id);
     $("devices").insertBefore(d.ui.card, after ? devices.get(after).ui.card : null);
@@ -146,30 +151,45 @@ function buildCard(d) {
     name: el("h2"),
     badge: el("span", { class: "badge" }),
     meta: el("p", { class: "meta" }),
+    lead: buildLead(d),
     rows: el("tbody"),
     commands: el("ul", { class: "commands" }),
     alerts: el("ul", { class: "alerts" }),
     trends: el("div", { class: "trends" }),
     quarantine: el("p", { class: "quarantine", hidden: "" }),
     schedule: el("section", { class: "schedule", hidden: "" }),
+    suggestion: el("section", { class: "suggestion", hidden: "" }),
     runtime: el("section", { class: "runtime", hidden: "" }),
   };
+  ui.others = el("table", { class: "state" },
+    el("thead", {}, el("tr", {}, el("th"), el("th", {}, "now"), el("th", {}, "asked"))), ui.rows);
   ui.card = el(
     "article",
-    { class: "device", dataset: { deviceId: id } },
-    el("header", {}, ui.name, el("span", { class: "type" }, type), ui.badge),
-    ui.meta,
+    { class: "device", dataset: { deviceId: id, type } },
+    el("header", {}, ui.name, el("span", { class: "type" }, typeLabel(type)), ui.badge),
     ui.quarantine,
-    el("table", { class: "state" }, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "reported"), el("th", {}, "desired"))), ui.rows),
-    controls(d),
-    adminControls(d, ui),
-    ui.schedule,
-    ui.trends,
-    ui.runtime,
+    ui.lead.node,
     ui.commands,
     ui.alerts,
+    el("div", { class: "programs" }, ui.schedule, ui.suggestion),
+    ui.trends,
+    ui.runtime,
+    ui.others,
+    controls(d),
+    adminControls(d, ui),
+    ui.meta,
   );
   return ui;
+}
+
+// The keys a card lists after its lead: the type's declared keys in their order, then any other the
+// device reported, without those the lead shows.
+function otherKeys(twin, lead) {
+  const declared = Object.keys(deviceTypes.get(twin.type)?.state || {});
+  const present = new Set([...Object.keys(twin.reported), ...Object.keys(twin.desired)]);
+  const known = declared.filter((key) => present.has(key));
+  const unknown = [...present].filter((key) => !declared.includes(key)).sort();
+  return [...known, ...unknown].filter((key) => !lead.keys.has(key));
 }
 
 function renderTwin(d) {
@@ -182,15 +202,17 @@ function renderTwin(d) {
     `${twin.device_id} · v${twin.version}${twin.firmware_version ? ` · firmware ${twin.firmware_version}` : ""} · last seen `,
     el("span", { class: "last-seen", dataset: { at: twin.connectivity?.last_seen || "" } }, ago(twin.connectivity?.last_seen)),
   );
-  const keys = [...new Set([...Object.keys(twin.reported), ...Object.keys(twin.desired)])].sort();
+  ui.lead.render(twin);
+  const keys = otherKeys(twin, ui.lead);
+  ui.others.hidden = !keys.length;
   ui.rows.replaceChildren(
     ...keys.map((key) =>
       el(
         "tr",
         { class: key in twin.delta ? "delta" : "", dataset: { key } },
-        el("th", {}, key),
-        el("td", { class: "reported" }, show(twin.reported[key])),
-        el("td", { class: "desired" }, key in twin.desired ? show(twin.desired[key]) : ""),
+        el("th", {}, keyLabel(twin.type, key)),
+        el("td", { class: "reported" }, keyText(twin.type, key, twin.reported[key])),
+        el("td", { class: "desired" }, key in twin.desired ? keyText(twin.type, key, twin.desired[key]) : ""),
       ),
     ),
   );
@@ -203,7 +225,7 @@ function renderCommands(d) {
       el(
         "li",
         { class: "command", dataset: { commandId: c.id || "", status: c.status } },
-        el("span", { class: "what" }, `${c.name} ${Object.values(c.params).join(" ")}`),
+        el("span", { class: "what" }, commandPhrase(d.twin.type, c)),
         commandSteps(c),
         el("span", { class: `status s-${c.status}` }, c.status),
         c.reason ? el("span", { class: "reason" }, c.reason) : null,
@@ -215,7 +237,8 @@ function renderCommands(d) {
 function renderAlerts(d) {
   d.ui.alerts.replaceChildren(
     ...d.alerts.slice(-3).map((a) =>
-      el("li", { class: "alert" }, `⚠ ${a.metric} ${show(a.value)} (score ${Number(a.score).toFixed(1)}) ${ago(a.occurred_at)}`),
+      el("li", { class: "alert" }, `⚠ ${keyLabel(d.twin.type, a.metric)} ${keyText(d.twin.type, a.metric, a.value)} ` +
+        `(score ${Number(a.score).toFixed(1)}) ${ago(a.occurred_at)}`),
     ),
   );
 }
@@ -228,6 +251,8 @@ function onEvent(event) {
   if (event.type.startsWith("command.") && commands.has(event.correlation_id)) {
     const status = event.type.slice("command.".length);
     advance(commands.get(event.correlation_id), status === "requested" ? "pending" : status, event.payload?.reason);
+  } else if (event.type === "device.state_reported" && devices.has(event.device_id)) {
+    chartsOnReport(devices.get(event.device_id), event);
   } else if (event.type === "anomaly.detected") {
     const d = devices.get(event.device_id);
     d.alerts.push({ ...event.payload, occurred_at: event.occurred_at });
@@ -270,6 +295,7 @@ async function start() {
   connect();
   if (pageSession.home) {
     watchSchedules(pageSession.home);
+    watchSuggestions(pageSession.home);
     watchAutomations(pageSession.home);
     watchRuntime(pageSession.home);
   }

@@ -49,10 +49,11 @@ async function readJson(path, what) {
   return response.json();
 }
 
-// A command as a person reads it: its name and params ("set_target_temperature target_c 21").
-function commandText(command) {
-  const params = Object.entries(command.params || {}).map(([k, v]) => `${k} ${show(v)}`);
-  return [command.name, ...params].join(" ");
+// An SVG element with its attributes (the charts draw with these).
+function svgNode(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  return node;
 }
 
 // A stacked bar of counts: one segment per part, as wide as its share of `total`, with its count.

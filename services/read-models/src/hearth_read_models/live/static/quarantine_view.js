@@ -1,10 +1,11 @@
 // Hearth live page: administration on a device's card. A quarantined device (its twin's `quarantine`:
 // {reason, since}, set by device.quarantined and cleared by device.released, which reach the page as
-// websocket changes like any fact) is marked with its reason and its ordinary controls are disabled: the
-// device would reject them with `quarantined`. An admin page also gets the admin controls, which a
-// quarantine leaves on: quarantine or release (the command API's POST/DELETE /v1/devices/{id}/quarantine)
-// and the admin commands every type takes (GET /v1/device-types' admin_commands). Loaded before
-// app.js, whose helpers (el, send, commandApi, auth, detailText, ago) these call at run time.
+// websocket changes like any fact) is marked with its reason and its ordinary controls (the lead's and
+// the forms') are disabled: the device would reject them with `quarantined`. An admin page also gets the
+// admin controls, which a quarantine leaves on: quarantine or release (the command API's POST/DELETE
+// /v1/devices/{id}/quarantine) and the admin commands every type takes (GET /v1/device-types'
+// admin_commands). Loaded before app.js, whose helpers (el, send, commandApi, auth, detailText, ago)
+// these call at run time.
 "use strict";
 
 function adminControls(d, ui) {
@@ -51,7 +52,7 @@ function renderQuarantine(d) {
     " · commands are refused",
   ] : []));
   const why = q ? `quarantined: ${q.reason}` : "";
-  for (const input of ui.card.querySelectorAll(".controls button, .controls input, .controls select")) {
+  for (const input of ui.card.querySelectorAll(".lead button, .lead input, .lead select, .controls button, .controls input, .controls select")) {
     input.disabled = Boolean(q);
     input.title = why;
   }

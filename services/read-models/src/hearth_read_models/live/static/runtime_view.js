@@ -3,7 +3,7 @@
 // degree-days as a line on their own scale. From the query API's GET /v1/homes/{home}/runtime, which
 // serves what the Spark batch `hearth analytics runtime` last published; read at start, when a device
 // appears, and every ten minutes (the batch runs far less often). Loaded before app.js (el, $, devices,
-// auth; readJson and makePoller from page_poller.js).
+// auth; readJson, makePoller and svgNode from page_poller.js).
 "use strict";
 
 const RUNTIME_DAYS = 14;
@@ -43,12 +43,6 @@ function daySlots(from, to) {
     slots.push(new Date(t).toISOString().slice(0, 10));
   }
   return slots;
-}
-
-function svgNode(tag, attrs) {
-  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
-  return node;
 }
 
 function runtimeChart(slots, days, scope) {

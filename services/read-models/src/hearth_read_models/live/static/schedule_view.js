@@ -1,8 +1,11 @@
-// Hearth live page: a scheduled device's coming transitions and its hold, under its card, from the
-// query API's GET /v1/homes/{home}/schedules (the home journal folded with the scheduler's own rules;
-// times in the home's zone). Read every few seconds and soon after any command fact (a person's command
-// holds the schedule until the next transition); "Resume" ends a hold (the command API's
-// POST /v1/devices/{id}/schedule/resume). Loaded before app.js (el, devices, commandApi, auth, ago).
+// Hearth live page: a scheduled device's program, its coming transitions and its hold, under its card,
+// from the query API's GET /v1/homes/{home}/schedules (the home journal folded with the scheduler's own
+// rules; times in the home's zone). Each program entry shows its days, time and command as its type
+// labels it, and whether it preheats (starts early enough to reach its target at its time), with how
+// early the latest preheat started and why (the view's `last_preheat`). Read every
+// few seconds and soon after any command fact (a person's command holds the schedule until the next
+// transition); "Resume" ends a hold (the command API's POST /v1/devices/{id}/schedule/resume). Loaded
+// before app.js (el, devices, commandApi, auth, ago; device_types.js's commandPhrase).
 "use strict";
 
 const SCHEDULES_EVERY_MS = 5000;
@@ -39,12 +42,61 @@ function renderSchedule(d, schedule) {
     hold ? el("p", { class: "hold" }, "Held by a person's command until ",
       el("time", { datetime: hold.until }, inZone(hold.until, schedule.timezone)), " ",
       el("button", { class: "resume", onclick: () => resumeSchedule(d) }, "Resume")) : null,
+    schedule.program.length ? programList(d, schedule.program, [], schedule.last_preheat) : null,
+    el("h4", {}, "Next"),
     el("ol", { class: "transitions" }, ...schedule.next.map((t) =>
       el("li", { class: "transition", dataset: { at: t.at } },
-        el("span", { class: "when" }, localTime(t)), el("span", { class: "what" }, commandText(t.command))))),
+        el("span", { class: "when" }, localTime(t)), el("span", { class: "what" }, commandPhrase(d.twin.type, t.command))))),
     schedule.next.length ? null : el("p", { class: "muted" }, "no coming transitions"),
   ];
   box.replaceChildren(...parts.filter(Boolean));
+}
+
+// A program (the schedule's format: days, at, command, preheat?) as a list: "Mon–Fri 06:30 Set target ·
+// 21 °C preheat". An entry's `title` may say more (a suggestion's evidence for it); `last` is the latest
+// firing of a preheat entry, shown on its entry.
+function programList(d, program, titles = [], last = null) {
+  return el("ol", { class: "program" }, ...program.map((entry, i) =>
+    el("li", { class: "entry", dataset: { entry: String(i) }, ...(titles[i] ? { title: titles[i] } : {}) },
+      el("span", { class: "days" }, daysText(entry.days)),
+      el("span", { class: "at" }, entry.at),
+      el("span", { class: "what" }, commandPhrase(d.twin.type, entry.command)),
+      entry.preheat ? el("span", { class: "preheat", title: `starts early, to reach it at ${entry.at}` }, "preheat") : null,
+      entry.preheat && last?.entry === i ? el("span", { class: "preheat-run muted", title: last.at }, preheatRunText(last)) : null)));
+}
+
+// Why a preheat started when it did (the scheduler's reasons: hearth_shared/domain/preheat.py).
+const PREHEAT_REASONS = {
+  reaches_target: "to reach its target in time",
+  capped: "as early as it may (3 h)",
+  warm_enough: "the room was warm enough",
+  no_response: "the room's response is not learned yet",
+  no_reading: "no temperature reading",
+  missed_lead: "the scheduler was not running",
+};
+
+function preheatRunText(last) {
+  const minutes = Math.round(last.lead_s / 60);
+  const when = minutes ? `started ${minutes} min early` : "started on time";
+  return `last ${when}: ${PREHEAT_REASONS[last.reason] || last.reason}`;
+}
+
+const WEEK = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+// Days as a person writes them: runs of three or more as a span ("Mon–Fri"), the whole week "Every day".
+function daysText(days) {
+  const on = WEEK.map((day) => days.includes(day));
+  if (on.every(Boolean)) return "Every day";
+  const name = (i) => WEEK[i][0].toUpperCase() + WEEK[i].slice(1);
+  const parts = [];
+  for (let i = 0; i < 7; i++) {
+    if (!on[i]) continue;
+    let j = i;
+    while (j + 1 < 7 && on[j + 1]) j++;
+    parts.push(...(j - i >= 2 ? [`${name(i)}–${name(j)}`] : WEEK.slice(i, j + 1).map((_, k) => name(i + k))));
+    i = j;
+  }
+  return parts.join(", ");
 }
 
 function inZone(iso, timeZone) {

@@ -20,8 +20,6 @@ same views.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from hearth_devstack.command_ledger import Ledger, Outcome, all_ended, status_of, steady, submit
+from hearth_devstack.command_ledger import Ledger, Outcome, all_ended, converged_everywhere, steady, submit
 from hearth_devstack.journal_check import faultless, journal_faults, read_journal
 from hearth_devstack.local import LocalStack
 from hearth_devstack.service_processes import instance_port
@@ -67,13 +67,6 @@ def devices_by_shard() -> dict[str, list[str]]:
             ids.append(device_id)
         n += 1
     return by_shard
-
-
-async def converged_everywhere(queries: list[httpx.AsyncClient], command_id: str) -> bool:
-    """Every query-API process answers the command as converged (raises if it ended otherwise)."""
-    statuses = [await status_of([query], command_id) for query in queries]
-    assert not {"rejected", "failed", "expired"} & set(statuses), f"probe {command_id} ended {statuses}"
-    return all(s == "converged" for s in statuses)
 
 
 async def test_a_scaled_stack_serves_through_a_kill_of_each_kind(scaled_stack: LocalStack) -> None:

@@ -100,6 +100,20 @@ async def status_of(
     return None
 
 
+class EndedOtherwise(AssertionError):
+    """A command awaited to converge ended otherwise (rejected, failed, expired, superseded)."""
+
+
+async def converged_everywhere(queries: Sequence[httpx.AsyncClient], command_id: str) -> bool:
+    """Whether every query-API process answers the command as converged (a check to wait on: a probe
+    after a kill is read through each, so a restarted one is seen to serve); raises ``EndedOtherwise``
+    once one answers another terminal status, since it can no longer converge."""
+    statuses = [await status_of([query], command_id) for query in queries]
+    if ended := {s for s in statuses if s in TERMINAL_STATUSES and s != "converged"}:
+        raise EndedOtherwise(f"command {command_id} ended {sorted(ended)}")
+    return all(s == "converged" for s in statuses)
+
+
 async def all_ended(
     queries: Sequence[httpx.AsyncClient], ledger: Ledger, statuses: dict[str, str | None]
 ) -> bool:

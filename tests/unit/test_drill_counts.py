@@ -48,7 +48,7 @@ def test_a_command_never_read_back_is_lost() -> None:
 def test_the_drill_kills_one_of_each_kind_the_last_of_several(tmp_path: Path) -> None:
     stack = LocalStack(home=tmp_path, brokers=3, mqtt_brokers=2, device_actors=3, query_apis=2, analytics=False)
     assert list(victims(stack)) == [
-        "kafka-3", "mosquitto-1", "device-gateway-1", "device-actor.3", "query-api.2", "projector", "command-api",
+        "kafka-2", "mosquitto-1", "device-gateway-1", "device-actor.3", "query-api.2", "projector", "command-api",
     ]  # fmt: skip
     single = LocalStack(home=tmp_path / "single", analytics=False)
     assert {"kafka", "mosquitto", "device-gateway", "device-actor", "query-api"} <= set(victims(single))

@@ -77,7 +77,7 @@ async def test_a_scaled_stack_serves_through_a_kill_of_each_kind(scaled_stack: L
     by_shard = devices_by_shard()
     probes = [ids[0] for ids in by_shard.values()]
     load = [d for ids in by_shard.values() for d in ids[1:]]
-    ledger, recoveries = Ledger(), []
+    ledger, recoveries = Ledger(), list[dict[str, object]]()
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
@@ -108,7 +108,9 @@ async def test_a_scaled_stack_serves_through_a_kill_of_each_kind(scaled_stack: L
                     every_s=0.2,
                 )
             converged_s = time.monotonic() - kill.at
-            recoveries.append({"part": name, "healthy_s": round(healthy_s, 1), "converged_s": round(converged_s, 1)})
+            recoveries.append(
+                {"part": name, "healthy_s": round(healthy_s, 1), "converged_s": round(converged_s, 1)}
+            )
             print(f"scale-out: {recoveries[-1]}", flush=True)
         await asyncio.sleep(SETTLE_S)
         stop.set()
@@ -128,4 +130,3 @@ async def test_a_scaled_stack_serves_through_a_kill_of_each_kind(scaled_stack: L
     assert faultless(journal), journal
     verified = await verify(ReadModelSettings(stack=settings), processes=1)
     assert verified.differences == [], verified.differences[:5]
-

@@ -46,10 +46,11 @@ def test_a_command_never_read_back_is_lost() -> None:
 
 
 def test_the_drill_kills_one_of_each_kind_the_last_of_several(tmp_path: Path) -> None:
-    stack = LocalStack(home=tmp_path, brokers=3, mqtt_brokers=2, device_actors=3, query_apis=2, analytics=False)
-    assert list(victims(stack)) == [
-        "kafka-2", "mosquitto-1", "device-gateway-1", "device-actor.3", "query-api.2", "projector", "command-api",
-    ]  # fmt: skip
+    stack = LocalStack(
+        home=tmp_path, brokers=3, mqtt_brokers=2, device_actors=3, query_apis=2, analytics=False
+    )
+    killed = ["kafka-2", "mosquitto-1", "device-gateway-1", "device-actor.3", "query-api.2"]
+    assert list(victims(stack)) == [*killed, "projector", "command-api"]
     single = LocalStack(home=tmp_path / "single", analytics=False)
     assert {"kafka", "mosquitto", "device-gateway", "device-actor", "query-api"} <= set(victims(single))
 
@@ -66,7 +67,13 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
     statuses: dict[str, str | None] = {"a": "converged", "b": None, "c": "expired"}
     kills = [
         {"part": "projector", "kind": "projector", "healthy_s": 1.0, "converged_s": 2.0, "commands": ["a"]},
-        {"part": "command-api", "kind": "command API", "healthy_s": 3.0, "converged_s": 4.0, "commands": ["b", "c"]},
+        {
+            "part": "command-api",
+            "kind": "command API",
+            "healthy_s": 3.0,
+            "converged_s": 4.0,
+            "commands": ["b", "c"],
+        },
     ]
     result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, differences=0)
     first, second = result["rows"]

@@ -146,7 +146,9 @@ class Outcome:
 
     def among(self, commands: Collection[str]) -> Outcome:
         """Only these commands' (e.g. the ones sent around one kill)."""
-        lost, doubled, stuck = ([c for c in found if c in commands] for found in (self.lost, self.doubled, self.stuck))
+        lost, doubled, stuck = (
+            [c for c in found if c in commands] for found in (self.lost, self.doubled, self.stuck)
+        )
         return Outcome(lost, doubled, stuck)
 
     @property

@@ -96,7 +96,8 @@ def up(
     query_apis: Annotated[
         int,
         typer.Option(
-            min=1, help="Query-API processes (query-api, query-api.2, ...); the n-th on --query-api-port + n - 1"
+            min=1,
+            help="Query-API processes (query-api, query-api.2, ...); the n-th on --query-api-port + n - 1",
         ),
     ] = 1,
 ) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import tempfile
@@ -316,11 +317,17 @@ def drill_notes(
     goal_met: bool,
 ) -> str:
     by_status = ", ".join(f"{n} {s}" for s, n in Counter(str(s) for s in statuses.values()).most_common())
+    changed = [
+        f"{f.name} {getattr(params, f.name)} (default {f.default})"
+        for f in dataclasses.fields(params)
+        if getattr(params, f.name) != f.default
+    ]
     sentences = [
+        "A run with other parameters than the drill's: " + ", ".join(changed) + "." if changed else "",
         f"`hearth up --brokers {params.brokers} --mqtt-brokers {params.mqtt_brokers} --device-actors",
         f"{params.device_actors} --query-apis {params.query_apis}`'s stack (LocalStack under its supervisor,",
         "no Spark; a gateway per MQTT shard; each query API one process) in a temporary directory.",
-        f"{params.devices} simulated thermostats reporting {params.report_rate:g} times a second each;",
+        f"{params.devices} simulated thermostats at {params.report_rate:g} reports/s each;",
         f"{params.command_rate:g} commands a second from the command API, each with an Idempotency-Key,",
         f"retried with it when a call failed ({ledger.retried} retries); {params.seconds:g} s of it before",
         "each kill and after the last. Each part killed with SIGKILL and restarted by the supervisor.",
@@ -329,7 +336,7 @@ def drill_notes(
         "'commands': accepted from the previous recovery to this one; lost (unknown to the query API),",
         "doubled (requested twice in the journal), stuck (no terminal status after",
         f"{END_TIMEOUT_S:g} s), expired (ended, but at its deadline).",
-        f"Of {len(ledger.accepted)} commands: {by_status}.",
+        f"Of {len(ledger.accepted):,} commands: {by_status}.",
         f"Journal: {journal['records']:,} facts, {len(journal['devices_out_of_order'])} devices out of",
         f"order, {journal['repeated_event_ids']} facts twice, {journal['doubled_requests']} commands",
         f"requested twice; the views against a replay (verify): {differences} differences.",
@@ -337,7 +344,7 @@ def drill_notes(
         "the journal faultless, the views equal a replay:",
         "met." if goal_met else "NOT met.",
     ]
-    return " ".join(sentences)
+    return " ".join(s for s in sentences if s)
 
 
 def seconds(value: float | None) -> str:

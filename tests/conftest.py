@@ -117,17 +117,13 @@ def platform(
     processes (the gateway on the session's MQTT broker)."""
     settings = make_settings(kafka, postgres, redis_server, "platform")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-    services = Services(
+    services = Services.on_brokers(
         settings,
+        [mosquitto],
         logs=servers_dir / "services",
         data=servers_dir / "services-data",
         command_api_port=free_port(),
         query_api_port=free_port(),
-        mqtt_port=mosquitto.port,
-        mqtt_platform_port=mosquitto.platform_port,
-        mqtt_password=mosquitto.admin.password,
-        mqtt_access_dir=mosquitto.access_dir,
-        mqtt_pid_file=mosquitto.pid_file,
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
     # twice the services' patience, as identity_stack: a shared, busy machine

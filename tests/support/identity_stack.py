@@ -59,17 +59,13 @@ def identity_stack(
     broker = broker_on_free_ports(root / "mosquitto", root)
     settings = make_settings(kafka, postgres, redis_server, f"id{uuid.uuid4().hex[:8]}")
     asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-    services = Services(
+    services = Services.on_brokers(
         settings,
+        [broker],
         logs=root / "services",
         data=root / "data",
         command_api_port=free_port(),
         query_api_port=free_port(),
-        mqtt_port=broker.port,
-        mqtt_platform_port=broker.platform_port,
-        mqtt_password=broker.admin.password,
-        mqtt_access_dir=broker.access_dir,
-        mqtt_pid_file=broker.pid_file,
     )
     mosquitto = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
     try:

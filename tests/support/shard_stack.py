@@ -20,7 +20,7 @@ from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import start_mosquitto
-from hearth_devstack.service_processes import Services, ShardBroker, services_running
+from hearth_devstack.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.schema.shards import DEFAULT_SHARD
 from tests.support.platform import Platform, make_settings
@@ -55,20 +55,13 @@ def shard_stack(
         brokers = {DEFAULT_SHARD: first.server, "1": second.server}
         settings = make_settings(kafka, postgres, redis_server, f"sh{uuid.uuid4().hex[:8]}")
         asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-        more = [ShardBroker("1", b.port, b.platform_port, b.access_dir, b.pid_file) for b in [second.server]]
-        services = Services(
+        services = Services.on_brokers(
             settings,
+            [first.server, second.server],
             logs=root / "services",
             data=root / "data",
             command_api_port=free_port(),
             query_api_port=free_port(),
-            mqtt_port=first.server.port,
-            mqtt_platform_port=first.server.platform_port,
-            mqtt_password=first.server.admin.password,
-            mqtt_access_dir=first.server.access_dir,
-            mqtt_pid_file=first.server.pid_file,
-            mqtt_simulator_password=first.server.simulator.password,
-            more_shards=more,
         )
         names = ["broker-access", "broker-access-1", "device-actor", "device-gateway", "device-gateway-1"]
         names += ["command-api", "simulator"]

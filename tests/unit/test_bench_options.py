@@ -146,6 +146,7 @@ EARLIER_OPTIONS = {
     "push": {"--clients", "--devices", "--rate", "--duration", "--compression", "--no-compression"},
     "reads": {"--devices", "--concurrency", "--duration", "--floor-duration", "--telemetry-rate"},
     "campaign": {"--devices", "--waves", "--soak", "--install"},
+    "learn": {"--homes", "--weeks", "--train-weeks", "--seed", "--workers"},
 }  # fmt: skip
 
 

@@ -126,3 +126,41 @@ async def test_a_batch_kafka_refused_is_delivered_again_and_then_nothing_is_lost
     stored = [decode_inbound(value) for _, value in producer.stored(TOPICS.inbox)]
     assert [r.device_seq for r in stored if isinstance(r, ReportState)] == [1, 2, 3, 4, 5, 6]
     assert written == [pubacks([1, 2, 3]), pubacks([4, 5, 6])]
+
+
+class _SlowDeadLetters(_DeadLetters):
+    """Dead letters whose write of an ``invalid_json`` waits until ``release`` is set (a slow answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def send(self, *, topic: str, error: Exception, **rest: Any) -> None:
+        if getattr(error, "reason", "") == "invalid_json":
+            await self.release.wait()
+        await super().send(topic=topic, error=error, **rest)
+
+
+async def test_a_devices_refusals_are_answered_in_its_order_across_batches() -> None:
+    """Batches are handled concurrently (mqtt_batches.py); a later batch's refusal waits for the earlier
+    batch's, even through a batch between them that refused nothing (seen in a fresh-clone run: a
+    device read ``unstorable_value`` before ``invalid_fields``)."""
+    producer = FakeBatchProducer()
+    letters, errors = _SlowDeadLetters(), []
+    inbox = InboxLanes(producer, TOPICS, batch_size=1000, linger_s=0.0)
+    uplink = Uplink(inbox, cast(DeadLetters, letters), lambda t, p: errors.append((t, p)), clock=lambda: NOW)
+    topic = "hearth/devices/t-1/state"
+    first = asyncio.create_task(uplink.handle_batch([(topic, b"{not json")]))
+    between = asyncio.create_task(uplink.handle_batch([_state("t-1", 1)]))
+    last = asyncio.create_task(uplink.handle_batch([(topic, b'{"seq": 2, "state": {}}')]))
+    await eventually(lambda: len(producer.sent) == 1, "the report sent", timeout_s=2, every_s=0.001)
+    producer.answer()
+    for _ in range(20):  # every task runs as far as it can (fakes only: no I/O to wait for)
+        await asyncio.sleep(0)
+    assert letters.letters == [] and errors == []  # the last batch did not overtake the first
+    assert not between.done()  # it waits for the first too, so the chain never skips a batch
+    letters.release.set()
+    await asyncio.wait_for(asyncio.gather(first, between, last), 2)
+    assert letters.letters == [(topic, "invalid_json"), (topic, "invalid_fields")]
+    reasons = [json.loads(payload)["error"] for _, payload in errors]
+    assert reasons == ["invalid_json", "invalid_fields"]

@@ -60,3 +60,13 @@ def test_connack_gives_its_reason_and_the_brokers_receive_maximum() -> None:
     body = b"\x00\x00" + mqtt_wire.varint(len(properties)) + properties
     assert mqtt_wire.connack(body) == (0, 20)
     assert mqtt_wire.connack(b"\x00\x87\x00")[0] == 0x87  # not authorized
+
+
+def test_a_connect_with_a_will_carries_it_between_the_client_id_and_the_username() -> None:
+    connect = mqtt_wire.connect("d-1", "d-1", "pw", receive_maximum=10, will=("a/d-1", b"offline"))
+    [(_, start, _)] = list(mqtt_wire.split(connect))
+    assert connect[start + 7] == 0xC2 | 0x04 | 0x08 | 0x20  # and will, will QoS 1, will retain
+    will = b"\x00" + b"\x00\x05a/d-1\x00\x07offline"  # no will properties, its topic, its payload
+    assert connect.endswith(b"\x00\x03d-1" + will + b"\x00\x03d-1\x00\x02pw")
+    retained = mqtt_wire.publish("a/d-1", b"online", 1, retain=True)
+    assert retained[0] == mqtt_wire.PUBLISH | 0x02 | 0x01

@@ -270,8 +270,16 @@ def published_ids(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame
     )
 
 
-def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None = None) -> Learned:
-    """Learn from the whole history and publish what is new (module docstring)."""
+def learn(
+    spark: SparkSession,
+    settings: AnalyticsSettings,
+    now: datetime | None = None,
+    *,
+    until: datetime | None = None,
+) -> Learned:
+    """Learn from the whole history and publish what is new (module docstring); with ``until``, only from
+    the reports whose device time is before it (``hearth bench learn`` trains on its first weeks and
+    evaluates on the rest)."""
     at = now or datetime.now(UTC)
 
     def suggest(pdf: pd.DataFrame) -> pd.DataFrame:  # the job's time bound in (a partial warns in Spark)
@@ -280,7 +288,10 @@ def learn(spark: SparkSession, settings: AnalyticsSettings, now: datetime | None
     def fit(pdf: pd.DataFrame) -> pd.DataFrame:
         return fit_device(at, pdf)
 
-    reports = thermostat_facts(read_history(spark, settings)).cache()
+    reports = thermostat_facts(read_history(spark, settings))
+    if until is not None:
+        reports = reports.where(F.col("t_us") < int(until.timestamp() * 1_000_000))
+    reports = reports.cache()
     try:
         suggested = manual_changes(reports).groupBy("device_id").applyInPandas(suggest, OUTPUT_SCHEMA)
         fitted = (

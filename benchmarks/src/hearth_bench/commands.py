@@ -41,6 +41,8 @@ BENCHES: dict[str, str] = {
     "restart": "hearth_bench.restart:main",
     "drill": "hearth_bench.drill:main",
     "mixed": "hearth_bench.mixed:main",
+    "connections": "hearth_bench.connections:main",
+    "learn": "hearth_bench.learn:main",
 }
 
 

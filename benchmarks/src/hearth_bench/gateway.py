@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_bench.gateway_devices import hold_connections, register_devices, wait_credentials
+from hearth_bench.gateway_devices import Broker, hold_connections, register_devices, wait_credentials
 from hearth_bench.gateway_figures import Arrivals
 from hearth_bench.gateway_report import CONNECTIONS_PER_PUBLISHER
 from hearth_bench.load_client import cpu_share
@@ -362,7 +362,9 @@ def run_gateway_bench(
             await register_devices(stack, thermostats, held)
             await wait_credentials(stack, held)
             # Connections first: the broker's memory is then not what the reports' queues left behind.
-            hold = await hold_connections(stack, held) if connections else {}
+            broker = Broker.all_of(stack)[0]
+            parts = {GATEWAY: broker, broker.part: broker}
+            hold = await hold_connections(stack, {broker: held}, parts) if connections else {}
             floor = await _floor(stack, thermostats, reports, publishers)
             gateway = await _through_gateway(stack, thermostats, reports, publishers, profile)
             return {"floor": floor, "gateway": gateway, "connections": hold}

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -23,12 +26,38 @@ from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.schema.credentials import hash_secret, new_credential_id
 from hearth_shared.schema.events import IssueCredentials, RegisterDevice, encode, new_id, utcnow
+from hearth_shared.schema.shards import DEFAULT_SHARD
 
 HOME = "bench-gateway"
 
 
-async def register_devices(stack: BenchStack, thermostats: list[str], devices: list[tuple[str, str]]) -> None:
-    """Registration requests on the inbox (and credentials for ``devices``: (id, secret) pairs)."""
+@dataclass(frozen=True)
+class Broker:
+    """One MQTT broker of the stack as the devices see it: its part's name, port and access files."""
+
+    part: str
+    shard: str
+    port: int
+    access_dir: Path
+
+    @classmethod
+    def all_of(cls, stack: BenchStack) -> list[Broker]:
+        """The stack's brokers, shard 0 first (``bench_stack(mqtt_brokers=...)``)."""
+        services = stack.services
+        assert services.mqtt_access_dir is not None
+        first = cls("mosquitto", DEFAULT_SHARD, services.mqtt_port, services.mqtt_access_dir)
+        more = [cls(f"mosquitto-{b.name}", b.name, b.port, b.access_dir) for b in services.more_shards]
+        return [first, *more]
+
+
+async def register_devices(
+    stack: BenchStack,
+    thermostats: list[str],
+    devices: list[tuple[str, str]],
+    shard_of: Callable[[str], str] = lambda _: DEFAULT_SHARD,
+) -> None:
+    """Registration requests on the inbox (and credentials for ``devices``: (id, secret) pairs), each
+    device on the MQTT shard ``shard_of`` gives it (as the command API would pick it)."""
     producer = make_producer(stack.settings.kafka_bootstrap_servers, "bench-gateway-register", linger_ms=20)
     await producer.start()
     now, inbox = utcnow(), stack.settings.topics.inbox
@@ -41,6 +70,7 @@ async def register_devices(stack: BenchStack, thermostats: list[str], devices: l
                 home_id=HOME,
                 device_type="thermostat",
                 name=device_id,
+                shard=shard_of(device_id),
             )
             await producer.send(inbox, encode(request), key=device_id.encode())
         for device_id, secret in devices:
@@ -58,62 +88,96 @@ async def register_devices(stack: BenchStack, thermostats: list[str], devices: l
 
 
 async def wait_credentials(
-    stack: BenchStack, devices: list[tuple[str, str]], timeout_s: float = 300.0
+    stack: BenchStack, devices: list[tuple[str, str]], broker: Broker | None = None, timeout_s: float = 300.0
 ) -> None:
-    """Until the broker's password file holds every one of ``devices``' credentials and the broker has
-    read it (it accepts the last device's CONNECT: the file is written before the reload)."""
+    """Until ``broker``'s password file (default: the first's) holds every one of ``devices``'
+    credentials and the broker has read it (it accepts the last device's CONNECT: the file is written
+    before the reload)."""
+    broker = broker or Broker.all_of(stack)[0]
     count = len(devices)
-    access_dir = stack.services.mqtt_access_dir
-    assert access_dir is not None
-    passwd = access_dir / "passwd"
+    passwd = broker.access_dir / "passwd"
     deadline = time.monotonic() + timeout_s
     with counting_progress() as progress:
-        task = progress.add_task("credentials in the broker's password file", total=count)
+        task = progress.add_task(f"credentials in {broker.part}'s password file", total=count)
         while True:
             lines = sum(1 for line in passwd.read_text().splitlines() if line and not line.startswith("_"))
             progress.update(task, completed=lines)
-            if lines >= count and (not devices or _accepted(stack, *devices[-1])):
+            if lines >= count and (not devices or _accepted(broker, *devices[-1])):
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{lines} of {count} credentials reached the broker in {timeout_s:g} s")
+                raise RuntimeError(f"{lines} of {count} credentials reached {broker.part} in {timeout_s:g} s")
             stack.check_running()
             await asyncio.sleep(0.5)
 
 
-def _accepted(stack: BenchStack, device_id: str, secret: str) -> bool:
-    account = MqttAccount(device_id, secret)
-    return mqtt_connect_code("127.0.0.1", stack.services.mqtt_port, account) == 0
+def _accepted(broker: Broker, device_id: str, secret: str) -> bool:
+    return mqtt_connect_code("127.0.0.1", broker.port, MqttAccount(device_id, secret)) == 0
 
 
 def _rss(stack: BenchStack, name: str) -> int:
     return int(psutil.Process(stack.pid(name)).memory_info().rss)
 
 
-async def hold_connections(stack: BenchStack, devices: list[tuple[str, str]]) -> dict[str, Any]:
-    parts = ("device-gateway", "mosquitto")
+async def hold_connections(
+    stack: BenchStack, devices: Mapping[Broker, list[tuple[str, str]]], parts: Mapping[str, Broker | None]
+) -> dict[str, Any]:
+    """``devices`` connect at once to their brokers, one holder process per broker (``mqtt_load hold``:
+    each holds at most its open-files limit); ``parts``' resident memory before and after, per
+    connection held: a part's growth divided by the connections its broker holds (None: all of them)."""
     before = {name: _rss(stack, name) for name in parts}
-    job = {"host": "127.0.0.1", "port": stack.services.mqtt_port, "devices": [list(d) for d in devices]}
-    holder = LoadProcess("hold", job)
+    holders = {
+        broker: LoadProcess(
+            "hold", {"host": "127.0.0.1", "port": broker.port, "devices": [list(d) for d in held]}
+        )
+        for broker, held in devices.items()
+    }
     try:
-        if (line := await holder.line()) != "ready":
-            raise RuntimeError(f"holder: {line}")
-        console.print(f"connections: {len(devices):,} devices connect, each with its own credentials")
-        holder.say("go")
-        while (line := await holder.line()).startswith("connected"):
-            console.print(f"[dim]{line}[/]")
-        held = json.loads(line)
+        for holder in holders.values():
+            if (line := await holder.line()) != "ready":
+                raise RuntimeError(f"holder: {line}")
+        total = sum(len(held) for held in devices.values())
+        console.print(
+            f"connections: {total:,} devices, each with its own credentials, to {len(holders)} broker(s)"
+        )
+        for holder in holders.values():
+            holder.say("go")
+
+        async def held_by(holder: LoadProcess) -> dict[str, Any]:
+            while (line := await holder.line()).startswith("connected"):
+                pass
+            return dict(json.loads(line))
+
+        results = dict(zip(holders, await asyncio.gather(*map(held_by, holders.values())), strict=True))
         await asyncio.sleep(3.0)  # the births through the gateway, the broker's buffers settled
         after = {name: _rss(stack, name) for name in parts}
-        holder_rss = int(psutil.Process(holder.proc.pid).memory_info().rss)
-        holder.say("stop")
-        held |= json.loads(await holder.line())
+        holder_rss = sum(int(psutil.Process(h.proc.pid).memory_info().rss) for h in holders.values())
+        for holder in holders.values():
+            holder.say("stop")
+        for broker, holder in holders.items():
+            results[broker] |= json.loads(await holder.line())
     finally:
-        holder.close()
-    count = max(1, held["held"])
+        for holder in holders.values():
+            holder.close()
+    held_on = {broker.part: results[broker]["held"] for broker in devices}
+
+    connections_of = {
+        name: results[broker]["held"] if broker is not None else sum(held_on.values())
+        for name, broker in parts.items()
+    }
+
+    def per_connection(name: str) -> float:
+        return round(per_connection_kib(before[name], after[name], max(1, connections_of[name])), 2)
+
     return {
-        **held,
+        "held": sum(r["held"] for r in results.values()),
+        "seconds": max(r["seconds"] for r in results.values()),
+        "failed": sum(r["failed"] for r in results.values()),
+        "errors": [e for r in results.values() for e in r["errors"]][:5],
+        "still_connected": sum(r["still_connected"] for r in results.values()),
+        "held_per_broker": held_on,
+        "connections_of": connections_of,
         "rss_before_mb": {n: round(before[n] / 2**20, 1) for n in parts},
         "rss_after_mb": {n: round(after[n] / 2**20, 1) for n in parts},
-        "kib_per_connection": {n: round(per_connection_kib(before[n], after[n], count), 2) for n in parts},
+        "kib_per_connection": {n: per_connection(n) for n in parts},
         "holder_rss_mb": round(holder_rss / 2**20, 1),
     }

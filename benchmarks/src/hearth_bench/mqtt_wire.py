@@ -45,13 +45,26 @@ def _packet(header: int, body: bytes) -> bytes:
     return bytes([header]) + varint(len(body)) + body
 
 
-def connect(client_id: str, username: str, password: str, *, receive_maximum: int) -> bytes:
-    """CONNECT, MQTT 5, clean start, no keepalive (the bench's connections live for one run)."""
+def connect(
+    client_id: str,
+    username: str,
+    password: str,
+    *,
+    receive_maximum: int,
+    will: tuple[str, bytes] | None = None,
+) -> bytes:
+    """CONNECT, MQTT 5, clean start, no keepalive (the bench's connections live for one run); with
+    ``will`` (topic, payload), a will at QoS 1, retained, as the SDK's devices set on ``availability``."""
     properties = bytes([RECEIVE_MAXIMUM]) + struct.pack("!H", receive_maximum)
     flags = 0x80 | 0x40 | 0x02  # username, password, clean start
+    if will is not None:
+        flags |= 0x04 | 0x08 | 0x20  # will, will QoS 1, will retain
     variable = _string(b"MQTT") + bytes([5, flags]) + struct.pack("!H", 0)
     variable += varint(len(properties)) + properties
-    payload = _string(client_id.encode()) + _string(username.encode()) + _string(password.encode())
+    payload = _string(client_id.encode())
+    if will is not None:
+        payload += b"\x00" + _string(will[0].encode()) + _string(will[1])  # no will properties
+    payload += _string(username.encode()) + _string(password.encode())
     return _packet(CONNECT, variable + payload)
 
 
@@ -62,9 +75,10 @@ def subscribe(packet_id: int, topic_filter: str) -> bytes:
     )
 
 
-def publish(topic: str, payload: bytes, packet_id: int) -> bytes:
-    """PUBLISH at QoS 1, no properties."""
-    return _packet(PUBLISH | 0x02, _string(topic.encode()) + struct.pack("!H", packet_id) + b"\x00" + payload)
+def publish(topic: str, payload: bytes, packet_id: int, *, retain: bool = False) -> bytes:
+    """PUBLISH at QoS 1, no properties (``retain``: the broker keeps it for later subscribers)."""
+    header = PUBLISH | 0x02 | (0x01 if retain else 0)
+    return _packet(header, _string(topic.encode()) + struct.pack("!H", packet_id) + b"\x00" + payload)
 
 
 def pubacks(packet_ids: list[int]) -> bytes:

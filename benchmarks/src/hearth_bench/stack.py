@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess, free_port, tail
 from hearth_devstack.servers import (
     ServerT,
@@ -156,11 +158,13 @@ def bench_stack(
     services: Sequence[str],
     databases: bool = True,
     mqtt: bool = False,
+    mqtt_brokers: int = 1,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[BenchStack]:
     """Temporary servers plus the ``services`` (names as in ``Services.part``), for one bench run. With
     ``mqtt`` or the simulator (it plays its devices over MQTT, as real devices would), Mosquitto, the
-    broker-access follower and a device gateway run too."""
+    broker-access follower and a device gateway run too: ``mqtt_brokers`` of each (MQTT shards; the
+    brokers' parts are named ``mosquitto``, ``mosquitto-1``, ...)."""
     with tempfile.TemporaryDirectory(prefix=f"hearth-bench-{name}-") as tmp:
         work = Path(tmp)
         parts: dict[str, ManagedProcess] = {}
@@ -183,32 +187,38 @@ def bench_stack(
                 redis = started("redis", start_redis)
                 settings = settings.model_copy(update={"postgres_dsn": pg.dsn, "redis_url": redis.url})
             asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, settings.topics.specs()))
-            mqtt_env: dict[str, Any] = {}  # not `mqtt`: that is the flag asking for it
+            brokers = []
             if mqtt or "simulator" in services:
-                mosquitto = started("mosquitto", start_mosquitto)
-                mqtt_env = {
-                    "mqtt_port": mosquitto.port,
-                    "mqtt_platform_port": mosquitto.platform_port,
-                    "mqtt_password": mosquitto.admin.password,
-                    "mqtt_access_dir": mosquitto.access_dir,
-                    "mqtt_pid_file": mosquitto.pid_file,
-                    "mqtt_simulator_password": mosquitto.simulator.password,
-                }
-                needed = [s for s in ("broker-access", "device-gateway") if s not in services]
+                first = started("mosquitto", start_mosquitto)
+                brokers = [first]
+                for i in range(1, mqtt_brokers):  # more shards, with the first one's accounts
+                    brokers.append(started(f"mosquitto-{i}", partial(_shard_broker, i, first)))
+                shard_parts = [
+                    f"{s}-{i}" for i in range(1, mqtt_brokers) for s in ("broker-access", "device-gateway")
+                ]
+                needed = [s for s in ("broker-access", "device-gateway", *shard_parts) if s not in services]
                 at = list(services).index("simulator") if "simulator" in services else len(services)
                 services = [*services[:at], *needed, *services[at:]]
-            runner = Services(
-                settings,
-                logs=work / "logs",
-                data=work / "data",
-                command_api_port=free_port(),
-                query_api_port=free_port(),
-                # No broker-access follower without MQTT: nothing would say a device's secret was loaded.
-                extra_env={
-                    **({} if mqtt_env else {"HEARTH_COMMAND_API_CREDENTIALS_WAIT_S": "0"}),
-                    **(env or {}),
-                },
-                **mqtt_env,
+            # No broker-access follower without MQTT: nothing would say a device's secret was loaded.
+            extra_env = {**({} if brokers else {"HEARTH_COMMAND_API_CREDENTIALS_WAIT_S": "0"}), **(env or {})}
+            command_api_port, query_api_port, logs, data = (
+                free_port(),
+                free_port(),
+                work / "logs",
+                work / "data",
+            )
+            runner = (
+                Services.on_brokers(
+                    settings,
+                    brokers,
+                    logs=logs,
+                    data=data,
+                    command_api_port=command_api_port,
+                    query_api_port=query_api_port,
+                    extra_env=extra_env,
+                )
+                if brokers
+                else Services(settings, logs, data, command_api_port, query_api_port, extra_env=extra_env)
             )
             with services_running(
                 runner, services, report=lambda line: console.print(f"[dim]{line}[/]")
@@ -222,6 +232,10 @@ def bench_stack(
         finally:
             for part in reversed(parts.values()):
                 part.stop()
+
+
+def _shard_broker(index: int, first: MosquittoBroker, work: Path) -> StartedServer[MosquittoBroker]:
+    return start_mosquitto(work, f"mosquitto-{index}", accounts_dir=first.access_dir)
 
 
 async def read_topic(settings: StackSettings, topic: str) -> AsyncIterator[bytes]:

@@ -53,7 +53,7 @@ from hearth_devstack.servers import (
     postgres_startup,
     redis_startup,
 )
-from hearth_devstack.service_processes import Services, ShardBroker, instance_part, instance_port
+from hearth_devstack.service_processes import Services, instance_part, instance_port
 from hearth_devstack.status import PartStatus, write_status
 from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
@@ -181,14 +181,6 @@ class LocalStack:
             accounts_dir=None if i == 0 else self.data / "mosquitto" / "access",
         )
 
-    def more_shards(self) -> list[ShardBroker]:
-        """The MQTT shards beyond the first, as the services see them."""
-        return [
-            ShardBroker(str(i), broker.port, broker.platform_port, broker.access_dir, broker.pid_file)
-            for i, broker in enumerate(self.mosquittos)
-            if i > 0
-        ]
-
     @property
     def settings(self) -> StackSettings:
         return StackSettings(
@@ -249,19 +241,13 @@ class LocalStack:
 
     def services(self) -> Services:
         """The services as this stack runs them (its ports, its brokers' accounts and shards)."""
-        return Services(
+        return Services.on_brokers(
             self.settings,
+            self.mosquittos,
             logs=self.logs,
             data=self.data,
             command_api_port=self.ports.command_api,
             query_api_port=self.ports.query_api,
-            mqtt_port=self.ports.mqtt,
-            mqtt_platform_port=self.ports.mqtt_platform,
-            mqtt_password=self.mosquitto.admin.password,
-            mqtt_access_dir=self.mosquitto.access_dir,
-            mqtt_pid_file=self.mosquitto.pid_file,
-            mqtt_simulator_password=self.mosquitto.simulator.password,
-            more_shards=self.more_shards(),
             extra_env=self.service_env,
         )
 

@@ -40,6 +40,7 @@ import httpx
 
 from hearth.stack_dir import archive_dir
 from hearth_device_actor.serving import serving_file, serving_problem
+from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.process import ManagedProcess
 from hearth_devstack.supervisor import PartSpec
 from hearth_shared.adapters.settings import StackSettings
@@ -118,6 +119,10 @@ class ShardBroker:
     access_dir: Path
     pid_file: Path
 
+    @classmethod
+    def of(cls, name: str, broker: MosquittoBroker) -> ShardBroker:
+        return cls(name, broker.port, broker.platform_port, broker.access_dir, broker.pid_file)
+
 
 def shard_part(name: str) -> tuple[str, str]:
     """(the service, its shard) of a part name: ``device-gateway-1`` is shard 1's gateway."""
@@ -145,6 +150,37 @@ class Services:
     mqtt_simulator_password: str = ""  # the simulator hub's account (MosquittoBroker.simulator)
     more_shards: list[ShardBroker] = field(default_factory=list)  # MQTT brokers beyond the first
     extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def on_brokers(
+        cls,
+        settings: StackSettings,
+        brokers: Sequence[MosquittoBroker],
+        *,
+        logs: Path,
+        data: Path,
+        command_api_port: int,
+        query_api_port: int,
+        extra_env: dict[str, str] | None = None,
+    ) -> Services:
+        """The services on these MQTT brokers: the first is shard 0 (its listeners and accounts are the
+        services' own), each next one the shard named by its place (``1``, ``2``, ...)."""
+        first = brokers[0]
+        return cls(
+            settings,
+            logs=logs,
+            data=data,
+            command_api_port=command_api_port,
+            query_api_port=query_api_port,
+            mqtt_port=first.port,
+            mqtt_platform_port=first.platform_port,
+            mqtt_password=first.admin.password,
+            mqtt_access_dir=first.access_dir,
+            mqtt_pid_file=first.pid_file,
+            mqtt_simulator_password=first.simulator.password,
+            more_shards=[ShardBroker.of(str(i), broker) for i, broker in enumerate(brokers) if i > 0],
+            extra_env=extra_env or {},
+        )
 
     def shards_setting(self) -> dict[str, str]:
         """``HEARTH_MQTT_SHARDS`` when there is more than one broker (else nothing: one broker, shard 0)."""

@@ -64,6 +64,7 @@ class Room:
     changes: list[ManualChange]
     seq: int
     topic: str
+    offset_c: float = 0.0  # the room's targets against the household's routine (0.0 for a home's first)
     next_change: int = 0
 
 
@@ -140,7 +141,7 @@ class History:
             outdoor=outdoor,
         )
         changes = household.changes(self.start, self.end, room=device_id, room_offset_c=offset_c)
-        return Room(home.home_id, device_id, model, changes, seq_base, state_topic(device_id))
+        return Room(home.home_id, device_id, model, changes, seq_base, state_topic(device_id), offset_c)
 
     @property
     def manual_changes(self) -> dict[str, list[ManualChange]]:
@@ -183,4 +184,4 @@ class History:
         out.append((room.topic, encode_message(message)))
 
 
-__all__ = ["HISTORY_SEQ_LEAD", "History", "Home", "Record", "household_of", "parse_duration"]
+__all__ = ["HISTORY_SEQ_LEAD", "History", "Home", "Record", "Room", "household_of", "parse_duration"]

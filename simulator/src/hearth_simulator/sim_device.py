@@ -11,6 +11,7 @@ the same readings. Each model answers:
 * ``step(now) -> dict | None``: what to report now: the whole state when telemetry is due (every
   ``1/rate`` s), the discrete keys that changed (a mode, a target, a lock state...) as soon as they
   change, else None;
+* ``advance(now)``: the physics up to ``now``, reporting nothing (a replay reads the model itself);
 * ``state``: the whole current state; ``wake_at``: when ``step`` will next have something to say
   (a caller may step more often; a command may make it say something sooner);
 * ``drift(per_h)``: what a drifting firmware does to it (the core calls it without knowing the model).
@@ -100,6 +101,11 @@ class SimDevice:
         if isinstance(reported.get("firmware_version"), str):
             self.firmware_version = reported["firmware_version"]
         self._restore(reported)
+
+    def advance(self, now: float) -> None:
+        """The physics up to ``now``, nothing reported (a replay that reads the model's own state: the
+        learn bench's)."""
+        self._advance(now)
 
     def drift(self, per_h: float) -> None:
         """A firmware that ``drifts`` started (``per_h``, its ``FirmwareOptions.drift_c_per_h``) or was

@@ -14,6 +14,14 @@ inbox without it, and the report alone is refused so (the dead letter holds the 
 The gateway has an ``Uplink`` per MQTT connection: ``publish_error`` answers on the connection the
 message came in on.
 
+A device's refusals are answered in the order its messages came, across batches too: the handler of a
+batch may run while the one before still waits for Kafka (mqtt_batches.py), so each batch dead-letters
+and answers its refusals only after the batch before it is done with its own (``_answered``, a chain:
+every batch waits for the one before, refusals or not, so the chain never skips one). A batch's
+PUBACKs wait for the batch before anyway (mqtt_batches.py), so the wait delays no acknowledgement.
+Without it, two batches' refusals interleaved at their awaits, and a device read its errors out of
+order.
+
 If Kafka fails, the handler raises: the batch stays unacknowledged and ``failed`` is set, so the
 gateway stops and its restart gets the batch again from its persistent MQTT session.
 """
@@ -58,10 +66,19 @@ class Uplink:
         self.accepted = 0
         self.refused = 0
         self.failed = asyncio.Event()
+        self._answered: asyncio.Future[None] | None = None  # set once the last batch's refusals are answered
 
     async def handle_batch(self, messages: list[tuple[str, bytes]]) -> None:
         """Put a batch of (topic, payload) on the inbox, refusing the bad ones; returns when Kafka has
         every record of it (raises, and sets ``failed``, if it refused one)."""
+        before = self._answered
+        self._answered = answered = asyncio.get_running_loop().create_future()
+        try:
+            await self._handle(messages, before)
+        finally:
+            answered.set_result(None)
+
+    async def _handle(self, messages: list[tuple[str, bytes]], before: asyncio.Future[None] | None) -> None:
         now = self.clock()
         requests: list[tuple[Inbound, ReportState | None]] = []
         refused: list[tuple[str, bytes, MalformedRecord]] = []
@@ -83,6 +100,8 @@ class Uplink:
             self.failed.set()
             raise
         self.accepted += len(requests)
+        if before is not None:  # even with nothing refused here: the batch after waits for this one
+            await before  # the batch before answered its refusals (module docstring)
         for topic, payload, reason in refused:
             await self._refuse(topic, payload, reason)
 

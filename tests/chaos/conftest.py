@@ -7,13 +7,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from hearth_devstack.local import LocalStack, StackPorts
-from hearth_devstack.process import free_port
 from hearth_devstack.supervisor import RestartPolicy
 
 # Quicker than `hearth up`'s default so a kill costs the suite seconds; three times the start timeouts,
@@ -24,19 +22,32 @@ CHAOS_POLICY = RestartPolicy(
 
 
 @contextmanager
-def supervised(home: Path, service_env: dict[str, str] | None = None) -> Iterator[LocalStack]:
+def supervised(
+    home: Path,
+    service_env: dict[str, str] | None = None,
+    *,
+    simulate: bool = False,
+    mqtt_brokers: int = 1,
+    device_actors: int = 1,
+    query_apis: int = 1,
+) -> Iterator[LocalStack]:
     """A ``LocalStack`` on free ports under ``home``, supervised by a background thread until the block
-    ends; ``service_env`` goes to every service besides the chaos suite's own."""
+    ends; ``service_env`` goes to every service besides the chaos suite's own; ``simulate``: with the
+    simulator (it plays the devices registered as simulated); how many MQTT shards, actor workers and
+    query-API processes (LocalStack's fields)."""
     stack = LocalStack(
         home=home,
-        ports=StackPorts(*(free_port() for _ in fields(StackPorts))),  # never the default ports
+        ports=StackPorts.free(room=3),  # never the defaults; room for a second MQTT shard and query API
         topic_prefix="chaos",
-        simulate=False,
+        simulate=simulate,
         analytics=False,
         report=lambda message: print(f"supervisor: {message}", flush=True),
         policy=CHAOS_POLICY,
         # A killed worker's partitions move once its session times out: keep that short (as the tests do).
         service_env={"HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6", **(service_env or {})},
+        mqtt_brokers=mqtt_brokers,
+        device_actors=device_actors,
+        query_apis=query_apis,
     )
     stack.start()
     stop = threading.Event()

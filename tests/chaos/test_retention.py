@@ -20,8 +20,6 @@ same views.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,10 +40,10 @@ from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token, token_id
 from tests.chaos.conftest import supervised
-from tests.chaos.test_kill_parts import healthy_again
 from tests.support.automations import automation_listed, runs
 from tests.support.campaigns import start_recorded_campaign
 from tests.support.mqtt_devices import connected
+from tests.support.part_kills import killed_and_back
 from tests.support.topics import pass_retention, snapshot_manifests
 from tests.support.waiting import eventually
 
@@ -194,13 +192,8 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
             await pass_retention(settings.kafka_bootstrap_servers, topic, covered[topic])
         player.cancel()
         await device.close(offline=False)
-        assert stack.supervisor is not None
         for name in KILLED:
-            restarts = next(p.restarts for p in stack.supervisor.snapshot() if p.name == name)
-            victim = stack.supervisor.child(name)
-            assert victim is not None and victim.pid is not None
-            os.kill(victim.pid, signal.SIGKILL)
-            await healthy_again(stack, name, restarts)
+            await killed_and_back(stack, name)
 
         # ---- nothing before the window is forgotten
         device = await connected(stack.mosquitto, "kept-thermostat", passwords["kept-thermostat"], 60.0)

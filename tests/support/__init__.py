@@ -2,7 +2,8 @@
 
 - Waiting: ``waiting`` (``eventually``, the suite's one wait loop; ``poll_until`` and ``twin_when`` on it).
 - The platform as tests see it: ``platform`` (token secret, settings, running services; the fixtures
-  that start them are in tests/conftest.py), ``identity_stack`` (device identity's own parts).
+  that start them are in tests/conftest.py), ``identity_stack`` (device identity's own parts),
+  ``part_kills`` (a supervised part killed with -9 and awaited until healthy again, for chaos tests).
 - Talking to it: ``commands`` and ``registration`` (HTTP), ``inbox_requests`` and ``device_link`` (the
   inbox, for tests that play a device on Kafka), ``inbox_worker`` (a device-actor worker's hot path in
   the test's process), ``mqtt_devices``, ``mosquitto_clients`` and

@@ -39,6 +39,7 @@ BENCHES: dict[str, str] = {
     "automations": "hearth_bench.automation_load:main",
     "reads": "hearth_bench.reads:main",
     "restart": "hearth_bench.restart:main",
+    "drill": "hearth_bench.drill:main",
     "mixed": "hearth_bench.mixed:main",
     "connections": "hearth_bench.connections:main",
     "learn": "hearth_bench.learn:main",

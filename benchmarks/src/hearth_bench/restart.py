@@ -38,7 +38,6 @@ import contextlib
 import itertools
 import os
 import re
-import signal
 import statistics
 import tempfile
 import threading
@@ -60,6 +59,7 @@ from hearth_bench.stack import console, counting_progress
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_devstack.journal_facts import JournalFacts, fill_journal
 from hearth_devstack.local import LocalStack, Services, StackPorts
+from hearth_devstack.part_kill import GaveUp, healthy_again, kill_part, part_status
 from hearth_devstack.process import free_port
 from hearth_devstack.status import FollowerReport, read_follower_reports
 from hearth_devstack.supervisor import RestartPolicy
@@ -252,21 +252,17 @@ def kill_and_time(stack: LocalStack, name: str, facts: int) -> Restart:
     """SIGKILL the part's process; wait until the supervisor has it healthy again; its figures."""
     supervisor = stack.supervisor
     assert supervisor is not None
-    before = next(p for p in supervisor.snapshot() if p.name == name)
-    victim = supervisor.child(name)
-    assert victim is not None and victim.pid is not None, f"{name} is not running"
-    killed_at = time.monotonic()
-    os.kill(victim.pid, signal.SIGKILL)
-    while True:
-        part = next(p for p in supervisor.snapshot() if p.name == name)
-        if part.restarts > before.restarts and part.state == "running" and part.health == "healthy":
-            down_s: float | None = time.monotonic() - killed_at
-            healthy_after_s = part.healthy_after_s
-            break
-        if part.state == "failed" or time.monotonic() - killed_at > HEALTHY_TIMEOUT_S:
-            down_s = healthy_after_s = None
-            break
-        time.sleep(0.1)
+    kill = kill_part(supervisor, name)
+    down_s: float | None = None
+    healthy_after_s: float | None = None
+    with contextlib.suppress(GaveUp):  # the supervisor gave up on it: never healthy
+        while time.monotonic() - kill.at <= HEALTHY_TIMEOUT_S:
+            if healthy_again(supervisor, kill):
+                down_s = time.monotonic() - kill.at
+                healthy_after_s = part_status(supervisor, name).healthy_after_s
+                break
+            time.sleep(0.1)
+    part = part_status(supervisor, name)
     if down_s is not None:
         time.sleep(RSS_SETTLE_S)
     child = supervisor.child(name)

@@ -85,6 +85,21 @@ def up(
             "--mqtt-port + 2i, --mqtt-platform-port + 2i and --mqtts-port + i",
         ),
     ] = 1,
+    device_actors: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Device-actor workers (parts device-actor, device-actor.2, ...): they share the inbox's "
+            "partitions, so more than the partition count (12) leaves the rest idle",
+        ),
+    ] = 1,
+    query_apis: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Query-API processes (query-api, query-api.2, ...); the n-th on --query-api-port + n - 1",
+        ),
+    ] = 1,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C (or `hearth down`); parts that die are
     restarted with backoff (see `hearth status`)."""
@@ -98,6 +113,8 @@ def up(
             ports=ports,
             brokers=brokers,
             mqtt_brokers=mqtt_brokers,
+            device_actors=device_actors,
+            query_apis=query_apis,
             simulate=simulate,
             analytics=analytics,
             policy=RestartPolicy(start_timeout_factor=start_timeout_factor),

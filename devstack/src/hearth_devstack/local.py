@@ -18,6 +18,11 @@ own broker-access follower and device gateway; the brokers share the service acc
 plays each device through its shard's broker. A device's shard is recorded when it registers, so a
 home keeps its shards: start it with at least as many brokers as it was made with.
 
+Device-actor workers and query-API processes may be several (``device_actors``, ``query_apis``; ``hearth
+up --device-actors 3 --query-apis 2``): parts ``device-actor.2``, ``query-api.2`` ... each supervised on
+its own, with what its service needs (``service_processes``: instance names, the n-th query API on
+``--query-api-port`` + n - 1).
+
 Each server starts as the tests and benches start it (``hearth_devstack.servers``: initdb and a stale pid
 cleared before PostgreSQL, its database after, how long each may take); what is the local stack's own is
 where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up, and the
@@ -30,7 +35,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +44,7 @@ from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.kafka_cluster import KafkaCluster
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import StartupError, require_free_port
+from hearth_devstack.process import StartupError, free_port, port_is_free, require_free_port
 from hearth_devstack.redis import RedisServer
 from hearth_devstack.servers import (
     ServerStartup,
@@ -48,7 +53,7 @@ from hearth_devstack.servers import (
     postgres_startup,
     redis_startup,
 )
-from hearth_devstack.service_processes import Services
+from hearth_devstack.service_processes import Services, instance_part, instance_port
 from hearth_devstack.status import PartStatus, write_status
 from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
@@ -67,6 +72,20 @@ class StackPorts:
     mqtt: int = DEVICE_PORT
     mqtts: int = DEVICE_TLS_PORT
     mqtt_platform: int = PLATFORM_PORT
+
+    @classmethod
+    def free(cls, room: int = 1) -> StackPorts:
+        """Ports free now (tests, benches: never the defaults), each with the ``room - 1`` after it free
+        too: a Kafka cluster's further nodes, MQTT shards and query APIs listen at a part's port plus a
+        few (``KafkaCluster.spread``, ``mqtt_shard``, ``instance_port``), so a stack of several needs room
+        (5 for 3 Kafka nodes). One block of free ports in a row, so no part lands on another's."""
+        count = len(fields(cls))
+        for _ in range(100):
+            base = free_port()
+            block = range(base, base + count * room)
+            if block[-1] < 65536 and all(port_is_free(port) for port in block):
+                return cls(*(base + i * room for i in range(count)))
+        raise StartupError(f"found no {count * room} free ports in a row")
 
     def mqtt_shard(self, i: int) -> tuple[int, int, int]:
         """(devices, TLS, platform) ports of MQTT shard ``i`` (0: the ports above)."""
@@ -110,6 +129,8 @@ class LocalStack:
     topic_prefix: str = "hearth"
     brokers: int = 1
     mqtt_brokers: int = 1  # MQTT broker shards, a Mosquitto each
+    device_actors: int = 1  # device-actor workers (at most the inbox's partitions serve)
+    query_apis: int = 1  # query-API processes, each on its own port
     simulate: bool = True
     analytics: bool = True
     report: Callable[[str], None] = print
@@ -176,6 +197,8 @@ class LocalStack:
         for i, broker in enumerate(self.mosquittos[1:], start=1):
             named |= {f"mqtt {i}": broker.port, f"mqtts {i}": broker.tls_port}
             named[f"mqtt platform {i}"] = broker.platform_port
+        for n in range(2, self.query_apis + 1):
+            named[f"query api {n}"] = instance_port(self.ports.query_api, n)
         if isinstance(self.kafka, KafkaCluster):  # node 1 has the kafka ports, the others the next ones
             del named["kafka"], named["kafka controller"]
             for node in self.kafka.nodes:
@@ -262,10 +285,14 @@ class LocalStack:
             supervised(redis_startup(self.redis)),
         ]
         names = services.names(
-            simulate=self.simulate, analytics=self.analytics, more_shards=services.more_shards
+            simulate=self.simulate,
+            analytics=self.analytics,
+            more_shards=services.more_shards,
+            device_actors=self.device_actors,
+            query_apis=self.query_apis,
         )
         for name in names:
-            specs.append(services.spec(name, depends_on=needs[name]))
+            specs.append(services.spec(name, depends_on=needs[instance_part(name)[0]]))
         return specs
 
     def start(self) -> None:

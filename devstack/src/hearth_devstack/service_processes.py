@@ -12,6 +12,14 @@ MQTT broker shards: the first broker is the one ``mqtt_*`` names; each of ``more
 is one more, with its own broker-access follower and gateway, named after the shard (``broker-access-1``,
 ``device-gateway-1``), and every service is told the shards (``HEARTH_MQTT_SHARDS``).
 
+Several processes of one service (``SCALED_PARTS``: device-actor workers, query-API processes; ``hearth up
+--device-actors 3 --query-apis 2``): the first keeps the service's name, the n-th (from 2) is the part
+``{service}.{n}``, with a name of its own that stays the same across its restarts: an actor worker's data
+directory (``data/device-actor.2``: its serving file, faust's state) and its Kafka static membership
+(``HEARTH_DEVICE_ACTOR_INSTANCE``), so a restarted worker rejoins as itself; a query API's port, the
+first's + n - 1 (``instance_port``; a load balancer in front of them on a real cluster). Gateways scale
+per MQTT shard instead (a shard each, see above).
+
 Apart from the local stack (``local.py``), which supervises them beside the servers, because the tests'
 fixtures and ``hearth_bench.stack`` start the same services on their own temporary servers. They start
 them with ``services_running``, the one start loop outside the supervisor: every service it started is
@@ -43,6 +51,27 @@ from hearth_shared.schema.shards import DEFAULT_SHARD
 # The parts each MQTT shard has of its own: ``broker-access`` and ``device-gateway`` serve the first shard,
 # ``broker-access-1`` ... the others.
 SHARD_PARTS = ("broker-access", "device-gateway")
+# The services the stack may run several processes of (see the module docstring).
+SCALED_PARTS = ("device-actor", "query-api")
+
+
+def instance_part(name: str) -> tuple[str, int]:
+    """(the service, which of its processes, from 1) of a part name: ``query-api.2`` is the second query
+    API, ``query-api`` the first."""
+    service, dot, n = name.rpartition(".")
+    if dot and service in SCALED_PARTS and n.isdigit() and int(n) > 1:
+        return service, int(n)
+    return name, 1
+
+
+def instance_names(service: str, count: int) -> list[str]:
+    """The part names of ``count`` processes of a service: ``device-actor``, ``device-actor.2``, ..."""
+    return [service, *(f"{service}.{n}" for n in range(2, count + 1))]
+
+
+def instance_port(first: int, n: int) -> int:
+    """The port of a service's n-th process (from 1), when each needs its own: the first's + n - 1."""
+    return first + n - 1
 
 
 def follower_reports_dir(data: Path, part: str) -> Path:
@@ -184,6 +213,18 @@ class Services:
             "HEARTH_DEVICE_GATEWAY_INSTANCE": f"gateway-shard-{shard.name}",
         }
 
+    def instance_env(self, name: str) -> dict[str, str]:
+        """The n-th process's own settings (none for the first: ``env`` has them; see the module)."""
+        service, n = instance_part(name)
+        if n == 1:
+            return {}
+        if service == "device-actor":
+            return {
+                "HEARTH_DEVICE_ACTOR_DATA_DIR": str(self.data / name),
+                "HEARTH_DEVICE_ACTOR_INSTANCE": f"device-actor-{self.data.name}-{n}",
+            }
+        return {"HEARTH_READ_MODELS_PORT": str(instance_port(self.query_api_port, n))}
+
     def env(self) -> dict[str, str]:
         s = self.settings
         broker = self.data / "mosquitto"  # LocalStack's MosquittoBroker data dir
@@ -224,23 +265,29 @@ class Services:
         analytics: bool = False,
         devices_over_mqtt: bool = True,
         more_shards: Sequence[ShardBroker] = (),
+        device_actors: int = 1,
+        query_apis: int = 1,
     ) -> list[str]:
-        """The services in start order, with each of ``more_shards``' follower and gateway.
+        """The services in start order, with each of ``more_shards``' follower and gateway, and
+        ``device_actors`` workers and ``query_apis`` query-API processes (``instance_names``).
         ``devices_over_mqtt=False``: without the broker-access followers and the device gateways (for
         tests whose devices talk to the inbox directly)."""
         shards = [f"-{shard.name}" for shard in more_shards]
         followers = [f"broker-access{s}" for s in ["", *shards]] if devices_over_mqtt else []
         gateways = [f"device-gateway{s}" for s in ["", *shards]] if devices_over_mqtt else []
-        names = [*followers, "device-actor", *gateways, "projector", "query-api", "command-api"]
-        names += ["automations", "campaigns"]
+        actors = instance_names("device-actor", device_actors)
+        names = [*followers, *actors, *gateways, "projector", *instance_names("query-api", query_apis)]
+        names += ["command-api", "automations", "campaigns"]
         return names + ["simulator"] * simulate + ["analytics", "archive"] * analytics
 
     def part(self, name: str) -> tuple[ManagedProcess, float]:
         """The process for one service (not started) and how long it may take to become healthy."""
-        api, query = f"http://127.0.0.1:{self.command_api_port}", f"http://127.0.0.1:{self.query_api_port}"
+        scaled, n = instance_part(name)
+        api = f"http://127.0.0.1:{self.command_api_port}"
+        query = f"http://127.0.0.1:{instance_port(self.query_api_port, n)}"
         log = self.logs / f"{name}.log"
-        actor = actor_serving(self.data / "device-actor", self.settings.kafka_bootstrap_servers)
-        service, _ = shard_part(name)
+        actor = actor_serving(self.data / name, self.settings.kafka_bootstrap_servers)
+        service, _ = shard_part(scaled)
         argv, healthy, url, timeout_s = {
             "device-actor": (["hearth_device_actor"], actor, "", 90.0),
             "broker-access": (
@@ -266,7 +313,12 @@ class Services:
             argv=[sys.executable, "-m", *argv],
             log_path=log,
             healthy=healthy,
-            env={**self.env(), **self.shard_env(name), REPORTS_ENV: str(reports)},
+            env={
+                **self.env(),
+                **self.shard_env(name),
+                **self.instance_env(name),
+                REPORTS_ENV: str(reports),
+            },
             url=url,
         )
         return process, timeout_s

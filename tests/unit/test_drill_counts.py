@@ -1,0 +1,82 @@
+"""How the chaos tests and the scale-out drill count commands (``hearth_devstack.command_ledger``) and
+what the drill kills and reports (``hearth_bench.drill``), without a stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hearth_bench.drill import DrillBench, drill_result, probes_and_load, victims
+from hearth_devstack.command_ledger import Ledger, Outcome
+from hearth_devstack.local import LocalStack
+from hearth_shared.schema.shards import assign_shard
+
+pytestmark = pytest.mark.unit
+
+CLEAN_JOURNAL = {
+    "records": 10,
+    "devices_out_of_order": [],
+    "repeated_event_ids": 0,
+    "repeated": [],
+    "doubled_requests": 0,
+    "doubled_commands": [],
+}
+
+
+def ledger_of(*commands: str) -> Ledger:
+    ledger = Ledger()
+    for n, command_id in enumerate(commands):
+        ledger.accepted[command_id] = "t1"
+        ledger.accepted_at[command_id] = float(n)
+    return ledger
+
+
+def test_unknown_is_lost_open_is_stuck_and_requested_twice_is_doubled() -> None:
+    ledger = ledger_of("a", "b", "c", "d")
+    statuses: dict[str, str | None] = {"a": "converged", "b": None, "c": "dispatched", "d": "expired"}
+    outcome = Outcome.of(ledger, statuses, ["a", "not-ours"])
+    assert outcome == Outcome(lost=["b"], doubled=["a"], stuck=["c"])
+    assert outcome.among({"b", "d"}) == Outcome(lost=["b"], doubled=[], stuck=[])
+    assert outcome.counts == {"lost": 1, "doubled": 1, "stuck": 1}
+
+
+def test_a_command_never_read_back_is_lost() -> None:
+    assert Outcome.of(ledger_of("a"), {}, []).lost == ["a"]
+
+
+def test_the_drill_kills_one_of_each_kind_the_last_of_several(tmp_path: Path) -> None:
+    stack = LocalStack(
+        home=tmp_path, brokers=3, mqtt_brokers=2, device_actors=3, query_apis=2, analytics=False
+    )
+    killed = ["kafka-2", "mosquitto-1", "device-gateway-1", "device-actor.3", "query-api.2"]
+    assert list(victims(stack)) == [*killed, "projector", "command-api"]
+    single = LocalStack(home=tmp_path / "single", analytics=False)
+    assert {"kafka", "mosquitto", "device-gateway", "device-actor", "query-api"} <= set(victims(single))
+
+
+def test_each_shard_keeps_a_probe_device_out_of_the_load() -> None:
+    devices = [f"d{i}" for i in range(20)]
+    probes, load = probes_and_load(devices, ["0", "1"])
+    assert [assign_shard(p, ["0", "1"]) for p in probes] == ["0", "1"]
+    assert sorted([*probes, *load]) == sorted(devices) and not set(probes) & set(load)
+
+
+def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() -> None:
+    ledger = ledger_of("a", "b", "c")
+    statuses: dict[str, str | None] = {"a": "converged", "b": None, "c": "expired"}
+    kills = [
+        {"part": "projector", "kind": "projector", "healthy_s": 1.0, "converged_s": 2.0, "commands": ["a"]},
+        {
+            "part": "command-api",
+            "kind": "command API",
+            "healthy_s": 3.0,
+            "converged_s": 4.0,
+            "commands": ["b", "c"],
+        },
+    ]
+    result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, differences=0)
+    first, second = result["rows"]
+    assert (first["commands"], first["lost"], first["expired"]) == (1, 0, 0)
+    assert (second["commands"], second["lost"], second["expired"]) == (2, 1, 1)
+    assert result["lost_total"] == 1 and not result["goal_met"]

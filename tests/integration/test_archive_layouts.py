@@ -52,6 +52,7 @@ LAYOUT_1 = (
     "day",
 )  # fmt: skip
 UPGRADED_AT = 50  # a partition's offsets below this were archived in layout 1, the rest in layout 2
+SINK_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSink.log.compactInterval's default
 
 
 def _fact_rows(facts: DataFrame) -> list[tuple[Any, ...]]:
@@ -119,7 +120,9 @@ async def test_an_archive_of_both_layouts_verifies_reports_compacts_and_rebuilds
     rows.where(~before_upgrade).write.mode("append").partitionBy("day").parquet(str(table))
     new_files = _parquet_files(table) - old_files
     assert old_files and new_files
-    commit_by_hand(open_store(table), [sorted(old_files), sorted(new_files)], compact_at=1)
+    # as the sink logs ten batches: its .compact file at the tenth (Spark's default compactInterval)
+    batches = [sorted(old_files), sorted(new_files), *([] for _ in range(SINK_COMPACT_INTERVAL - 2))]
+    commit_by_hand(open_store(table), batches, compact_at=SINK_COMPACT_INTERVAL - 1)
 
     journal = await journal_ranges(stack)
     report = inspect_archive(table, journal, complete=True)

@@ -106,9 +106,7 @@ async def test_archive_to_s3_compatible_storage(
     assert len(where) == len(set(where)) == len(records)
 
 
-async def test_compaction_verify_and_rebuild_from_an_s3_archive(
-    stack: StackSettings, tmp_path: Path, s3_endpoint: str
-) -> None:
+async def test_compaction_verify_and_rebuild_from_an_s3_archive(stack: StackSettings, s3_endpoint: str) -> None:
     """An archive on S3 (written as the file sink leaves it, over pyarrow's S3 client): ``hearth archive
     compact`` and ``verify`` with an ``s3a://`` table, then ``rebuild --from-archive`` from it equals a
     rebuild from the journal."""

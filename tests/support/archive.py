@@ -185,7 +185,7 @@ def commit_by_hand(store: ArchiveStore, batches: list[list[str]], *, compact_at:
     for batch, paths in enumerate(batches):
         written = [
             {"path": store.uri(path), "size": store.fs.get_file_info(path).size, "isDir": False,
-             "modificationTime": 0, "blockSize": 0, "action": "add"}
+             "modificationTime": 0, "blockReplication": 1, "blockSize": 0, "action": "add"}
             for path in paths
         ]  # fmt: skip
         entries += written

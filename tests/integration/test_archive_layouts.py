@@ -75,7 +75,9 @@ def _records(spark: SparkSession) -> tuple[DataFrame, list[bytes]]:
         report(4, {}),  # nothing changed: the seq moves on
     ]
     rows = [(0, offset, value, T0) for offset, value in enumerate(values)]
-    return spark.createDataFrame(rows, "partition int, offset long, value binary, timestamp timestamp"), values
+    return spark.createDataFrame(
+        rows, "partition int, offset long, value binary, timestamp timestamp"
+    ), values
 
 
 def test_typed_columns_hold_declared_readings_and_the_payload_keeps_the_rest(spark: Any) -> None:

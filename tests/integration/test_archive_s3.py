@@ -106,7 +106,9 @@ async def test_archive_to_s3_compatible_storage(
     assert len(where) == len(set(where)) == len(records)
 
 
-async def test_compaction_verify_and_rebuild_from_an_s3_archive(stack: StackSettings, s3_endpoint: str) -> None:
+async def test_compaction_verify_and_rebuild_from_an_s3_archive(
+    stack: StackSettings, s3_endpoint: str
+) -> None:
     """An archive on S3 (written as the file sink leaves it, over pyarrow's S3 client): ``hearth archive
     compact`` and ``verify`` with an ``s3a://`` table, then ``rebuild --from-archive`` from it equals a
     rebuild from the journal."""
@@ -118,7 +120,9 @@ async def test_compaction_verify_and_rebuild_from_an_s3_archive(stack: StackSett
     for i, ((_, value, ts), (partition, offset)) in enumerate(zip(records, placed, strict=True)):
         day = datetime.fromtimestamp(ts / 1000, UTC).date().isoformat()
         batches[i * len(batches) // len(records)].setdefault(day, []).append((partition, offset, value))
-    access = S3Access(endpoint=s3_endpoint, region="us-east-1", access_key=KEY_ID, secret_key=SecretStr(SECRET))
+    access = S3Access(
+        endpoint=s3_endpoint, region="us-east-1", access_key=KEY_ID, secret_key=SecretStr(SECRET)
+    )
     url = f"s3a://{bucket}/journal"
     store = open_store(url, access)
     write_table_on(store, batches, compact_at=2)

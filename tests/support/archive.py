@@ -147,7 +147,8 @@ def write_table_by_hand(
     every ``compactInterval`` batches."""
     table.mkdir(parents=True)
     with_values = [
-        {day: [(p, o, f"p{p}o{o}".encode()) for p, o in rows] for day, rows in days.items()} for days in batches
+        {day: [(p, o, f"p{p}o{o}".encode()) for p, o in rows] for day, rows in days.items()}
+        for days in batches
     ]
     write_table_on(open_store(table), with_values, compact_at=compact_at)
 
@@ -190,7 +191,9 @@ def commit_by_hand(store: ArchiveStore, batches: list[list[str]], *, compact_at:
         ]  # fmt: skip
         entries += written
         name, logged = (f"{batch}.compact", entries) if batch == compact_at else (str(batch), written)
-        store.write_whole(store.join(METADATA_DIR, name), "v1\n" + "".join(json.dumps(e) + "\n" for e in logged))
+        store.write_whole(
+            store.join(METADATA_DIR, name), "v1\n" + "".join(json.dumps(e) + "\n" for e in logged)
+        )
 
 
 def views_settings(stack: StackSettings, name: str) -> ReadModelSettings:

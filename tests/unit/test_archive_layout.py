@@ -33,7 +33,12 @@ def test_every_declared_key_has_a_column_typed_from_its_declaration() -> None:
     columns = {r.key: r for r in READING_COLUMNS}
     declared = {key.name: key.value.type for kind in DEVICE_TYPES.values() for key in kind.all_state}
     assert set(columns) == set(declared)
-    spark_type = {"number": DoubleType(), "integer": LongType(), "string": StringType(), "boolean": BooleanType()}
+    spark_type = {
+        "number": DoubleType(),
+        "integer": LongType(),
+        "string": StringType(),
+        "boolean": BooleanType(),
+    }
     for key, json_type in declared.items():
         assert columns[key].type == spark_type[json_type], key
         assert columns[key].column == f"reported__{key}"

@@ -51,6 +51,7 @@ and archiving goes on), or by ``hearth archive compact``; locally and on S3 alik
 from __future__ import annotations
 
 import logging
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery

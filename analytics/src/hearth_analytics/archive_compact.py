@@ -57,7 +57,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hearth_shared.adapters.archive_log import Table, committed_files, log_files, read_log_file, replace_log_file
+from hearth_shared.adapters.archive_log import (
+    Table,
+    committed_files,
+    log_files,
+    read_log_file,
+    replace_log_file,
+)
 from hearth_shared.adapters.archive_store import ArchiveStore, as_store
 
 COMPACTION_DIR = "_compaction"  # a leading underscore: Spark and pyarrow ignore it as data
@@ -108,9 +114,7 @@ def _day_of(store: ArchiveStore, entry: dict[str, Any]) -> str | None:
 def _read_whole(store: ArchiveStore, paths: list[str]) -> pa.Table:
     """The files' rows (Spark's INT96 timestamps read as microseconds, which is what they hold), in the
     widest file's columns: an older layout's rows get nulls in the columns it did not have."""
-    tables = [
-        pq.ParquetFile(p, filesystem=store.fs, coerce_int96_timestamp_unit="us").read() for p in paths
-    ]
+    tables = [pq.ParquetFile(p, filesystem=store.fs, coerce_int96_timestamp_unit="us").read() for p in paths]
     tables.sort(key=lambda t: -t.num_columns)  # the first table's schema (and Spark's metadata) is kept
     return pa.concat_tables(tables, promote_options="default")
 
@@ -123,7 +127,9 @@ def _uses_int96(store: ArchiveStore, path: str) -> bool:
 def write_compacted(store: ArchiveStore, day_dir: str, inputs: list[str]) -> tuple[str, int]:
     """The inputs' rows as one file in ``day_dir``, sorted by partition and offset, in Spark's own
     encoding (its schema metadata kept, INT96 timestamps if the inputs have them): (path, rows)."""
-    rows = _read_whole(store, inputs).sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
+    rows = _read_whole(store, inputs).sort_by(
+        [("kafka_partition", "ascending"), ("kafka_offset", "ascending")]
+    )
     name = f"part-compacted-{uuid.uuid4()}.c000.zstd.parquet"
     final = f"{day_dir}/{name}"
     # locally a leading dot, renamed when whole: no reader of the directory takes it for data
@@ -209,7 +215,9 @@ def _record(store: ArchiveStore, replaced: list[str], compacted: list[str]) -> N
 
 def _records(store: ArchiveStore) -> list[tuple[str, dict[str, Any]]]:
     """The compaction records (path, content), oldest first."""
-    found = [info.path for info in store.listing(store.join(COMPACTION_DIR)) if _RECORD_NAME.match(info.base_name)]
+    found = [
+        info.path for info in store.listing(store.join(COMPACTION_DIR)) if _RECORD_NAME.match(info.base_name)
+    ]
     return [(path, json.loads(store.read_text(path))) for path in sorted(found)]
 
 

@@ -114,7 +114,9 @@ def _in_stretch(kafka_timestamp: Column, start: datetime, end: datetime) -> Colu
     )
 
 
-def _stretch_rows(spark: SparkSession, settings: AnalyticsSettings, start: datetime, end: datetime) -> DataFrame:
+def _stretch_rows(
+    spark: SparkSession, settings: AnalyticsSettings, start: datetime, end: datetime
+) -> DataFrame:
     """The history's records in the stretch: ``home_id``, ``device_id``, ``version``, ``recorded_at``
     (``REPLAY_ORDER``'s columns) and ``value``; the archive's from its typed envelope columns, the
     tail's from a JSON read of those four fields."""
@@ -137,6 +139,7 @@ def _stretch_rows(spark: SparkSession, settings: AnalyticsSettings, start: datet
         "home_id", "device_id", "version", "recorded_at", "value"
     )
     return archived.unionByName(tail)
+
 
 def spark_backtest(
     spark: SparkSession,

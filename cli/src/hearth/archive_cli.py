@@ -59,7 +59,9 @@ def table_path(table: str | None, home: Path) -> str:
         return str(archive_dir(home.resolve() / "data"))
     if "://" in chosen and not chosen.startswith("file://"):
         if not chosen.startswith("s3a://"):
-            raise typer.BadParameter(f"{chosen}: an archive is a directory or s3a://bucket/path", param_hint="--table")
+            raise typer.BadParameter(
+                f"{chosen}: an archive is a directory or s3a://bucket/path", param_hint="--table"
+            )
         return chosen
     return str(Path(chosen.removeprefix("file://")).resolve())
 

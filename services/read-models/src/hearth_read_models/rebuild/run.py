@@ -13,8 +13,8 @@ refreshed for the twins whose view the rebuild changed (cache_refresh.py).
 
 ``rebuild(archive=<table>)`` (``hearth rebuild --from-archive``; a local table or an ``s3a://`` one):
 the replay reads the journal's archive first (a snapshot of its committed files, ``archive_source``), then
-the journal's tail beyond it from Kafka, into the same fresh schema; checks and swap as above. The views equal a
-rebuild from the journal (``tests/integration/test_rebuild_from_archive.py``).
+the journal's tail beyond it from Kafka, into the same fresh schema; checks and swap as above. The views
+equal a rebuild from the journal (``tests/integration/test_rebuild_from_archive.py``).
 
 A record the replay cannot project (undecodable, or a fact ``hearth_shared.domain.storable`` says cannot be
 stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,

@@ -27,7 +27,7 @@ from hearth_analytics.archive_compact import compact_archive
 from hearth_analytics.archive_layout import ARCHIVE_COLUMNS, LAYOUT_COLUMN
 from hearth_analytics.archive_table import journal_ranges
 from hearth_analytics.history import read_archive
-from hearth_analytics.history_facts import FACT_COLUMNS, archive_facts, journal_facts
+from hearth_analytics.history_facts import FACT_COLUMNS, PARSED_TYPES, archive_facts, journal_facts
 from hearth_analytics.schema import read_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.rebuild.run import COMPARED, rebuild
@@ -56,7 +56,10 @@ SINK_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSink.log.compactInterval's
 
 
 def _fact_rows(facts: DataFrame) -> list[tuple[Any, ...]]:
-    return sorted((tuple(r) for r in facts.select(*FACT_COLUMNS).collect()), key=repr)
+    """The report's fact rows, sorted (a payload field of a fact type no figure reads, such as the
+    ``command_id`` of ``command.accepted``, is read from the journal but not from the archive: masked)."""
+    read = facts.withColumn("command_id", F.when(F.col("type").isin(*PARSED_TYPES), F.col("command_id")))
+    return sorted((tuple(r) for r in read.select(*FACT_COLUMNS).collect()), key=repr)
 
 
 def _records(spark: SparkSession) -> tuple[DataFrame, list[bytes]]:

@@ -114,9 +114,19 @@ def _day_of(store: ArchiveStore, entry: dict[str, Any]) -> str | None:
 def _read_whole(store: ArchiveStore, paths: list[str]) -> pa.Table:
     """The files' rows (Spark's INT96 timestamps read as microseconds, which is what they hold), in the
     widest file's columns: an older layout's rows get nulls in the columns it did not have."""
-    tables = [pq.ParquetFile(p, filesystem=store.fs, coerce_int96_timestamp_unit="us").read() for p in paths]
+    tables = [
+        _nullable(pq.ParquetFile(p, filesystem=store.fs, coerce_int96_timestamp_unit="us").read())
+        for p in paths
+    ]
     tables.sort(key=lambda t: -t.num_columns)  # the first table's schema (and Spark's metadata) is kept
     return pa.concat_tables(tables, promote_options="default")
+
+
+def _nullable(table: pa.Table) -> pa.Table:
+    """``table`` with every column nullable (Spark writes a literal column, ``archive_layout``, as required;
+    an older layout's rows hold nulls in it)."""
+    schema = pa.schema([f.with_nullable(True) for f in table.schema], metadata=table.schema.metadata)
+    return table.cast(schema)
 
 
 def _uses_int96(store: ArchiveStore, path: str) -> bool:

@@ -77,10 +77,10 @@ async def test_compaction_keeps_every_row_once_for_spark_and_pyarrow_and_the_job
     assert "2026-11-20" in cli.output and "2026-11-21" in cli.output
 
     files_after = committed_files(table)
-    compacted = [f.path for f in files_after if f.path.name.startswith("part-compacted-")]
+    compacted = [Path(f.path) for f in files_after if Path(f.path).name.startswith("part-compacted-")]
     assert {p.parent.name for p in compacted} == {"day=2026-11-20", "day=2026-11-21"}
     assert len(files_after) < len(files_before)
-    gone = {f.path for f in files_before} - {f.path for f in files_after}
+    gone = {Path(f.path) for f in files_before} - {Path(f.path) for f in files_after}
     assert gone and not any(p.exists() for p in gone)  # replaced, then purged (grace 0)
     for path in compacted:  # one file a day, sorted by partition and offset
         rows = pq.read_table(path, columns=["kafka_partition", "kafka_offset"]).to_pylist()
@@ -95,7 +95,7 @@ async def test_compaction_keeps_every_row_once_for_spark_and_pyarrow_and_the_job
     await produce(stack, records[FIRST:])
     start_archive(spark, settings, once=True).awaitTermination()  # the job appends after compaction
     assert log_files(table)[0][0].batch > newest_compact.batch  # it wrote its next .compact file ...
-    assert set(compacted) <= {f.path for f in committed_files(table)}  # ... from the compacted one
+    assert set(compacted) <= {Path(f.path) for f in committed_files(table)}  # ... from the compacted one
     after = offsets(table)
     assert max(after.values()) == 1 and len(after) == FIRST + LATER
     assert spark_offsets(spark, table) == after

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -74,8 +75,10 @@ async def test_archive_exactly_once_across_kill_and_verify(stack: StackSettings,
         kill_group(rerun)
 
     rows = read_columns(
-        table, ["kafka_partition", "kafka_offset", "device_id", "version", "payload", "value", "day"]
-    )
+        table,
+        ["kafka_partition", "kafka_offset", "device_id", "version", "device_seq", "reported__ambient_c",
+         "payload", "value", "archive_layout", "day"],
+    )  # fmt: skip
     where = Counter(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
@@ -89,12 +92,21 @@ async def test_archive_exactly_once_across_kill_and_verify(stack: StackSettings,
     typed = [(d, v) for d, v in zip(rows.column("device_id").to_pylist(), rows.column("version").to_pylist(),
                                     strict=True) if d is not None]  # fmt: skip
     assert sorted(typed) == archived  # the envelope's typed columns agree with the record
-    payloads = dict(zip(values, rows.column("payload").to_pylist(), strict=True))
-    assert payloads.pop(POISON) is None
-    assert all(json.loads(text) == json.loads(v)["payload"] for v, text in payloads.items())  # JSON text
+    # a state report's readings and seq in typed columns, and no payload text: the columns hold it all
+    assert set(rows.column("archive_layout").to_pylist()) == {2}
+    assert set(rows.column("payload").to_pylist()) == {None}
+    ambient, seq = rows.column("reported__ambient_c").to_pylist(), rows.column("device_seq").to_pylist()
+    for value, a, s in zip(values, ambient, seq, strict=True):
+        payload = json.loads(value)["payload"] if value != POISON else {"reported": {}}
+        assert (a, s) == (payload["reported"].get("ambient_c"), payload.get("device_seq")), value
     days = {str(d) for d in pc.unique(rows.column("day")).to_pylist()}
     assert days == {"2026-11-20", "2026-11-21"}
-    assert {f.path.parent.name for f in committed_files(table)} == {"day=2026-11-20", "day=2026-11-21"}
+    files = committed_files(table)
+    assert {PurePosixPath(f.path).parent.name for f in files} == {"day=2026-11-20", "day=2026-11-21"}
+    # one task per journal partition: every file the job wrote holds one partition's records
+    partitions_of = [set(pq.read_table(f.path, columns=["kafka_partition"])[0].to_pylist()) for f in files]
+    assert all(len(p) == 1 for p in partitions_of)
+    assert set().union(*partitions_of) == {p for p, r in journal.items() if r.high > r.low}
 
     report = inspect_archive(table, await journal_ranges(stack), complete=True)
     assert report.check.ok, report.check.problems()

@@ -1,6 +1,8 @@
-"""The archive job on S3-compatible storage: Spark's s3a connector writes the table to an S3 server started
-in this test (moto's server mode), with an endpoint and a key pair from the settings; every journal
-record is in the committed files once, read back over the S3 API."""
+"""The archive on S3-compatible storage, an S3 server started in this module (moto's server mode) with an
+endpoint and a key pair from the settings: the archive job (Spark's s3a connector) writes every journal
+record into the committed files once, read back over the S3 API; and an archive there is compacted,
+verified (``hearth archive compact|verify --table s3a://...``) and replayed by ``rebuild
+--from-archive`` (pyarrow's S3 client) into views equal to a rebuild from the journal."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
@@ -15,10 +18,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
+from pydantic import SecretStr
+from typer.testing import CliRunner
 
+from hearth.archive_cli import archive_app
+from hearth_analytics.archive_table import committed_files
 from hearth_devstack.process import free_port
+from hearth_read_models.rebuild.run import COMPARED, rebuild
+from hearth_shared.adapters.archive_store import S3Access, open_store
 from hearth_shared.adapters.settings import StackSettings
-from tests.support.archive import archive_env, kill_group, produce, readings, start_archive_job
+from tests.support.archive import (
+    archive_env,
+    facts_across_days,
+    kill_group,
+    produce,
+    readings,
+    start_archive_job,
+    view_differences,
+    views_settings,
+    write_table_on,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -85,3 +104,56 @@ async def test_archive_to_s3_compatible_storage(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
     assert len(where) == len(set(where)) == len(records)
+
+
+async def test_compaction_verify_and_rebuild_from_an_s3_archive(
+    stack: StackSettings, s3_endpoint: str
+) -> None:
+    """An archive on S3 (written as the file sink leaves it, over pyarrow's S3 client): ``hearth archive
+    compact`` and ``verify`` with an ``s3a://`` table, then ``rebuild --from-archive`` from it equals a
+    rebuild from the journal."""
+    bucket = f"{BUCKET}-{stack.topic_prefix}".lower().replace("_", "-")[:63]
+    _client(s3_endpoint).create_bucket(Bucket=bucket)
+    records = facts_across_days(stack, 1_200, 16)
+    placed = await produce(stack, records)
+    batches: list[dict[str, list[tuple[int, int, bytes]]]] = [{} for _ in range(4)]
+    for i, ((_, value, ts), (partition, offset)) in enumerate(zip(records, placed, strict=True)):
+        day = datetime.fromtimestamp(ts / 1000, UTC).date().isoformat()
+        batches[i * len(batches) // len(records)].setdefault(day, []).append((partition, offset, value))
+    access = S3Access(
+        endpoint=s3_endpoint, region="us-east-1", access_key=KEY_ID, secret_key=SecretStr(SECRET)
+    )
+    url = f"s3a://{bucket}/journal"
+    store = open_store(url, access)
+    write_table_on(store, batches, compact_at=2)
+    files_before = committed_files(store)
+
+    env = {
+        "HEARTH_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
+        "HEARTH_TOPIC_PREFIX": stack.topic_prefix,
+        "HEARTH_ANALYTICS_S3_ENDPOINT": s3_endpoint,
+        "HEARTH_ANALYTICS_S3_REGION": "us-east-1",
+        "HEARTH_ANALYTICS_S3_ACCESS_KEY": KEY_ID,
+        "HEARTH_ANALYTICS_S3_SECRET_KEY": SECRET,
+    }
+    runner = CliRunner()
+    compacted = await asyncio.to_thread(
+        runner.invoke, archive_app, ["compact", "--table", url, "--grace", "0"], env=env
+    )
+    assert compacted.exit_code == 0, compacted.output
+    assert "2026-11-20" in compacted.output and "2026-11-21" in compacted.output
+    files_after = committed_files(store)
+    assert len(files_after) < len(files_before)
+    assert not any(store.exists(f.path) for f in files_before if f not in files_after)  # purged (grace 0)
+    verified = await asyncio.to_thread(
+        runner.invoke, archive_app, ["verify", "--table", url, "--complete"], env=env
+    )
+    assert verified.exit_code == 0, verified.output
+
+    journal_views, archive_views = views_settings(stack, "journal_s3"), views_settings(stack, "archive_s3")
+    by_journal = await rebuild(journal_views, batch_size=500)
+    by_archive = await rebuild(archive_views, batch_size=500, archive=store)
+    assert by_journal.swapped and by_archive.swapped
+    assert by_archive.from_archive == by_archive.events == by_journal.events == len(records)
+    differences = await view_differences(stack, journal_views.schema_name, archive_views.schema_name)
+    assert differences == dict.fromkeys((t.name for t in COMPARED), 0)

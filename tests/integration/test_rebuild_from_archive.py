@@ -18,26 +18,21 @@ from hearth.cli import app
 from hearth_analytics.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.rebuild.run import COMPARED, rebuild
-from hearth_read_models.rebuild.table_diff import compare_table
-from hearth_read_models.settings import ReadModelSettings
-from hearth_read_models.store.db import connect
 from hearth_shared.adapters.settings import StackSettings
 from tests.integration.test_projector import query
-from tests.support.archive import POISON, facts_across_days, plant_gap_and_duplicate, produce
+from tests.support.archive import (
+    POISON,
+    facts_across_days,
+    plant_gap_and_duplicate,
+    produce,
+    view_differences,
+    views_settings,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ARCHIVED, TAIL, DEVICES = 4_000, 700, 24
 PER_TRIGGER = 1_500  # records per archive micro-batch: several batches, several files per day
-
-
-def _settings(stack: StackSettings, name: str) -> ReadModelSettings:
-    return ReadModelSettings(stack=stack, schema_name=f"rm_{stack.topic_prefix}_{name}")
-
-
-async def _differences(stack: StackSettings, left: str, right: str) -> dict[str, int]:
-    async with await connect(stack.postgres_dsn, left) as conn:
-        return {t.name: (await compare_table(conn, t, left, right))[1] for t in COMPARED}
 
 
 async def test_rebuild_from_the_archive_and_tail_equals_rebuild_from_the_journal(
@@ -61,7 +56,7 @@ async def test_rebuild_from_the_archive_and_tail_equals_rebuild_from_the_journal
         "2026-11-21",
     }
 
-    journal, from_archive = _settings(stack, "journal"), _settings(stack, "archive")
+    journal, from_archive = views_settings(stack, "journal"), views_settings(stack, "archive")
     by_journal = await rebuild(journal, batch_size=700)
     by_archive = await rebuild(from_archive, batch_size=700, archive=table)
 
@@ -70,7 +65,7 @@ async def test_rebuild_from_the_archive_and_tail_equals_rebuild_from_the_journal
     assert by_archive.from_archive == ARCHIVED + 1  # the poison record is archived, and skipped
     assert by_archive.events == by_journal.events == ARCHIVED + TAIL + 1
     assert by_archive.skipped == by_journal.skipped == 1
-    assert await _differences(stack, journal.schema_name, from_archive.schema_name) == dict.fromkeys(
+    assert await view_differences(stack, journal.schema_name, from_archive.schema_name) == dict.fromkeys(
         (t.name for t in COMPARED), 0
     )
     [(history,)] = query(stack.postgres_dsn, f"SELECT count(*) FROM {from_archive.schema_name}.device_events")
@@ -83,7 +78,7 @@ async def test_rebuild_from_the_archive_and_tail_equals_rebuild_from_the_journal
     assert dict(offsets)[stack.topics.journal] == ARCHIVED + TAIL + 1
 
     removed, doubled = plant_gap_and_duplicate(table)
-    broken = _settings(stack, "broken")
+    broken = views_settings(stack, "broken")
     env = {
         "HEARTH_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
         "HEARTH_TOPIC_PREFIX": stack.topic_prefix,

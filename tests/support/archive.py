@@ -1,5 +1,6 @@
 """Helpers for the archive tests: facts on a test journal, the archive job as its own process (so it
-can be killed with -9, JVM and all), and planting faults into a committed archive table."""
+can be killed with -9, JVM and all), tables written by hand (locally or on S3) and faults planted into
+one, and the views a rebuild from an archive is compared with."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch
+from hearth_read_models.rebuild.run import COMPARED
+from hearth_read_models.rebuild.table_diff import compare_table
+from hearth_read_models.settings import ReadModelSettings
+from hearth_read_models.store.db import connect
+from hearth_shared.adapters.archive_store import ArchiveStore, open_store
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import StateReported, StateReportedPayload, encode
@@ -43,7 +49,8 @@ def readings(devices: int, per_device: int, home: str = "h1") -> list[tuple[str,
     return records
 
 
-async def produce(stack: StackSettings, records: list[tuple[str, bytes, int]]) -> None:
+async def produce(stack: StackSettings, records: list[tuple[str, bytes, int]]) -> list[tuple[int, int]]:
+    """The records on the test journal, in order; where each went: (partition, offset)."""
     producer = make_producer(stack.kafka_bootstrap_servers, "test-archive")
     await producer.start()
     try:
@@ -51,10 +58,10 @@ async def produce(stack: StackSettings, records: list[tuple[str, bytes, int]]) -
             await producer.send(stack.topics.journal, value, key=key.encode(), timestamp_ms=ts)
             for key, value, ts in records
         ]
-        for future in futures:
-            await future
+        placed = [await future for future in futures]
     finally:
         await producer.stop()
+    return [(m.partition, m.offset) for m in placed]
 
 
 def archive_env(stack: StackSettings, table: Path, checkpoints: Path, **extra: str) -> dict[str, str]:
@@ -95,7 +102,7 @@ def plant_gap_and_duplicate(table: Path) -> tuple[tuple[int, int], tuple[int, in
     """Remove one committed row (a gap) and commit a copy of another (a duplicate), as a corrupted table
     would hold them. Returns ``((partition, offset) removed, (partition, offset) doubled)``."""
     files = committed_files(table)
-    victim = files[0].path
+    victim = Path(files[0].path)
     rows = pq.read_table(victim)
     removed = (rows.column("kafka_partition")[0].as_py(), rows.column("kafka_offset")[0].as_py())
     pq.write_table(rows.slice(1), victim)
@@ -135,26 +142,66 @@ def write_table_by_hand(
     table: Path, batches: list[dict[str, list[tuple[int, int]]]], *, compact_at: int
 ) -> None:
     """A table as the file sink leaves it, without Spark: batch ``i`` of ``batches`` writes one file per
-    day (``{day: [(partition, offset), ...]}``) and its log file; batch ``compact_at`` is a ``.compact``
-    log file holding every entry up to it, as the sink writes every ``compactInterval`` batches."""
-    meta = table / METADATA_DIR
-    meta.mkdir(parents=True)
-    entries: list[dict[str, object]] = []
+    day (``{day: [(partition, offset), ...]}``, each row's value ``p<partition>o<offset>``) and its log
+    file; batch ``compact_at`` is a ``.compact`` log file holding every entry up to it, as the sink writes
+    every ``compactInterval`` batches."""
+    table.mkdir(parents=True)
+    with_values = [
+        {day: [(p, o, f"p{p}o{o}".encode()) for p, o in rows] for day, rows in days.items()}
+        for days in batches
+    ]
+    write_table_on(open_store(table), with_values, compact_at=compact_at)
+
+
+def write_table_on(
+    store: ArchiveStore, batches: list[dict[str, list[tuple[int, int, bytes]]]], *, compact_at: int
+) -> None:
+    """``write_table_by_hand`` on any store (local or S3), with the rows' values given:
+    ``{day: [(partition, offset, value), ...]}`` per batch."""
+    files: list[list[str]] = []
     for batch, days in enumerate(batches):
         written = []
         for day, rows in days.items():
-            path = table / f"day={day}" / f"part-{batch:05d}-{uuid.uuid4()}.c000.zstd.parquet"
-            path.parent.mkdir(exist_ok=True)
+            path = store.join(f"day={day}", f"part-{batch:05d}-{uuid.uuid4()}.c000.zstd.parquet")
+            if store.is_local:  # an object store has no directories
+                store.fs.create_dir(store.join(f"day={day}"), recursive=True)
             pq.write_table(
                 pa.table({
-                    "kafka_partition": pa.array([p for p, _ in rows], pa.int32()),
-                    "kafka_offset": pa.array([o for _, o in rows], pa.int64()),
-                    "value": pa.array([f"p{p}o{o}".encode() for p, o in rows], pa.binary()),
+                    "kafka_partition": pa.array([p for p, _, _ in rows], pa.int32()),
+                    "kafka_offset": pa.array([o for _, o, _ in rows], pa.int64()),
+                    "value": pa.array([v for _, _, v in rows], pa.binary()),
                 }),
                 path,
+                filesystem=store.fs,
             )  # fmt: skip
-            written.append({"path": path.as_uri(), "size": path.stat().st_size, "isDir": False,
-                            "modificationTime": 0, "blockSize": 0, "action": "add"})  # fmt: skip
+            written.append(path)
+        files.append(written)
+    commit_by_hand(store, files, compact_at=compact_at)
+
+
+def commit_by_hand(store: ArchiveStore, batches: list[list[str]], *, compact_at: int) -> None:
+    """The file sink's log for files already on ``store``: batch ``i`` names ``batches[i]``; batch
+    ``compact_at`` is a ``.compact`` log file naming every file up to it."""
+    entries: list[dict[str, object]] = []
+    for batch, paths in enumerate(batches):
+        written = [
+            {"path": store.uri(path), "size": store.fs.get_file_info(path).size, "isDir": False,
+             "modificationTime": 0, "blockReplication": 1, "blockSize": 0, "action": "add"}
+            for path in paths
+        ]  # fmt: skip
         entries += written
         name, logged = (f"{batch}.compact", entries) if batch == compact_at else (str(batch), written)
-        (meta / name).write_text("v1\n" + "".join(json.dumps(e) + "\n" for e in logged))
+        store.write_whole(
+            store.join(METADATA_DIR, name), "v1\n" + "".join(json.dumps(e) + "\n" for e in logged)
+        )
+
+
+def views_settings(stack: StackSettings, name: str) -> ReadModelSettings:
+    """Read models in a schema of their own (a rebuild's target)."""
+    return ReadModelSettings(stack=stack, schema_name=f"rm_{stack.topic_prefix}_{name}")
+
+
+async def view_differences(stack: StackSettings, left: str, right: str) -> dict[str, int]:
+    """Rows that differ between two schemas' views, per compared table (0 each: equal)."""
+    async with await connect(stack.postgres_dsn, left) as conn:
+        return {t.name: (await compare_table(conn, t, left, right))[1] for t in COMPARED}

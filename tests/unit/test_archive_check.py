@@ -85,6 +85,6 @@ def test_committed_files_follow_the_newest_compact_log_and_deletes(tmp_path: Pat
     _log(meta, "1.compact", [add("a.parquet"), add("b.parquet")])
     _log(meta, "2", [add("c.parquet"), {**add("a.parquet"), "action": "delete"}])
     (meta / "3.tmp").write_text("in progress")  # not a log file
-    assert [f.path.name for f in committed_files(tmp_path)] == ["b.parquet", "c.parquet"]
+    assert [Path(f.path).name for f in committed_files(tmp_path)] == ["b.parquet", "c.parquet"]
     assert newest_batch(tmp_path) == 2
     assert committed_files(tmp_path / "nothing") == [] and newest_batch(tmp_path / "nothing") is None

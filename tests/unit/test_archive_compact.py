@@ -47,17 +47,17 @@ def test_closed_days_in_the_compact_log_become_one_sorted_file_each(table: Path)
     assert [(d.day, d.files, d.rows) for d in result.days] == [(D1, 3, 6), (D2, 2, 3)]
     files = committed_files(table)
     assert rows(table) == before  # the same rows, each once
-    by_day = Counter(f.path.parent.name for f in files)
+    by_day = Counter(Path(f.path).parent.name for f in files)
     assert by_day == {f"day={D1}": 1, f"day={D2}": 2}  # D2: its compacted file and batch 3's
     compacted = pq.read_table(result.days[0].path).to_pylist()
     keys = [(r["kafka_partition"], r["kafka_offset"]) for r in compacted]
     assert keys == sorted(keys) and len(keys) == 6
-    assert all(f.path.exists() for f in files_before)  # replaced, but kept for the grace period
+    assert all(Path(f.path).exists() for f in files_before)  # replaced, but kept for the grace period
     report = inspect_archive(table, {0: OffsetRange(0, 6), 1: OffsetRange(0, 4)}, complete=True)
     assert report.check.ok and report.uncommitted_files == 0  # awaiting their purge, not "uncommitted"
     assert compact_archive(table, before=TODAY, grace_s=3600).days == []  # nothing left to compact
     assert compact_archive(table, before=TODAY, grace_s=0).purged == 5
-    assert {f.path for f in committed_files(table)} == {p for p in table.rglob("*.parquet")}
+    assert {f.path for f in committed_files(table)} == {str(p) for p in table.rglob("*.parquet")}
     assert rows(table) == before
 
 
@@ -76,8 +76,8 @@ def test_a_compaction_the_job_undid_deletes_only_its_own_files(table: Path) -> N
     (meta / "5.compact").write_text(old_log + (meta / "3").read_text().removeprefix("v1\n"))
     assert rows(table) == before  # the old files again, each row once
     compact_archive(table, before=date.fromisoformat(D1), grace_s=0)  # compacts nothing, purges
-    assert not any(d.path.exists() for d in result.days)  # the compacted files: in no log, deleted
-    assert all(f.path.exists() for f in committed_files(table))  # the named ones kept
+    assert not any(Path(d.path).exists() for d in result.days)  # the compacted files: in no log, deleted
+    assert all(Path(f.path).exists() for f in committed_files(table))  # the named ones kept
     assert rows(table) == before
 
 

@@ -20,6 +20,7 @@ from hearth_read_models.rebuild.archive_source import (
     snapshot_archive,
     uncovered,
 )
+from hearth_shared.adapters.archive_store import open_store
 from tests.support.archive import write_table_by_hand
 
 pytestmark = pytest.mark.unit
@@ -77,7 +78,9 @@ def test_a_gap_or_a_duplicate_stops_the_snapshot(tmp_path: Path) -> None:
 
 
 def test_uncovered_names_what_neither_the_archive_nor_the_journal_holds(tmp_path: Path) -> None:
-    snapshot = ArchiveSnapshot(tmp_path, [], firsts={0: 0, 1: 0, 2: 5}, ends={0: 100, 1: 50, 2: 9})
+    snapshot = ArchiveSnapshot(
+        open_store(tmp_path), [], firsts={0: 0, 1: 0, 2: 5}, ends={0: 100, 1: 50, 2: 9}
+    )
     journal = {0: (80, 120), 1: (60, 70), 2: (0, 9), 3: (10, 20)}
     assert uncovered(snapshot, journal) == [
         "partition 1: offsets 50..59 are in neither the archive (it ends there) nor the journal (it keeps "

@@ -8,6 +8,9 @@ stream|batch|runtime|train|learn``, ``hearth analytics ...``).
   (``runtime_report.py``, its pure rules in ``runtime_days.py``).
 * ``train``: a full retrain from the whole journal, published to the models topic.
 * ``learn``: suggested programs and rooms' responses, published to the home journal (``learn.py``).
+* ``archive``: every journal fact into a Parquet table (``archive.py``; its columns, typed per declared
+  reading, in ``archive_layout.py``; compaction ``archive_compact.py``; read without Spark by
+  ``archive_table.py``).
 
 ``spark.py`` builds the session (master, Kafka connector); ``schema.py`` reads the journal;
 ``settings.py`` holds ``AnalyticsSettings`` (env prefix ``HEARTH_ANALYTICS_``).

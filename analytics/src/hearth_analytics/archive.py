@@ -2,20 +2,16 @@
 
 One Structured Streaming query (``hearth-archive``) reads the journal topic with Spark's Kafka source and
 appends each record, as one row, to a Parquet table at ``settings.archive_url`` (a local directory by
-default; ``s3a://bucket/path`` on an object store), partitioned by ``day``. Columns (``ARCHIVE_COLUMNS``):
+default; ``s3a://bucket/path`` on an object store), partitioned by ``day``: the UTC date of the Kafka
+record's timestamp (the producer's create time, the moment the actor journaled the fact). Taken from
+Kafka rather than from the JSON so a record that is not valid JSON still has a day and is still
+archived: the archive holds every offset, poison too.
 
-* ``day`` (partition, a date): the UTC date of the Kafka record's timestamp (the producer's create time,
-  the moment the actor journaled the fact). Taken from Kafka rather than from the JSON so a record that
-  is not valid JSON still has a day and is still archived: the archive holds every offset, poison too.
-* ``kafka_partition``, ``kafka_offset``, ``kafka_timestamp``: where the fact is in the journal (what
-  ``hearth archive verify`` compares).
-* the envelope as typed columns: ``event_id``, ``type``, ``schema_version``, ``device_id``, ``home_id``,
-  ``version``, ``occurred_at``, ``recorded_at`` (timestamps, null if malformed), ``causation_id``,
-  ``correlation_id``;
-* ``payload``: the fact's payload, whole, as JSON text (for readers such as DuckDB's ``json_extract``, and
-  the daily report: ``hearth_analytics.history_facts`` reads the typed envelope and parses only this);
-* ``value``: the record's exact bytes. Jobs that need the fact as the platform wrote it (the retrain, the
-  backtest, a rebuild) read these, so a fact read from the archive decodes exactly as one read from Kafka.
+The columns are ``hearth_analytics.archive_layout``'s (its docstring says what each holds and why):
+where the record is in the journal, the envelope as typed columns, a state report's ``device_seq`` and
+``device_time``, one typed column per reported key the device types declare (``reported__ambient_c``...),
+the payload's JSON text only where those columns do not hold it all, the record's exact bytes
+(``value``), and the layout's number.
 
 Why Parquet with Spark's file-sink commit log, not Delta Lake or Iceberg (tried on 2026-11-24 with the
 project's PySpark 4.3.0): the newest Delta Lake on Maven Central, ``io.delta:delta-spark_2.13:4.4.0``, is
@@ -32,73 +28,114 @@ again. Files a killed micro-batch left behind are in no log entry and are not pa
 reads the table through ``_spark_metadata``, other tools through ``hearth_analytics.archive_table``
 (which lists the committed files; pyarrow and DuckDB then read those).
 
-Each value is parsed once: ``from_json`` reads the envelope's fields and the payload as a string field,
-which Spark fills with the payload's JSON text (the same text ``get_json_object(value, '$.payload')``
-gives: checked equal on 430,208 bench facts), instead of a second parse of every value for the payload.
+Parsing: each value is parsed once for the envelope, with the payload as a string field (Spark fills it
+with the payload's JSON text: checked equal to ``get_json_object(value, '$.payload')`` on 430,208 bench
+facts). A state report's payload text is then parsed as a map of texts, and its ``reported`` text as
+another: the map's keys say whether every field has a column (else the payload text is kept), and each
+declared key's text is cast to its column's type (``try_cast``: a text that does not fit is null, and
+keeps the payload). A text key holds the value's text (a number reported for it, its digits), as the
+report's own parse always read it. Two small parses of the payload, only for state reports, and no
+Python: the job stays in the JVM.
 
-Small files: each micro-batch is written as one file per day it touches (``coalesce(1)``: one task, so
-the job takes one core of a machine it shares with the platform; parsing and zstd make it CPU-bound), and
-the trigger interval (``archive_trigger_s``, 30 s) bounds the file count at about 2,900 a day. Closed
-days are then rewritten as one file each (``archive_compact``, which says how that stays consistent with
-the sink's commit log): every ``archive_compact_every_s`` by the job itself (a local archive; a failed
-compaction is logged and archiving goes on), or by ``hearth archive compact``.
+One task per journal partition: the Kafka source makes one Spark partition per Kafka partition of the
+micro-batch's offset range (``minPartitions`` unset), and nothing here merges them (until issue 24 a
+``coalesce(1)`` did: one task per micro-batch, one core). Each task writes one file per day its rows
+touch, so a micro-batch writes at most (journal partitions x days) files, each holding one journal
+partition (a rebuild's share then skips the others' files by their statistics). The trigger interval
+(``archive_trigger_s``, 30 s) bounds the count at about 2,900 per partition and day. Closed days are
+then rewritten as one file each (``archive_compact``, which says how that stays consistent with the
+sink's commit log): every ``archive_compact_every_s`` by the job itself (a failed compaction is logged
+and archiving goes on), or by ``hearth archive compact``; locally and on S3 alike.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import MapType, StringType, StructField, StructType
 
 from hearth_analytics.archive_compact import compact_archive
-from hearth_analytics.schema import envelope_struct, stream_journal
+from hearth_analytics.archive_layout import (
+    ENVELOPE_NAMES,
+    LAYOUT,
+    LAYOUT_COLUMN,
+    PARTITION_COLUMN,
+    READING_COLUMNS,
+    STATE_FIELDS,
+    TIMESTAMP_NAMES,
+)
+from hearth_analytics.schema import STATE_REPORTED, envelope_struct, stream_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
+from hearth_shared.adapters.archive_store import ArchiveStore, open_store
 
 log = logging.getLogger(__name__)
 
 ARCHIVE_QUERY = "hearth-archive"
-PARTITION_COLUMN = "day"
 
-_ENVELOPE = envelope_struct(
-    "event_id", "type", "schema_version", "device_id", "home_id", "version", "occurred_at", "recorded_at",
-    "causation_id", "correlation_id",
-)  # fmt: skip
-_TIMESTAMPS = ("occurred_at", "recorded_at")
+_ENVELOPE = envelope_struct(*ENVELOPE_NAMES)
 _PARSED = StructType([*_ENVELOPE.fields, StructField("payload", StringType())])  # one parse per value
-
-# The table's columns, in order (the partition column ``day`` last, as Spark's file sink writes it).
-ARCHIVE_COLUMNS = (
-    "kafka_partition",
-    "kafka_offset",
-    "kafka_timestamp",
-    *(f.name for f in _ENVELOPE.fields),
-    "payload",
-    "value",
-    PARTITION_COLUMN,
-)
+_TEXTS = MapType(StringType(), StringType())  # a JSON object's fields as their texts
 
 
-def _envelope_column(name: str, envelope: Column) -> Column:
-    column = envelope[name]
-    return (column.try_cast("timestamp") if name in _TIMESTAMPS else column).alias(name)
+def _envelope_column(name: str) -> Column:
+    column = F.col(f"f.{name}")
+    return (column.try_cast("timestamp") if name in TIMESTAMP_NAMES else column).alias(name)
+
+
+def _keys_within(texts: Column, names: tuple[str, ...]) -> Column:
+    """Whether every key of the map ``texts`` is one of ``names``."""
+    return F.size(F.array_except(F.map_keys(texts), F.array(*(F.lit(n) for n in names)))) == 0
+
+
+def _held_by_columns() -> Column:
+    """Whether a state report's columns hold its whole payload (then its text is not kept)."""
+    readings = F.col("r")
+    fit = [~F.map_contains_key(readings, r.key) | F.col(r.column).isNotNull() for r in READING_COLUMNS]
+    held = F.col("device_seq").isNotNull() & F.col("device_time").isNotNull() & readings.isNotNull()
+    held = held & _keys_within(F.col("t"), STATE_FIELDS)
+    held = held & _keys_within(readings, tuple(r.key for r in READING_COLUMNS))
+    for column_holds_it in fit:
+        held = held & column_holds_it
+    return F.coalesce(held, F.lit(False))
 
 
 def archive_rows(raw: DataFrame) -> DataFrame:
-    """Kafka source rows -> archive rows (``ARCHIVE_COLUMNS``); every record gives one row."""
-    parsed = F.from_json(F.col("value").cast("string"), _PARSED)
-    return raw.select(
+    """Kafka source rows -> archive rows (``archive_layout.ARCHIVE_COLUMNS``); every record gives one row.
+
+    In steps, each parse in a projection of its own, so none is evaluated twice (Spark does not merge a
+    projection into the next when that would repeat an expensive expression)."""
+    parsed = raw.select(
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
-        *(_envelope_column(f.name, parsed) for f in _ENVELOPE.fields),
-        parsed["payload"].alias("payload"),  # a string field keeps the payload's JSON text
         F.col("value"),
-        F.to_date(F.col("timestamp")).alias(PARTITION_COLUMN),  # the session time zone is UTC
+        F.from_json(F.col("value").cast("string"), _PARSED).alias("f"),
+    )
+    state = F.col("f.type") == STATE_REPORTED
+    with_texts = parsed.select("*", F.when(state, F.from_json(F.col("f.payload"), _TEXTS)).alias("t"))
+    with_readings = with_texts.select("*", F.from_json(F.col("t")["reported"], _TEXTS).alias("r"))
+    typed = with_readings.select(
+        "kafka_partition", "kafka_offset", "kafka_timestamp", "value", "f", "t", "r",
+        F.col("t")["device_seq"].try_cast("bigint").alias("device_seq"),
+        F.col("t")["device_time"].try_cast("timestamp").alias("device_time"),
+        *(F.col("r")[r.key].try_cast(r.type).alias(r.column) for r in READING_COLUMNS),
+    )  # fmt: skip
+    return typed.select(
+        "kafka_partition",
+        "kafka_offset",
+        "kafka_timestamp",
+        *(_envelope_column(name) for name in ENVELOPE_NAMES),
+        "device_seq",
+        "device_time",
+        *(r.column for r in READING_COLUMNS),
+        F.when(~_held_by_columns(), F.col("f.payload")).alias("payload"),
+        "value",
+        F.lit(LAYOUT).alias(LAYOUT_COLUMN),
+        F.to_date(F.col("kafka_timestamp")).alias(PARTITION_COLUMN),  # the session time zone is UTC
     )
 
 
@@ -106,7 +143,6 @@ def start_archive(spark: SparkSession, settings: AnalyticsSettings, *, once: boo
     raw = stream_journal(spark, settings, settings.archive_max_offsets_per_trigger)
     writer = (
         archive_rows(raw)
-        .coalesce(1)
         .writeStream.queryName(ARCHIVE_QUERY)
         .format("parquet")
         .option("compression", "zstd")
@@ -132,24 +168,25 @@ def run_archive(
              settings.archive_checkpoint())  # fmt: skip
     every = settings.archive_compact_every_s
     try:
-        if once or not every or not settings.archive_is_local():
+        if once or not every:
             query.awaitTermination()
         else:
+            store = open_store(settings.archive_location(), settings.s3_access())
             while not query.awaitTermination(max(1, round(every))):
-                compact_step(Path(settings.archive_location()))
+                compact_step(store)
     finally:
         if query.isActive:
             query.stop()
 
 
-def compact_step(table: Path) -> None:
+def compact_step(store: ArchiveStore) -> None:
     """The job's periodic compaction: logged, and never the end of archiving."""
     try:
-        result = compact_archive(table)
+        result = compact_archive(store)
     except Exception:
-        log.exception("compacting %s failed; archiving goes on", table)
+        log.exception("compacting %s failed; archiving goes on", store.url)
         return
     for day in result.days:
         log.info("compacted %s: %d files into one (%d rows)", day.day, day.files, day.rows)
     if result.undone:
-        log.info("compaction of %s was undone by the sink's own log compaction; again next time", table)
+        log.info("compaction of %s was undone by the sink's own log compaction; again next time", store.url)

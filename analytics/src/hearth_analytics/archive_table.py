@@ -1,12 +1,13 @@
 """Reading the archive table without Spark: its committed files (``hearth_shared.adapters.archive_log``, the
-file sink's commit log), as pyarrow (or DuckDB) reads them.
+file sink's commit log), as pyarrow (or DuckDB) reads them, locally or on S3
+(``hearth_shared.adapters.archive_store``).
 
 No Spark here (so the ``hearth archive`` commands start in a second): the standard library and pyarrow.
+The archive's two layouts (``archive_layout``) share the columns read here (``kafka_partition``,
+``kafka_offset``, ``value``), so both are read the same way.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -17,9 +18,11 @@ from hearth_shared.adapters.archive_log import (
     METADATA_DIR,
     ArchiveUnreadable,
     CommittedFile,
+    Table,
     committed_files,
     newest_batch,
 )
+from hearth_shared.adapters.archive_store import as_store
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 
@@ -35,23 +38,26 @@ __all__ = [
 ]
 
 
-def dataset(table: Path, files: list[CommittedFile] | None = None) -> ds.Dataset:
+def dataset(table: Table, files: list[CommittedFile] | None = None) -> ds.Dataset:
     """The committed files as one pyarrow dataset, with the ``day`` partition column from their paths."""
-    chosen = committed_files(table) if files is None else files
+    store = as_store(table)
+    chosen = committed_files(store) if files is None else files
     return ds.dataset(
-        [str(f.path) for f in chosen],
+        [f.path for f in chosen],
         format="parquet",
+        filesystem=store.fs,
         partitioning=ds.partitioning(pa.schema([("day", pa.date32())]), flavor="hive"),
-        partition_base_dir=str(table),
+        partition_base_dir=store.root,
     )
 
 
-def read_columns(table: Path, columns: list[str]) -> pa.Table:
-    """Those columns of every committed row."""
-    files = committed_files(table)
+def read_columns(table: Table, columns: list[str]) -> pa.Table:
+    """Those columns of every committed row (columns both layouts have)."""
+    store = as_store(table)
+    files = committed_files(store)
     if not files:
         return pa.table({name: pa.array([], pa.null()) for name in columns})
-    return dataset(table, files).to_table(columns=columns)
+    return dataset(store, files).to_table(columns=columns)
 
 
 async def journal_ranges(settings: StackSettings) -> dict[int, OffsetRange]:

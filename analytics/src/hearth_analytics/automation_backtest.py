@@ -8,7 +8,8 @@ feed them to the rules as ``hearth_shared.domain.automation_replay`` says, and b
 with ``hearth_shared.domain.storable.decode_fact`` (a record it refuses is left out by both). Here:
 
 1. Spark keeps the records whose Kafka timestamp is in the stretch (``record_ms``) and whose envelope
-   names one of the automations' homes (a JSON read of four envelope fields, no payload);
+   names one of the automations' homes: the archive's typed envelope columns (``archive_layout``; no
+   JSON read), the journal's tail by a JSON read of four envelope fields (no payload);
 2. repartitions them by home and sorts each partition by home, then ``REPLAY_ORDER``: a home's facts
    are one run of rows in one partition, in replay order (Spark's sort spills, so a home's stretch need
    not fit in memory);
@@ -16,7 +17,10 @@ with ``hearth_shared.domain.storable.decode_fact`` (a record it refuses is left 
    ``in_stretch``, and feeds them through one ``HomeReplay`` per home (every automation of the home at
    once, in the home's zone), then, when the home's rows end, fires what is due before the stretch's end
    (``finish``: ``for_s`` timers, time triggers) and yields each automation's ``BacktestResult``
-   (msgspec JSON).
+   (msgspec JSON). The record is decoded from its bytes (``value``) there, not from the archive's typed
+   reading columns: the rules read the whole fact as the live engine and the query API's backtest do,
+   through the one decoder, which is what makes the three agree; Spark's selection and sort read no
+   JSON of archived records.
 
 An automation whose home has no fact in the stretch is replayed over no facts on the driver (its time
 triggers still fire). The automations' definitions and the homes' zones come from the home journal
@@ -31,10 +35,10 @@ from datetime import datetime
 
 import msgspec
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.history import fold_home_journal, read_history
+from hearth_analytics.history import fold_home_journal, history_sources
 from hearth_analytics.schema import envelope_struct
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.automation import Automation
@@ -104,6 +108,39 @@ def _results(replays: Sequence[HomeReplay]) -> pa.RecordBatch:
     )
 
 
+def _in_stretch(kafka_timestamp: Column, start: datetime, end: datetime) -> Column:
+    return (kafka_timestamp >= F.timestamp_millis(F.lit(record_ms(start)))) & (
+        kafka_timestamp < F.timestamp_millis(F.lit(record_ms(end)))
+    )
+
+
+def _stretch_rows(
+    spark: SparkSession, settings: AnalyticsSettings, start: datetime, end: datetime
+) -> DataFrame:
+    """The history's records in the stretch: ``home_id``, ``device_id``, ``version``, ``recorded_at``
+    (``REPLAY_ORDER``'s columns) and ``value``; the archive's from its typed envelope columns, the
+    tail's from a JSON read of those four fields."""
+    sources = history_sources(spark, settings)
+    envelope = F.from_json(F.col("value").cast("string"), _ENVELOPE)
+    tail = (
+        sources.journal.where(_in_stretch(F.col("timestamp"), start, end))
+        .select(envelope.alias("e"), "value")
+        .select(
+            F.col("e.home_id").alias("home_id"),
+            F.col("e.device_id").alias("device_id"),
+            F.col("e.version").alias("version"),
+            F.col("e.recorded_at").try_cast("timestamp").alias("recorded_at"),
+            "value",
+        )
+    )
+    if sources.archive is None:
+        return tail
+    archived = sources.archive.where(_in_stretch(F.col("kafka_timestamp"), start, end)).select(
+        "home_id", "device_id", "version", "recorded_at", "value"
+    )
+    return archived.unionByName(tail)
+
+
 def spark_backtest(
     spark: SparkSession,
     settings: AnalyticsSettings,
@@ -116,22 +153,9 @@ def spark_backtest(
     ``zones``: the homes' time zones (``HomesView.timezone``; a home not in it is in the default zone)."""
     homes = sorted({a.home_id for a in automations})
     zone_of = {home: (zones or {}).get(home, DEFAULT_TIMEZONE) for home in homes}
-    envelope = F.from_json(F.col("value").cast("string"), _ENVELOPE)
     rows = (
-        read_history(spark, settings)
-        .where(
-            (F.col("timestamp") >= F.timestamp_millis(F.lit(record_ms(start))))
-            & (F.col("timestamp") < F.timestamp_millis(F.lit(record_ms(end))))
-        )
-        .select(envelope.alias("e"), "value")
-        .where(F.col("e.home_id").isin(homes))
-        .select(
-            F.col("e.home_id").alias("home_id"),
-            F.col("e.device_id").alias("device_id"),
-            F.col("e.version").alias("version"),
-            F.col("e.recorded_at").try_cast("timestamp").alias("recorded_at"),
-            "value",
-        )
+        _stretch_rows(spark, settings, start, end)
+        .where(F.col("home_id").isin(homes))
         .repartition(settings.shuffle_partitions, "home_id")
         .sortWithinPartitions("home_id", *REPLAY_ORDER)
         .select("home_id", "value")

@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaConsumer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from hearth_analytics.archive_layout import ARCHIVE_SCHEMA
 from hearth_analytics.schema import read_journal
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.adapters.kafka import topic_partitions
@@ -58,12 +59,16 @@ async def _journal_partitions(settings: AnalyticsSettings) -> list[int]:
 
 
 def read_archive(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame | None:
-    """The archive table's committed rows (Spark reads them through the file sink's log), or None."""
+    """The archive table's committed rows (Spark reads them through the file sink's log), or None.
+
+    Read with ``ARCHIVE_SCHEMA``, not a schema inferred from a file: an archive written before its typed
+    columns (layout 1) and continued since holds files of both layouts, and the older rows then read
+    with those columns and ``archive_layout`` null (``archive_layout``)."""
     location = settings.archive_location()
     if settings.archive_is_local() and not (Path(location) / "_spark_metadata").is_dir():
         return None
     try:
-        return spark.read.parquet(location)
+        return spark.read.schema(ARCHIVE_SCHEMA).parquet(location)
     except Exception as exc:  # no table there yet (an object store has no directory to look for)
         if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
             return None
@@ -77,8 +82,9 @@ def tail_offsets(archived_ends: dict[int, int], partitions: list[int], topic: st
 
 @dataclass(frozen=True)
 class HistorySources:
-    """Where the history is: the archive table (``ARCHIVE_COLUMNS``, as Spark reads it; None without one)
-    and the Kafka source rows of the journal beyond it (the whole journal without an archive)."""
+    """Where the history is: the archive table (``archive_layout.ARCHIVE_COLUMNS``, as Spark reads it;
+    None without one) and the Kafka source rows of the journal beyond it (the whole journal without an
+    archive)."""
 
     archive: DataFrame | None
     journal: DataFrame

@@ -2,25 +2,32 @@
 only the columns the report reads, decoded from each source the cheap way it allows.
 
 * The archive: the envelope is already typed columns (``type``, ``device_id``, ``home_id``, ``version``,
-  ``occurred_at``); only the ``payload`` column (the payload's JSON text) is parsed, and only for the fact
-  types a figure needs (``PARSED_TYPES``: readings, anomalies, commands, registrations). The other facts
-  are counted, never parsed; the record bytes (``value``) are not read at all.
+  ``occurred_at``), and so are a state report's readings and device time (``archive_layout``: one typed
+  column per declared key): a reading is read from its columns, with no JSON parse. The ``payload``
+  column (the payload's JSON text) is parsed only for the other fact types a figure needs
+  (``PARSED_TYPES``: anomalies, commands, registrations), and for a state report whose text the archive
+  kept (a key no type declares, or a value its column cannot hold: parsed, it reads exactly as the
+  journal's record does) or that an archive of the first layout holds (no typed columns: its
+  ``archive_layout`` is null). The other facts are counted, never parsed; the record bytes (``value``)
+  are not read at all.
 * The journal (its tail beyond the archive, or all of it without one): each record's value is parsed
   once, with the envelope and the same slim payload schema.
 
 Both then go through ``_report_columns``, so the archive and the tail give the same columns with the same
 rules (ids by ``IDENTIFIER_PATTERN``, a non-finite number read as null, ``event_time``) as
 ``schema.parse_journal`` applies; ``tests/integration/test_archive_history.py`` compares archive plus tail
-with the journal alone. Why not ``parse_journal`` over ``read_history``: it decoded every fact's whole
-value (429 bytes on average in the bench) into a wide struct and cached that, which did not fit in a 2 GB
-driver at 5 million facts; the archive then saved nothing over Kafka (123 s against 127 s).
+with the journal alone, ``test_archive_layouts.py`` an archive of both layouts. Why not ``parse_journal``
+over ``read_history``: it decoded every fact's whole value (429 bytes on average in the bench) into a
+wide struct and cached that, which did not fit in a 2 GB driver at 5 million facts; the archive then
+saved nothing over Kafka (123 s against 127 s).
 
 Non-finite numbers: both parses accept ``NaN`` and ``Infinity`` literals (``allowNonNumericNumbers``, as
-the archive job's own parse of the envelope does), and ``finite_struct`` reads them, and ``1e999``, as
-null, field by field. ``parse_journal`` refuses the literals instead, and Jackson then stops reading the
-record there: the whole payload turned null, and since the archive's envelope was parsed with the literals
-allowed, the archive and the journal would disagree on such a fact (the other fields of its payload).
-The payload schema holds only what the reports read: the daily report (``batch``) and the runtime report
+the archive job's own parse does), and ``finite_struct`` reads them, and ``1e999``, as null, field by
+field (the typed columns hold them as the job parsed them, and go through the same ``finite_struct``).
+``parse_journal`` refuses the literals instead, and Jackson then stops reading the record there: the
+whole payload turned null, and since the archive's envelope was parsed with the literals allowed, the
+archive and the journal would disagree on such a fact (the other fields of its payload). The payload
+schema holds only what the reports read: the daily report (``batch``) and the runtime report
 (``runtime_report``: a thermostat's ``target_c``, ``panel_changes`` and ``time_zone`` besides its metrics
 and ``hvac_action``).
 """
@@ -31,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from hearth_analytics.archive_layout import LAYOUT_COLUMN, READING_COLUMNS
 from hearth_analytics.history import history_sources
 from hearth_analytics.schema import (
     ANOMALY_DETECTED,
@@ -71,6 +79,12 @@ _ENVELOPE_NAMES = ("type", "device_id", "home_id", "version", "occurred_at")
 _JOURNAL = StructType([*envelope_struct(*_ENVELOPE_NAMES).fields, StructField("payload", _PAYLOAD)])
 _OPTIONS = {"allowNonNumericNumbers": "true"}  # then read as null by finite_struct
 
+# The archive's typed column of each reported key the reports read; a key without one (two types
+# declare it with different JSON types) makes every state report parse its payload text.
+_COLUMN_OF = {r.key: r.column for r in READING_COLUMNS}
+_READ_TYPED = all(f.name in _COLUMN_OF for f in _REPORTED.fields)
+_TYPED_COLUMNS = tuple(dict.fromkeys(_COLUMN_OF[f.name] for f in _REPORTED.fields if f.name in _COLUMN_OF))
+
 # The columns every row has, in order (the report's rules read these and nothing else).
 FACT_COLUMNS = (
     *_ENVELOPE_NAMES, "event_time", "command_id", "device_type", *METRICS, *TEXT_KEYS,
@@ -83,8 +97,9 @@ def _ts(column: Column) -> Column:
 
 
 def _report_columns(envelope: DataFrame) -> DataFrame:
-    """Rows with the envelope's columns and ``p`` (the parsed payload struct, or null) -> ``FACT_COLUMNS``;
-    a fact without a type or with an id that breaks the pattern is left out."""
+    """Rows with the envelope's columns, ``p`` (the payload struct, or null) and ``device_time`` (a
+    timestamp, or null) -> ``FACT_COLUMNS``; a fact without a type or with an id that breaks the pattern
+    is left out."""
     p = finite_struct(F.col("p"), _PAYLOAD)
     return (
         envelope.where(
@@ -92,10 +107,10 @@ def _report_columns(envelope: DataFrame) -> DataFrame:
             & F.col("device_id").rlike(IDENTIFIER_PATTERN)
             & F.col("home_id").rlike(IDENTIFIER_PATTERN)
         )
-        .select(*_ENVELOPE_NAMES, p.alias("p"))
+        .select(*_ENVELOPE_NAMES, "device_time", p.alias("p"))
         .select(
             *_ENVELOPE_NAMES,
-            F.coalesce(_ts(F.col("p.device_time")), F.col("occurred_at")).alias("event_time"),
+            F.coalesce(F.col("device_time"), F.col("occurred_at")).alias("event_time"),
             F.col("p.command_id").alias("command_id"),
             F.col("p.device_type").alias("device_type"),
             *(F.col(f"p.reported.{m}").alias(m) for m in METRICS),
@@ -105,10 +120,47 @@ def _report_columns(envelope: DataFrame) -> DataFrame:
     )
 
 
+def _typed_reading(field: StructField) -> Column:
+    column = _COLUMN_OF.get(field.name)
+    value = F.lit(None) if column is None else F.col(column)
+    return value.try_cast(field.dataType).alias(field.name)
+
+
+def _typed_payload() -> Column:
+    """A state report's payload struct (``_PAYLOAD``) from the archive's typed columns."""
+    reported = F.struct(*(_typed_reading(f) for f in _REPORTED.fields))
+    text = F.lit(None).cast(StringType())
+    return F.struct(
+        text.alias("device_type"), reported.alias("reported"), text.alias("device_time"),
+        text.alias("command_id"),
+    )  # fmt: skip
+
+
 def archive_facts(table: DataFrame) -> DataFrame:
-    """Archive rows -> ``FACT_COLUMNS``: the typed envelope, the payload text parsed for ``PARSED_TYPES``."""
-    parsed = F.when(F.col("type").isin(*PARSED_TYPES), F.from_json(F.col("payload"), _PAYLOAD, _OPTIONS))
-    return _report_columns(table.select(*_ENVELOPE_NAMES, parsed.alias("p")))
+    """Archive rows (either layout, read with ``ARCHIVE_SCHEMA``) -> ``FACT_COLUMNS``: a state report's
+    typed columns where the archive holds it all in them, the payload text parsed where it is needed."""
+    typed = (
+        F.col(LAYOUT_COLUMN).isNotNull() & (F.col("type") == STATE_REPORTED) & F.col("payload").isNull()
+        if _READ_TYPED
+        else F.lit(False)
+    )
+    parse = F.col("type").isin(*PARSED_TYPES) & ~typed
+    rows = table.select(
+        *_ENVELOPE_NAMES,
+        typed.alias("typed"),
+        F.col("device_time").alias("typed_time"),
+        *_TYPED_COLUMNS,
+        F.when(parse, F.from_json(F.col("payload"), _PAYLOAD, _OPTIONS)).alias("parsed"),
+    )
+    return _report_columns(
+        rows.select(
+            *_ENVELOPE_NAMES,
+            F.when(F.col("typed"), _typed_payload()).otherwise(F.col("parsed")).alias("p"),
+            F.when(F.col("typed"), F.col("typed_time"))
+            .otherwise(_ts(F.col("parsed.device_time")))
+            .alias("device_time"),
+        )
+    )
 
 
 def journal_facts(raw: DataFrame) -> DataFrame:
@@ -118,6 +170,7 @@ def journal_facts(raw: DataFrame) -> DataFrame:
         *(F.col(f"f.{name}").alias(name) for name in _ENVELOPE_NAMES if name != "occurred_at"),
         _ts(F.col("f.occurred_at")).alias("occurred_at"),
         F.col("f.payload").alias("p"),
+        _ts(F.col("f.payload.device_time")).alias("device_time"),
     )
     return _report_columns(envelope)
 

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hearth_shared.adapters.archive_store import S3Access
 from hearth_shared.adapters.settings import StackSettings
 
 
@@ -77,7 +78,7 @@ class AnalyticsSettings(BaseSettings):
         3600.0,
         ge=0,
         description="How often the archive job compacts closed days' small files (hearth_analytics."
-        "archive_compact; a local archive only); 0: never (then `hearth archive compact` does it)",
+        "archive_compact; local or s3a://); 0: never (then `hearth archive compact` does it)",
     )
     # --- the archive on S3-compatible storage (hearth_analytics.s3; only for an s3a:// archive_url)
     s3_endpoint: str | None = Field(None, description="e.g. http://127.0.0.1:9000; None: AWS S3")
@@ -102,3 +103,13 @@ class AnalyticsSettings(BaseSettings):
 
     def archive_checkpoint(self) -> str:
         return str(self.checkpoint("archive"))
+
+    def s3_access(self) -> S3Access:
+        """The S3 settings for pyarrow's client (compaction, readers without Spark)."""
+        return S3Access(
+            endpoint=self.s3_endpoint,
+            region=self.s3_region,
+            access_key=self.s3_access_key,
+            secret_key=self.s3_secret_key,
+            path_style=self.s3_path_style,
+        )

@@ -11,7 +11,8 @@ lag, the table's size and files (exit 0; 1 if the table has no committed file ye
 why it is safe with the running archive job and its readers) and deletes files it replaced earlier.
 
 The table: ``--table``, else ``HEARTH_ANALYTICS_ARCHIVE_URL``, else the local stack's
-(``<stack dir>/data/analytics/archive``). Only local tables are read here.
+(``<stack dir>/data/analytics/archive``): a local directory or an ``s3a://bucket/path`` URL, reached with
+the ``HEARTH_ANALYTICS_S3_*`` settings the archive job uses (``hearth_shared.adapters.archive_store``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import os
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -33,6 +34,7 @@ from hearth_shared.adapters.settings import StackSettings
 
 if TYPE_CHECKING:
     from hearth_analytics.archive_check import ArchiveCheck, OffsetRange
+    from hearth_shared.adapters.archive_store import ArchiveStore
 
 archive_app = typer.Typer(
     help="The journal's archive table: verify it, show its status, compact its small files.",
@@ -41,27 +43,39 @@ archive_app = typer.Typer(
 console = Console(soft_wrap=True)
 
 TableOption = Annotated[
-    Path | None,
-    typer.Option("--table", help="The archive table (default: HEARTH_ANALYTICS_ARCHIVE_URL, or the stack's)"),
+    str | None,
+    typer.Option(
+        "--table",
+        help="The archive table, a directory or s3a://bucket/path (default: HEARTH_ANALYTICS_ARCHIVE_URL, or "
+        "the stack's)",
+    ),
 ]
 
 
-def table_path(table: Path | None, home: Path) -> Path:
-    if table is not None:
-        return table.resolve()
-    url = os.environ.get("HEARTH_ANALYTICS_ARCHIVE_URL")
-    if url:
-        if "://" in url and not url.startswith("file://"):
+def table_path(table: str | None, home: Path) -> str:
+    """The table's location: a local directory (absolute) or an ``s3a://`` URL, as given."""
+    chosen = table or os.environ.get("HEARTH_ANALYTICS_ARCHIVE_URL")
+    if chosen is None:
+        return str(archive_dir(home.resolve() / "data"))
+    if "://" in chosen and not chosen.startswith("file://"):
+        if not chosen.startswith("s3a://"):
             raise typer.BadParameter(
-                f"{url}: only a local archive is read by this command", param_hint="--table"
+                f"{chosen}: an archive is a directory or s3a://bucket/path", param_hint="--table"
             )
-        return Path(url.removeprefix("file://")).resolve()
-    return archive_dir(home.resolve() / "data")
+        return chosen
+    return str(Path(chosen.removeprefix("file://")).resolve())
+
+
+def open_table(location: str) -> ArchiveStore:
+    """The table's store (pyarrow, which the commands that read a table have through their extra)."""
+    from hearth_shared.adapters.archive_store import open_store
+
+    return open_store(location)
 
 
 @dataclass
 class ArchiveReport:
-    table: Path
+    table: str
     check: ArchiveCheck
     files: int
     bytes: int
@@ -71,28 +85,36 @@ class ArchiveReport:
     # not counted: the files a compaction replaced, deleted after its grace period)
 
 
-def inspect_archive(table: Path, journal: dict[int, OffsetRange], *, complete: bool = False) -> ArchiveReport:
+def inspect_archive(
+    table: ArchiveStore | Path, journal: dict[int, OffsetRange], *, complete: bool = False
+) -> ArchiveReport:
     """The table's committed rows against the journal's ranges (``journal_ranges``)."""
     import numpy as np
 
     from hearth_analytics.archive_check import check_archive
     from hearth_analytics.archive_compact import awaiting_purge
-    from hearth_analytics.archive_table import committed_files, newest_batch, read_columns
+    from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch, read_columns
+    from hearth_shared.adapters.archive_store import as_store
 
-    files = committed_files(table)
-    rows = read_columns(table, ["kafka_partition", "kafka_offset"])
+    store = as_store(table)
+    files = committed_files(store)
+    rows = read_columns(store, ["kafka_partition", "kafka_offset"])
     partitions = np.asarray(rows.column("kafka_partition").to_numpy(zero_copy_only=False), dtype=np.int64)
     offsets = np.asarray(rows.column("kafka_offset").to_numpy(zero_copy_only=False), dtype=np.int64)
     check = check_archive(partitions, offsets, journal, complete=complete)
-    committed, compacting = {f.path for f in files}, awaiting_purge(table)
-    on_disk = [p for p in table.rglob("*.parquet") if "_spark_metadata" not in p.parts]
+    committed, compacting = {f.path for f in files}, awaiting_purge(store)
+    on_disk = [
+        info.path
+        for info in store.listing(store.root, recursive=True)
+        if info.base_name.endswith(".parquet") and METADATA_DIR not in PurePosixPath(info.path).parts
+    ]
     return ArchiveReport(
-        table=table,
+        table=store.url,
         check=check,
         files=len(files),
         bytes=sum(f.size for f in files),
-        days=len({f.path.parent.name for f in files}),
-        newest_batch=newest_batch(table),
+        days=len({PurePosixPath(f.path).parent.name for f in files}),
+        newest_batch=newest_batch(store),
         uncommitted_files=sum(1 for p in on_disk if p not in committed and p not in compacting),
     )
 
@@ -128,8 +150,8 @@ def archive_verify(
     nothing missing, nothing twice. Exit 0 if so, 1 if not."""
     with needs("archive verify"):
         from hearth_analytics.archive_table import journal_ranges
-    path = table_path(table, home)
-    report = inspect_archive(path, asyncio.run(journal_ranges(StackSettings())), complete=complete)
+    store = open_table(table_path(table, home))
+    report = inspect_archive(store, asyncio.run(journal_ranges(StackSettings())), complete=complete)
     console.print(_partition_table(report))
     console.print(_summary(report))
     problems = report.check.problems()
@@ -145,8 +167,8 @@ def archive_status(table: TableOption = None, home: Home = DEFAULT_HOME) -> None
     """Lag behind the journal, the table's size and files."""
     with needs("archive status"):
         from hearth_analytics.archive_table import journal_ranges
-    path = table_path(table, home)
-    report = inspect_archive(path, asyncio.run(journal_ranges(StackSettings())))
+    store = open_table(table_path(table, home))
+    report = inspect_archive(store, asyncio.run(journal_ranges(StackSettings())))
     console.print(_summary(report))
     if not report.files:
         raise typer.Exit(1)
@@ -168,15 +190,15 @@ def archive_compact(
     while the archive job runs; delete files replaced more than --grace seconds ago."""
     with needs("archive compact"):
         from hearth_analytics.archive_compact import compact_archive
-    path = table_path(table, home)
+    store = open_table(table_path(table, home))
     try:
         day = date.fromisoformat(before) if before else None
     except ValueError as exc:
         raise typer.BadParameter(f"{before!r} is not a date (YYYY-MM-DD)", param_hint="--before") from exc
-    result = compact_archive(path, before=day, min_files=min_files, grace_s=grace)
+    result = compact_archive(store, before=day, min_files=min_files, grace_s=grace)
     if result.compact_log is None:
         console.print("Nothing to compact yet: the archive job has written no .compact log file.")
-    out = Table(title=f"compacted {path}", title_justify="left")
+    out = Table(title=f"compacted {store.url}", title_justify="left")
     for column in ("day", "files", "rows", "MB before", "MB after"):
         out.add_column(column, justify="right")
     for d in result.days:

@@ -1,4 +1,4 @@
-"""The archive table's commit log: which Parquet files make the table (standard library only).
+"""The archive table's commit log: which Parquet files make the table.
 
 The archive (``hearth_analytics.archive``) is written by Spark's Parquet file sink, whose commit log is
 ``<table>/_spark_metadata/``: one file per micro-batch (``<batch id>``), and every
@@ -16,33 +16,34 @@ be read. Hence ``committed_files`` rather than a directory listing, everywhere: 
 writes or honours ``"action": "delete"``; an entry with it is taken as a removal here, which no writer
 of this project produces.)
 
-``replace_log_file`` is how compaction (``hearth_analytics.archive_compact``) rewrites the newest
-``.compact`` file: written beside it and renamed over it, so a reader sees the old or the new file whole.
+The table may be local or on S3 (``archive_store``: one pyarrow filesystem for both); every function
+takes the store, or a local path or URL it opens. ``replace_log_file`` is how compaction
+(``hearth_analytics.archive_compact``) rewrites the newest ``.compact`` file, whole for readers
+(``ArchiveStore.write_whole``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+
+from hearth_shared.adapters.archive_store import ArchiveStore, as_store
+from hearth_shared.adapters.archive_store import ArchiveUnreadable as ArchiveUnreadable
 
 METADATA_DIR = "_spark_metadata"
 LOG_VERSION = "v1"
 COMPACT_SUFFIX = ".compact"
 _LOG_NAME = re.compile(r"^(\d+)(\.compact)?$")
 
-
-class ArchiveUnreadable(RuntimeError):
-    """The table's commit log is missing or malformed, or the table is not where it can be read."""
+Table = ArchiveStore | str | Path  # a store, or a local path or URL to open one at
 
 
 @dataclass(frozen=True)
 class CommittedFile:
-    path: Path
+    path: str  # on the store's filesystem
     size: int
 
 
@@ -50,20 +51,18 @@ class CommittedFile:
 class LogFile:
     batch: int
     compact: bool
-    path: Path
+    path: str
 
 
-def log_files(table: Path) -> tuple[list[LogFile], int | None]:
+def log_files(table: Table) -> tuple[list[LogFile], int | None]:
     """The log files to read, in batch order: the newest ``.compact`` file and every one after it; and
     the newest batch id (None: no log yet)."""
-    meta = table / METADATA_DIR
-    if not meta.is_dir():
-        return [], None
+    store = as_store(table)
     logs: list[LogFile] = []
-    for entry in meta.iterdir():
-        match = _LOG_NAME.match(entry.name)
+    for entry in store.listing(store.join(METADATA_DIR)):
+        match = _LOG_NAME.match(entry.base_name)
         if match:
-            logs.append(LogFile(int(match.group(1)), match.group(2) is not None, entry))
+            logs.append(LogFile(int(match.group(1)), match.group(2) is not None, entry.path))
     compacts = [log.batch for log in logs if log.compact]
     start = max(compacts) if compacts else -1
     chosen = sorted(
@@ -73,44 +72,33 @@ def log_files(table: Path) -> tuple[list[LogFile], int | None]:
     return chosen, (max(log.batch for log in logs) if logs else None)
 
 
-def read_log_file(path: Path) -> list[dict[str, Any]]:
+def read_log_file(table: Table, path: str) -> list[dict[str, Any]]:
     """The entries of one log file, in order."""
-    lines = path.read_text().splitlines()
+    lines = as_store(table).read_text(path).splitlines()
     if not lines or not lines[0].startswith("v"):
         raise ArchiveUnreadable(f"{path}: not a file-sink log (no version line)")
     return [json.loads(line) for line in lines[1:] if line.strip()]
 
 
-def replace_log_file(path: Path, entries: list[dict[str, Any]]) -> None:
-    """Write ``path`` anew with ``entries``, atomically for readers (a temporary file renamed over it)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # not a log name: never read as one
-    with open(temporary, "w") as out:
-        out.write(LOG_VERSION + "\n" + "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
+def replace_log_file(table: Table, path: str, entries: list[dict[str, Any]]) -> None:
+    """Write ``path`` anew with ``entries``; a reader reads the old file or the new one, whole."""
+    text = LOG_VERSION + "\n" + "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+    as_store(table).write_whole(path, text)
 
 
-def local_path(uri: str) -> Path:
-    """A log entry's file URI as a local path."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        raise ArchiveUnreadable(f"{uri}: only local tables are read without Spark")
-    return Path(unquote(parsed.path))
-
-
-def committed_files(table: Path) -> list[CommittedFile]:
+def committed_files(table: Table) -> list[CommittedFile]:
     """The Parquet files of the table's committed micro-batches, in log order (empty if none)."""
+    store = as_store(table)
     files: dict[str, CommittedFile] = {}
-    for log in log_files(table)[0]:
-        for entry in read_log_file(log.path):
+    for log in log_files(store)[0]:
+        for entry in read_log_file(store, log.path):
             if entry.get("action", "add") == "delete":
                 files.pop(entry["path"], None)
             elif not entry.get("isDir", False):
-                files[entry["path"]] = CommittedFile(local_path(entry["path"]), int(entry.get("size", 0)))
+                files[entry["path"]] = CommittedFile(store.path_of(entry["path"]), int(entry.get("size", 0)))
     return list(files.values())
 
 
-def newest_batch(table: Path) -> int | None:
+def newest_batch(table: Table) -> int | None:
     """The id of the newest committed micro-batch (None: none yet)."""
     return log_files(table)[1]

@@ -3,20 +3,25 @@
 service never carries Spark).
 
 ``snapshot_archive`` fixes what a rebuild reads: the committed files of that moment (the commit log,
-``hearth_shared.adapters.archive_log``; the archive job may go on writing) and, from their ``kafka_partition``
-and ``kafka_offset`` columns alone, each partition's first offset and end (one past the last). A partition
-whose row count differs from its offset span has a gap or a duplicate: the rebuild stops there, before
-replaying anything. Every process of a replay reads the same snapshot (it is sent to the children).
+``hearth_shared.adapters.archive_log``; the archive job may go on writing), on a local table or on S3
+(``hearth_shared.adapters.archive_store``: pyarrow reads both; the store goes with the snapshot), and,
+from their ``kafka_partition`` and ``kafka_offset`` columns alone, each partition's first offset and end
+(one past the last). A partition whose row count differs from its offset span has a gap or a duplicate:
+the rebuild stops there, before replaying anything. Every process of a replay reads the same snapshot
+(it is sent to the children).
 
 ``ArchiveSource`` then reads the files in log order, one row group at a time (in a thread: the sink's
 write of the previous batch goes on meanwhile), keeps the rows of its share of the partitions (row groups
 whose partition statistics exclude the share are skipped unread: a compacted file is sorted by partition
-and offset), and hands them out in offset order per partition (``archive_order.OffsetOrder``). Its
-positions are the next offsets, as a consumer's are, so the projector commits the same offsets with its
-rows as a replay from Kafka would; the journal's tail is then read from Kafka from those positions.
+and offset, and the archive job writes one file per journal partition), and hands them out in offset
+order per partition (``archive_order.OffsetOrder``). Its positions are the next offsets, as a consumer's
+are, so the projector commits the same offsets with its rows as a replay from Kafka would; the journal's
+tail is then read from Kafka from those positions.
 
-A record's value is the exact bytes the journal holds (the archive's ``value`` column); its Kafka key and
-timestamp are not archived and not used by the projection (a record from here has none).
+A record's value is the exact bytes the journal holds (the archive's ``value`` column, the same in both
+of the archive's layouts, ``hearth_analytics.archive_layout``: archives written before its typed columns
+replay unchanged); its Kafka key and timestamp are not archived and not used by the projection (a
+record from here has none).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +38,8 @@ from aiokafka.structs import ConsumerRecord
 
 from hearth_read_models.projection.journal_source import Batching, Offsets, Record, Records
 from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder, OffsetOrder, Run
-from hearth_shared.adapters.archive_log import committed_files
+from hearth_shared.adapters.archive_log import Table, committed_files
+from hearth_shared.adapters.archive_store import ArchiveStore, as_store
 
 PARTITION, OFFSET, VALUE = "kafka_partition", "kafka_offset", "value"
 
@@ -43,8 +48,8 @@ PARTITION, OFFSET, VALUE = "kafka_partition", "kafka_offset", "value"
 class ArchiveSnapshot:
     """The archive a rebuild reads: its committed files (log order) and each partition's offsets."""
 
-    table: Path
-    files: list[Path]
+    table: ArchiveStore
+    files: list[str]  # paths on the table's filesystem
     firsts: dict[int, int]  # partition -> first archived offset
     ends: dict[int, int]  # partition -> one past the last archived offset
 
@@ -56,14 +61,15 @@ class ArchiveSnapshot:
         return {TopicPartition(journal, p): end for p, end in self.ends.items()}
 
 
-def snapshot_archive(table: Path) -> ArchiveSnapshot:
+def snapshot_archive(table: Table) -> ArchiveSnapshot:
     """The table's committed files and offset ranges now; a gap or a duplicate is ``ArchiveOutOfOrder``."""
-    files = [f.path for f in committed_files(table)]
+    store = as_store(table)
+    files = [f.path for f in committed_files(store)]
     firsts: dict[int, int] = {}
     ends: dict[int, int] = {}
     counts: dict[int, int] = {}
     for path in files:
-        offsets = pq.ParquetFile(path).read(columns=[PARTITION, OFFSET])
+        offsets = pq.ParquetFile(path, filesystem=store.fs).read(columns=[PARTITION, OFFSET])
         grouped = offsets.group_by(PARTITION).aggregate([(OFFSET, "min"), (OFFSET, "max"), (OFFSET, "count")])
         for row in grouped.to_pylist():
             p = int(row[PARTITION])
@@ -79,7 +85,7 @@ def snapshot_archive(table: Path) -> ArchiveSnapshot:
         raise ArchiveOutOfOrder(
             "the archive has gaps or duplicates (run `hearth archive verify`): " + "; ".join(unfit)
         )
-    return ArchiveSnapshot(table, files, firsts, ends)
+    return ArchiveSnapshot(store, files, firsts, ends)
 
 
 def uncovered(archive: ArchiveSnapshot | None, journal: dict[int, tuple[int, int]]) -> list[str]:
@@ -144,7 +150,7 @@ class ArchiveSource:
         self._order = OffsetOrder({}, {})
         self._ready: deque[Run] = deque()
         self._ready_rows = 0  # rows in ``_ready``
-        self._pending: list[tuple[Path, int]] = []  # (file, row group) still to read
+        self._pending: list[tuple[str, int]] = []  # (file, row group) still to read
 
     def _partitions(self) -> list[int]:
         k, n = self.share
@@ -204,7 +210,7 @@ class ArchiveSource:
     def _read_next(self) -> list[Run]:
         """Read the next row group (opening its file's row group list first): the runs now ready."""
         path, group = self._pending.pop(0)
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, filesystem=self.snapshot.table.fs)
         if group < 0:  # the file's row groups that may hold the share's partitions
             wanted = set(self._partitions())
             self._pending[:0] = [(path, g) for g in _groups_with(parquet, wanted)]

@@ -11,10 +11,10 @@ swap lock the new schema catches up exactly to the live projector's offsets, tak
 number and is renamed in; nothing lost, nothing twice. Still under the lock, the Redis twin cache is
 refreshed for the twins whose view the rebuild changed (cache_refresh.py).
 
-``rebuild(archive=<table>)`` (``hearth rebuild --from-archive``): the replay reads the journal's archive
-first (a snapshot of its committed files, ``archive_source``), then the journal's tail beyond it from
-Kafka, into the same fresh schema; checks and swap as above. The views equal a rebuild from the journal
-(``tests/integration/test_rebuild_from_archive.py``).
+``rebuild(archive=<table>)`` (``hearth rebuild --from-archive``; a local table or an ``s3a://`` one):
+the replay reads the journal's archive first (a snapshot of its committed files, ``archive_source``), then
+the journal's tail beyond it from Kafka, into the same fresh schema; checks and swap as above. The views
+equal a rebuild from the journal (``tests/integration/test_rebuild_from_archive.py``).
 
 A record the replay cannot project (undecodable, or a fact ``hearth_shared.domain.storable`` says cannot be
 stored) is skipped and counted (``RebuildResult.skipped``): the live projector dead-lettered it already,
@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from hearth_read_models.projection.journal_source import Offsets
 from hearth_read_models.projection.view_meta import read_generation, read_offsets
@@ -48,7 +47,8 @@ from hearth_read_models.rebuild.table_diff import Difference, compare_table
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.db import check_schema, connect, migrate, swap_lock
-from hearth_shared.adapters.archive_log import ArchiveUnreadable
+from hearth_shared.adapters.archive_log import ArchiveUnreadable, Table
+from hearth_shared.adapters.archive_store import as_store
 
 __all__ = [
     "REPLAY_PROCESSES",
@@ -104,7 +104,7 @@ async def rebuild(
     batch_size: int = 50_000,
     on_progress: ProgressCallback | None = None,
     processes: int = REPLAY_PROCESSES,
-    archive: Path | None = None,
+    archive: Table | None = None,
 ) -> RebuildResult:
     """Replay the journal (``archive``: that archive table, then the journal's tail) into a fresh schema,
     check it, and (with ``swap``) swap it in."""
@@ -150,7 +150,7 @@ async def verify(
     batch_size: int = 50_000,
     on_progress: ProgressCallback | None = None,
     processes: int = REPLAY_PROCESSES,
-    archive: Path | None = None,
+    archive: Table | None = None,
 ) -> VerifyResult:
     """Replay (``archive``: that archive table, then the journal's tail) into a scratch schema up to the
     live offsets and compare every table with the live one."""
@@ -182,11 +182,14 @@ async def verify(
         return VerifyResult(r.events, differences, counts)
 
 
-async def _open(archive: Path | None) -> ArchiveSnapshot | None:
+async def _open(archive: Table | None) -> ArchiveSnapshot | None:
+    if archive is None:
+        return None
+    store = as_store(archive)
     try:
-        return None if archive is None else await asyncio.to_thread(snapshot_archive, archive)
-    except (ArchiveOutOfOrder, ArchiveUnreadable) as exc:
-        raise RebuildFailed(f"the archive {archive} cannot be replayed: {exc}") from exc
+        return await asyncio.to_thread(snapshot_archive, store)
+    except (ArchiveOutOfOrder, ArchiveUnreadable, OSError) as exc:  # pyarrow's I/O errors are OSErrors
+        raise RebuildFailed(f"the archive {store.url} cannot be replayed: {exc}") from exc
 
 
 async def _replay_history(r: Replay, archive: ArchiveSnapshot | None, stop_at: Offsets) -> None:

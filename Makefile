@@ -8,8 +8,8 @@ PYTEST_ARGS ?=
 # consumer groups, timeouts), so several workers keep two cores busy, each with its own servers (about
 # 2 GB of memory each); `make test WORKERS=2` runs so. Measured on this 2-core machine, quiet, fresh
 # clones of the same tests (d113d33, 6b6e3b3): one process 25 min 0 s, 2 workers 19 min 49 s (1,257
-# passed both). The default stays 0 until 2 workers pass three runs in a row (one so far; the run before, 4 workers at load up to 52 from
-# other work, had 7 tests time out).
+# passed both). The default stays 0 until 2 workers pass three runs in a row (one so far; the run
+# before, 4 workers at load up to 52 from other work, had 7 tests time out).
 WORKERS ?= 0
 
 .PHONY: up down test check lint setup uv deps jars browser mosquitto clean

@@ -35,9 +35,9 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from hearth_devstack.journal_check import read_journal
 from hearth_devstack.kafka_cluster import KafkaCluster, stop_together
 from hearth_devstack.postgres import PostgresServer
 from hearth_devstack.process import ManagedProcess, free_port
@@ -45,9 +45,9 @@ from hearth_devstack.redis import RedisServer
 from hearth_devstack.service_processes import Services, services_running
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
-from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
+from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
-from hearth_shared.schema.events import TERMINAL_STATUSES, decode_event
+from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested
 from tests.support.device_link import DeviceLink
 from tests.support.platform import SECRET, Platform
 from tests.support.waiting import eventually
@@ -251,28 +251,6 @@ async def outside_isr(bootstrap: str, node_id: int) -> int:
         await admin.close()
 
 
-async def journal_events(settings: StackSettings) -> list[Any]:
-    """Every fact in the journal, in offset order per partition (read_committed)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-    )
-    await consumer.start()
-    try:
-        partitions = await topic_partitions(consumer, settings.topics.journal)
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        events: list[Any] = []
-        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=1000)).values():
-                events += [decode_event(r.value) for r in records]
-        return events
-    finally:
-        await consumer.stop()
-
-
 async def back_in_every_isr(bootstrap: str, node_id: int) -> bool:
     return await outside_isr(bootstrap, node_id) == 0
 
@@ -355,11 +333,11 @@ async def test_a_broker_killed_under_load_loses_and_doubles_nothing(
     assert set(last.values()) == {"converged"}, last
 
     # nothing doubled: one command per key, every fact once, versions 1..N per device in journal order
-    events = await journal_events(settings)
+    events = await read_journal(settings)
     ids = Counter(e.event_id for e in events)
     doubled = {str(i): n for i, n in ids.items() if n > 1}
     assert doubled == {}, f"{len(doubled)} event ids appear more than once"
-    requested = Counter(str(e.payload.command_id) for e in events if e.type == "command.requested")
+    requested = Counter(str(e.payload.command_id) for e in events if isinstance(e, CommandRequested))
     assert {c.command_id for c in load.sent} <= set(requested)
     assert all(requested[c.command_id] == 1 for c in load.sent)
     versions: dict[str, list[int]] = defaultdict(list)

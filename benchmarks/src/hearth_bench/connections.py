@@ -59,15 +59,14 @@ def main(params: ConnectionsBench) -> dict[str, Any]:
         "connections", services=("device-actor",), databases=False, mqtt=True, mqtt_brokers=count
     ) as stack:
         brokers = Broker.all_of(stack)
-        shards = [b.shard for b in brokers]
+        broker_of = {b.shard: b for b in brokers}
+        shard_of = {device_id: assign_shard(device_id, list(broker_of)) for device_id, _ in devices}
         by_broker: dict[Broker, list[tuple[str, str]]] = {b: [] for b in brokers}
         for device in devices:
-            shard = assign_shard(device[0], shards)
-            by_broker[next(b for b in brokers if b.shard == shard)].append(device)
+            by_broker[broker_of[shard_of[device[0]]]].append(device)
         console.print(f"registering {params.devices:,} devices with credentials over {count} broker(s)")
 
         async def run() -> dict[str, Any]:
-            shard_of = {d: assign_shard(d, shards) for d, _ in devices}
             await register_devices(stack, [], devices, shard_of.__getitem__)
             for broker, held in by_broker.items():
                 await wait_credentials(stack, held, broker, timeout_s=600.0)

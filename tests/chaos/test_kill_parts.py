@@ -80,12 +80,31 @@ async def heartbeat(device: DeviceConnection) -> None:
 
 
 async def devices_back(connections: list[DeviceConnection], timeout_s: float = 60) -> None:
-    """Until every device is connected again (they reconnect by themselves, with backoff)."""
+    """Until every device is connected again (they reconnect by themselves, with backoff) and the broker
+    has granted the subscriptions each renews on reconnecting: a broker that lost a session (killed
+    before it saved it) drops a command published before then, as it has no subscriber yet."""
     await eventually(
         lambda: all(d.link.client.is_connected for d in connections),
         "every device connected again",
         timeout_s=timeout_s,
         every_s=0.1,
+    )
+    for device in connections:
+        await device.link.subscribed(timeout_s)
+
+
+async def probe_story(stack: LocalStack, command_id: str, device: DeviceConnection) -> str:
+    """What the journal says of a probe command and its device since the kill, and the device's link:
+    enough to tell a command never dispatched from one dispatched and never acknowledged."""
+    events = [e for e in await read_journal(stack.settings) if e.device_id == device.username]
+    about = [f"{e.recorded_at:%H:%M:%S.%f} {e.type}" for e in events if str(e.correlation_id) == command_id]
+    presence = [
+        f"{e.recorded_at:%H:%M:%S.%f} {e.type}" for e in events if "online" in e.type or "offline" in e.type
+    ]
+    link = device.link
+    return (
+        f"the command's facts: {about}; the device's presence: {presence[-4:]}; its link: connected "
+        f"{link.client.is_connected}, {len(link._outbox)} waiting, {link._in_flight} in flight"
     )
 
 
@@ -111,7 +130,9 @@ async def kill_and_recover(
         f"probe command {command_id} to end",
         timeout_s=240 - (time.monotonic() - kill.at),
     )
-    assert status == "converged", f"probe command {command_id} after the {name} kill ended {status}"
+    if status != "converged":
+        story = await probe_story(stack, command_id, next(d for d in connections if d.username == probe))
+        raise AssertionError(f"probe command {command_id} after the {name} kill ended {status}: {story}")
     converged_s = time.monotonic() - kill.at
     return {
         "part": name,

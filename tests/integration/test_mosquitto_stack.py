@@ -1,11 +1,14 @@
 """Mosquitto as a part of the local stack (hearth_devstack.mosquitto): who may connect on which listener, TLS
 with the certificate the stack makes, what survives a restart (accounts, certificate, retained messages),
-and that no device can take another's session over with its client id."""
+that a device's subscriptions are renewed after a kill that lost its session, and that no device can take
+another's session over with its client id."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 from hearth_device import DeviceConnection
 from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_devstack.servers import start_healthy
+from hearth_shared.schema.mqtt import commands_topic
 from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,
@@ -23,6 +27,7 @@ from tests.support.mosquitto_clients import (
     publish,
     retained,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -80,6 +85,68 @@ def test_a_restart_keeps_accounts_certificate_and_retained_messages(tmp_path: Pa
         assert mqtt_connect_code(again.host, again.platform_port, admin) == 0
         assert retained(again, "hearth/devices/d1/availability") == "online"
     finally:
+        part.stop()
+
+
+async def test_after_a_kill_that_lost_the_session_subscribed_waits_for_the_renewed_subscriptions(
+    tmp_path: Path,
+) -> None:
+    """Mosquitto killed with -9 before it saved its sessions comes back without the device's
+    subscriptions. The device's link subscribes again on reconnecting, ``subscribed()`` returns once the
+    broker has granted those renewals (until then a command published to it finds no subscriber and is
+    dropped), and a command published then reaches the device. (That ``subscribed()`` waits for the
+    renewals at all, on localhost's fast SUBACK, is tested in tests/unit/test_mqtt_link_publish.py.)"""
+    broker = broker_on_free_ports(tmp_path / "mqtt", tmp_path)
+    part = start_healthy(broker.process(), 30)
+    [account] = admit_devices(broker, "therm-r")
+    device = DeviceConnection(
+        username=account.username,
+        password=account.password,
+        port=broker.port,
+        backoff_s=0.1,
+        backoff_max_s=0.5,
+    )
+    granted: list[object] = []
+    renewals: list[asyncio.Task[int]] = []
+    try:
+        await device.connect()
+        await device.link.subscribed()
+        on_subscribe, announce = device.link.client.on_subscribe, device.link.on_connected
+        assert announce is not None
+
+        def counting(client: object, *args: object) -> None:
+            granted.append(args)
+            on_subscribe(*args)  # gmqtt's getter gives the callback bound to its client already
+
+        async def renewed() -> int:  # the grants the broker had sent when subscribed() returned
+            await device.link.subscribed()
+            return len(granted)
+
+        def reconnected() -> None:
+            announce()
+            renewals.append(asyncio.create_task(renewed()))
+
+        device.link.client.on_subscribe = counting
+        device.link.on_connected = reconnected
+        assert part.pid is not None
+        os.kill(part.pid, signal.SIGKILL)
+        part.proc.wait(10)  # type: ignore[union-attr]
+        part = start_healthy(broker.process(), 30)
+        await eventually(lambda: renewals, "the device to reconnect", timeout_s=30)
+        # its commands and errors subscriptions, granted again before subscribed() returned
+        assert await renewals[0] >= 2, granted
+        command = {
+            "command_id": str(uuid.uuid4()),
+            "name": "set_target_temperature",
+            "params": {"target_c": 21},
+        }
+        command["expires_at"] = "2030-01-01T00:00:00Z"
+        sent = publish(broker, broker.admin, commands_topic(account.username), json.dumps(command))
+        assert sent.returncode == 0, sent.stderr
+        received = await device.next_command(timeout_s=10)
+        assert str(received.command_id) == command["command_id"]
+    finally:
+        await device.close(offline=False)
         part.stop()
 
 

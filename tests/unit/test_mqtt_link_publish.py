@@ -1,5 +1,6 @@
 """The gateway links' lean PUBLISH parse (hearth_shared.adapters.mqtt_link, ``route_batches``): the usual
-packet (QoS 0 or 1, no properties) is read as gmqtt would read it; anything else is left to gmqtt."""
+packet (QoS 0 or 1, no properties) is read as gmqtt would read it; anything else is left to gmqtt. And what
+``subscribed()`` waits for after a reconnect."""
 
 from __future__ import annotations
 
@@ -47,3 +48,18 @@ async def test_a_publish_with_properties_is_left_to_gmqtt() -> None:
     link.client._package_handler._handle_publish_packet(header, with_properties)
     await asyncio.sleep(0)
     await eventually(lambda: own == [(header, with_properties)], "gmqtt's own parse", timeout_s=1)
+
+
+async def test_after_a_reconnect_subscribed_waits_for_the_renewed_subscriptions() -> None:
+    """After every CONNACK but the first the link subscribes again (the broker may have lost the session,
+    e.g. killed before it saved it), and ``subscribed()`` covers those renewals: until the broker grants
+    them a message to the topic may find no subscriber. gmqtt is not connected here, so the renewal stays
+    in the outbox, never granted."""
+    link = MqttLink(client_id="t", username="u", password="p")
+    link.subscribe("hearth/devices/t/commands")
+    link._on_connect(link.client, 0, 0, None)  # the first CONNACK
+    link._outbox[0].done.set_result(None)  # granted on the first connection
+    await link.subscribed(timeout_s=1)
+    link._on_connect(link.client, 0, 0, None)  # a reconnect's CONNACK
+    with pytest.raises(TimeoutError):
+        await link.subscribed(timeout_s=0.2)

@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer
 from hearth_bench.automation_fleet import automations, created_facts, device_id, home_of, reading
 from hearth_bench.load_client import cpu_share, latency_ms
 from hearth_bench.stack import BenchStack, console
+from hearth_devstack.waiting import NotInTime
 from hearth_shared.adapters.kafka import make_producer, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Automation, action_id, run_id
@@ -145,15 +146,6 @@ async def _setup(settings: StackSettings, found: list[Automation], devices: int)
         await producer.stop()
 
 
-async def _wait(check: Any, what: str, timeout_s: float, stack: BenchStack) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
-        stack.check_running()
-        await asyncio.sleep(0.2)
-
-
 def _rounds(args: dict[str, Any]) -> range:
     """The readings' rounds (a round: one reading of every device), after the first calm one."""
     return range(2, 2 + round(args["rate"] * args["duration"] / args["devices"]))
@@ -183,7 +175,7 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
     sent, late, sending_s, unfinished = 0, 0.0, 0.0, ""
     try:
         await _setup(settings, found, devices)
-        await _wait(lambda: follower.registered >= devices, f"{devices:,} registrations", 300, stack)
+        await stack.until(lambda: follower.registered >= devices, f"{devices:,} registrations", 300)
         part, timeout_s = stack.services.part("automations")
         stack.parts[part.name] = part  # stopped with the rest
         part.start()
@@ -194,9 +186,9 @@ async def _measure(stack: BenchStack, args: dict[str, Any]) -> dict[str, Any]:
         sending_s = time.monotonic() - began
         expected = sum(len(triggered) for triggered in hot.values())
         try:  # a platform that falls behind is a figure, not a failure: what arrived in time is measured
-            await _wait(lambda: len(follower.triggers) >= expected, f"{expected:,} trigger facts", 120, stack)
-            await _wait(lambda: follower.latencies()[1] == 0, "every command dispatched", 60, stack)
-        except TimeoutError as exc:
+            await stack.until(lambda: len(follower.triggers) >= expected, f"{expected:,} trigger facts", 120)
+            await stack.until(lambda: follower.latencies()[1] == 0, "every command dispatched", 60)
+        except NotInTime as exc:
             unfinished = str(exc)
             console.print(f"[yellow]{exc}[/]")
         cpu = cpu_share(before, stack.cpu_seconds(), time.monotonic() - began)

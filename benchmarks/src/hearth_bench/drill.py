@@ -37,12 +37,10 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import inspect
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +64,7 @@ from hearth_devstack.local import LocalStack, StackPorts
 from hearth_devstack.part_kill import healthy_again, kill_part
 from hearth_devstack.service_processes import instance_names, instance_port
 from hearth_devstack.supervisor import RestartPolicy
+from hearth_devstack.waiting import NotInTime, eventually
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.schema.auth import create_token
@@ -134,21 +133,6 @@ def drill_stack(params: DrillBench, home: Path) -> LocalStack:
     )
 
 
-async def until(check: Callable[[], object], what: str, timeout_s: float, every_s: float = 0.1) -> float:
-    """Wait until ``check()`` (or what it returns, awaited) is truthy; the seconds it took. TimeoutError
-    saying ``what`` if it is not within ``timeout_s``."""
-    began = time.monotonic()
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return time.monotonic() - began
-        if time.monotonic() - began > timeout_s:
-            raise TimeoutError(f"{what} not within {timeout_s:g} s")
-        await asyncio.sleep(every_s)
-
-
 @dataclass
 class Clients:
     """The command API and every query-API process, as the drill's clients reach them."""
@@ -184,7 +168,7 @@ async def register(clients: Clients, devices: list[str]) -> None:
                 playing.add(device_id)
         return len(playing) == len(devices)
 
-    took = await until(all_playing, "every device reporting", timeout_s=300, every_s=1)
+    took = await eventually(all_playing, "every device reporting", timeout_s=300, every_s=1)
     console.print(f"{len(devices)} devices reporting ({took:.0f} s after their registrations)")
 
 
@@ -197,21 +181,23 @@ async def kill_and_recover(
     assert supervisor is not None
     kill = kill_part(supervisor, name)
     try:
-        await until(lambda: healthy_again(supervisor, kill), f"{name} healthy again", HEALTHY_TIMEOUT_S)
-    except TimeoutError as error:
+        await eventually(
+            lambda: healthy_again(supervisor, kill), f"{name} healthy again", timeout_s=HEALTHY_TIMEOUT_S
+        )
+    except NotInTime as error:
         console.print(f"[red]{error}[/]")
         return None, None
     healthy_s = time.monotonic() - kill.at
     sent = [await submit(clients.api, ledger, probe, 18.0 + n % 8) for probe in probes]
     try:
         for command_id in sent:
-            await until(
+            await eventually(
                 functools.partial(converged_everywhere, clients.queries, command_id),
                 f"probe {command_id} converged",
-                PROBE_TIMEOUT_S,
+                timeout_s=PROBE_TIMEOUT_S,
                 every_s=0.2,
             )
-    except (TimeoutError, EndedOtherwise) as error:  # not in time, or it ended otherwise (expired...)
+    except (NotInTime, EndedOtherwise) as error:  # not in time, or it ended otherwise (expired...)
         console.print(f"[red]{error}[/]")
         return healthy_s, None
     return healthy_s, time.monotonic() - kill.at
@@ -262,9 +248,12 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
         stop.set()
         await driver
         statuses: dict[str, str | None] = {}
-        with contextlib.suppress(TimeoutError):
-            await until(
-                lambda: all_ended(queries, ledger, statuses), "every command to end", END_TIMEOUT_S, 1.0
+        with contextlib.suppress(NotInTime):
+            await eventually(
+                lambda: all_ended(queries, ledger, statuses),
+                "every command to end",
+                timeout_s=END_TIMEOUT_S,
+                every_s=1.0,
             )
     journal = journal_faults(await read_journal(settings))
     verified = await verify(ReadModelSettings(stack=settings), processes=1)

@@ -176,17 +176,16 @@ def first_drifting_reading(seen: Seen, device_id: str, switch: float) -> tuple[R
     return None
 
 
-async def until(check: Any, what: str, timeout_s: float, fleet: asyncio.Task[None], stack: BenchStack) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (found := check()):
+def while_playing(fleet: asyncio.Task[None], check: Any, what: str) -> Any:
+    """``check``, raising at once if the simulator stopped (with its error, if it had one)."""
+
+    def checked() -> Any:
         if fleet.done():
             fleet.result()
             raise RuntimeError(f"the simulator stopped while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no {what} after {timeout_s:.0f} s")
-        stack.check_running()
-        await asyncio.sleep(0.1)
-    return found
+        return check()
+
+    return checked
 
 
 async def measure(
@@ -228,19 +227,25 @@ async def measure(
                 progress.update(task, status=versions)
                 return all(seen.trained(d, min_count) for d in to_drift)
 
-            await until(all_trained, "model covering the devices", timeout_s, playing, stack)
+            what = "model covering the devices"
+            await stack.until(while_playing(playing, all_trained, what), what, timeout_s)
             progress.update(task, advance=1, description="drifting devices flagged")
             for device_id in to_drift:
                 player = fleet.players[device_id]
                 assert isinstance(player.model, SimThermostat)
                 switch = time.time()
                 player.model.drift(drift_c_per_h)  # the drift switch
-                flag = await until(
-                    lambda d=device_id, t=switch: [f for f in seen.flags.get(d, []) if f.device_time >= t],
-                    f"anomaly fact for {device_id}",
+                what = f"anomaly fact for {device_id}"
+                flag = await stack.until(
+                    while_playing(
+                        playing,
+                        lambda d=device_id, t=switch: [
+                            f for f in seen.flags.get(d, []) if f.device_time >= t
+                        ],
+                        what,
+                    ),
+                    what,
                     timeout_s,
-                    playing,
-                    stack,
                 )
                 seen_at = time.time()
                 samples.append(

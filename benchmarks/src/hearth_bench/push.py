@@ -43,6 +43,7 @@ from hearth_bench.push_clients import CONNECTING, HOME, ClientProcesses
 from hearth_bench.stack import BenchStack, bench_stack, console
 from hearth_devstack.local import Services
 from hearth_devstack.process import free_port
+from hearth_devstack.waiting import eventually
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.schema.events import ReportState, encode, new_id, utcnow
 
@@ -110,10 +111,11 @@ async def _redis_floor(
     group = ClientProcesses(processes, subscribers, mode="redis", redis_url=redis_url, channel=channel)
     try:
         await group.start()
-        while True:  # every SUBSCRIBE confirmed
-            if (await publisher.pubsub_numsub(channel))[0][1] >= subscribers:
-                break
-            await asyncio.sleep(0.1)
+
+        async def all_subscribed() -> bool:
+            return bool((await publisher.pubsub_numsub(channel))[0][1] >= subscribers)
+
+        await eventually(all_subscribed, f"{subscribers:,} SUBSCRIBEs confirmed", timeout_s=120, every_s=0.1)
 
         async def publish(i: int, due: float) -> None:
             due_at[i] = due

@@ -46,6 +46,7 @@ from hearth_devstack.servers import (
     start_redis,
 )
 from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.waiting import eventually
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
@@ -92,6 +93,21 @@ class BenchStack:
         for name, part in self.parts.items():
             if not part.running and name != but:
                 raise RuntimeError(f"{name} stopped during the bench:\n{tail(part.log_path)}")
+
+    async def until(
+        self, check: Callable[[], Any], what: str, timeout_s: float, *, every_s: float = 0.1
+    ) -> Any:
+        """What ``check()`` returns once it is truthy (``NotInTime`` after ``timeout_s``: the dev stack's
+        one wait loop); a part that stopped meanwhile ends the wait at once, with its log's tail."""
+        found: list[Any] = []
+
+        def while_running() -> Any:
+            self.check_running()
+            found[:] = [check()]
+            return found[0]
+
+        await eventually(while_running, what, timeout_s=timeout_s, every_s=every_s)
+        return found[0]
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) used so far by each part, its child processes included, by this

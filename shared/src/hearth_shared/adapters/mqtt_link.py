@@ -186,8 +186,9 @@ class MqttLink:
         self._subscriptions.append(self._queue(_Op("subscribe", topic_filter)))
 
     async def subscribed(self, timeout_s: float = 30.0) -> None:
-        """Wait until the broker has granted every subscription made so far (a subscription it refuses,
-        e.g. while its ACL does not allow it yet, is asked for again every second)."""
+        """Wait until the broker has granted every subscription made so far, and those renewed after the
+        last reconnect (a subscription it refuses, e.g. while its ACL does not allow it yet, is asked for
+        again every second). Until then a message published to the topic may find no subscriber."""
         pending, self._subscriptions = self._subscriptions, []
         await asyncio.wait_for(asyncio.gather(*pending), timeout_s)
 
@@ -284,8 +285,12 @@ class MqttLink:
             lost, self._acked = list(self._acked.values()), {}
             self._in_flight = max(0, self._in_flight - len(lost))
             self._outbox.extendleft(reversed([op for op in lost if op.kind == "subscribe"]))
+            # (what nobody awaited and is granted is dropped here: the list stays as long as the filters)
+            self._subscriptions = [s for s in self._subscriptions if not s.done()]
             for topic_filter in self._handlers:  # and the session may be new: subscribe again
-                self._outbox.append(_Op("subscribe", topic_filter))
+                renewal = _Op("subscribe", topic_filter)
+                self._outbox.append(renewal)
+                self._subscriptions.append(renewal.done)
         if self.on_connected is not None:
             self.on_connected()
         asyncio.get_running_loop().call_soon(self._pump)  # once gmqtt counts itself connected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
@@ -36,12 +37,15 @@ def make_consumer(stack: StackSettings) -> AIOKafkaConsumer:
 
 async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | None = None) -> None:
     stack = settings.stack
+    began = time.monotonic()
     await asyncio.to_thread(migrate, stack.postgres_dsn, settings.schema_name)
+    migrated = time.monotonic()
     redis = Redis.from_url(stack.redis_url)
     consumer = make_consumer(stack)
     journal = KafkaWriter(stack.kafka_bootstrap_servers, stack.topics, client_id="read-models-projector")
     await consumer.start()
     await journal.start()
+    connected = time.monotonic()
     stop = stop or asyncio.Event()
     batching = Batching(settings.batch_size, settings.batch_wait_ms, settings.batch_linger_ms)
     projector = Projector(
@@ -58,6 +62,14 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
     )
     try:
         await projector.start()
+        # Where a start's time goes (a restart is timed to this point: `hearth bench restart`).
+        log.info(
+            "projector started in %.2f s: migrations %.2f s, Kafka %.2f s, positions %.2f s",
+            time.monotonic() - began,
+            migrated - began,
+            connected - migrated,
+            time.monotonic() - connected,
+        )
         runner = asyncio.create_task(projector.run())
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)

@@ -20,7 +20,11 @@ from hearth_command_api.app import make_app
 from hearth_command_api.device_book import DeviceBook
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.adapters.settings import StackSettings
-from hearth_shared.domain.home_facts import ScheduleSuggestionAccepted, ScheduleSuggestionRejected
+from hearth_shared.domain.home_facts import (
+    ScheduleSet,
+    ScheduleSuggestionAccepted,
+    ScheduleSuggestionRejected,
+)
 from hearth_shared.schema.auth import Revocations, create_token, token_id
 from hearth_shared.schema.events import (
     CommandAccepted,
@@ -396,3 +400,25 @@ async def test_deciding_on_a_suggestion_is_one_home_fact_and_a_retry_the_same_fa
     malformed = await api.post("/v1/devices/h1-thermostat/schedule/suggestions/not-an-id/accept")
     assert (theirs.status_code, malformed.status_code) == (404, 422)
     assert len(writer.home_facts) == 3
+
+
+async def test_a_schedule_takes_the_households_preheat_cap_in_minutes(
+    api: httpx.AsyncClient, writer: FakeTopicWriter
+) -> None:
+    entry = {
+        "days": ["mon"],
+        "at": "06:30",
+        "command": {"name": "set_target_temperature", "params": {"target_c": 21}},
+    }
+    put = await api.put(
+        "/v1/devices/h1-thermostat/schedule",
+        json={"program": [entry], "preheat": True, "preheat_max_min": 300},
+    )
+    assert put.status_code == 200, put.text
+    assert put.json()["preheat_max_min"] == 300
+    (fact,) = writer.home_facts
+    assert isinstance(fact, ScheduleSet) and fact.payload.preheat_max_s == 5 * 3600
+    too_long = await api.put(
+        "/v1/devices/h1-thermostat/schedule", json={"program": [entry], "preheat_max_min": 721}
+    )
+    assert too_long.status_code == 422 and len(writer.home_facts) == 1

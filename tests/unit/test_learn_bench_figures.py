@@ -92,6 +92,27 @@ def test_preheat_on_a_room_that_heats_at_a_known_rate_has_no_misstime() -> None:
     assert preheated.heating_s > on_time.heating_s  # heating earlier, in a room that then loses more
 
 
+def test_a_room_needing_more_than_the_cap_is_late_by_the_difference_and_a_longer_cap_lets_it_arrive() -> None:
+    outdoor = Outdoor(time_zone="UTC", mean_c=0.0, season_swing_c=0.0, day_swing_c=0.0)
+    physics = RoomPhysics(insulation_h=8.0, heat_c_per_h=3.0, outdoor=outdoor)  # levels off at 24 °C
+    known = ResponseFit(base_c_per_h=3.0, per_degree_per_h=-1 / 8.0, samples=500, rmse_c_per_h=0.0)
+    response = RoomResponse(
+        heating=known,
+        fitted_from=datetime(2025, 12, 1, tzinfo=UTC),
+        fitted_to=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    timeline = ProgramTimeline.of(daily(("07:00", 21.0), ("22:00", 17.0)), "UTC", TWO_WEEKS)
+
+    at_three = replay(physics, TWO_WEEKS, 17.0, timeline, [], response)  # 17 -> 20.5 °C takes 5.5 h here
+    at_eight = replay(physics, TWO_WEEKS, 17.0, timeline, [], response, cap_s=8 * 3600)
+
+    assert at_three.preheats == at_three.preheats_capped == 14
+    assert 14 * 2.5 * 3600 < at_three.miss_s < 14 * 3.5 * 3600  # 2.5 h late and more each morning
+    assert at_eight.preheats == 14 and at_eight.preheats_capped == 0
+    assert at_eight.miss_s == 0.0
+    assert at_eight.heating_s > at_three.heating_s
+
+
 def test_a_manual_change_left_by_the_program_holds_until_its_next_transition() -> None:
     outdoor = Outdoor(time_zone="UTC", mean_c=0.0, season_swing_c=0.0, day_swing_c=0.0)
     physics = RoomPhysics(insulation_h=6.0, heat_c_per_h=5.0, outdoor=outdoor)

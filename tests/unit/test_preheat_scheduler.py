@@ -156,3 +156,38 @@ async def test_a_lowered_target_and_an_entry_without_preheat_fire_on_time() -> N
         assert clock.now == WAKE
         (fact,) = fired(path)
         assert fact.payload.reason == "transition" and fact.payload.preheat is None
+
+
+async def test_a_room_needing_more_than_the_cap_starts_at_it_and_its_fact_says_what_it_needed() -> None:
+    clock, path = FakeClock(WAKE - timedelta(hours=4)), FakePath()
+    scheduler = await started(clock, path, {"ambient_c": 12.0, "outdoor_c": 0.0, "target_c": 12.0})
+    while not path.requests:
+        clock.now += timedelta(minutes=1)
+        await scheduler.tick()
+    assert WAKE - clock.now == timedelta(hours=3)  # the cap (the scheduler's preheat_max_s, 3 h)
+    (fact,) = fired(path)
+    preheat = fact.payload.preheat
+    assert preheat is not None and (preheat.lead_s, preheat.reason) == (3 * 3600, "capped")
+    assert preheat.needed_s is not None and preheat.needed_s > 3 * 3600  # 12 -> 21 °C at 0 °C outside
+    assert scheduler.view.schedules["t1"].last_preheat is not None
+    assert scheduler.view.schedules["t1"].last_preheat.preheat.needed_s == preheat.needed_s
+
+
+async def test_a_household_cap_on_the_schedule_lets_such_a_room_start_as_early_as_it_needs() -> None:
+    clock, path = FakeClock(WAKE - timedelta(hours=7)), FakePath()
+    scheduler = await started(clock, path, {"ambient_c": 12.0, "outdoor_c": 0.0, "target_c": 12.0})
+    six_hours = ScheduleSet(
+        fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=START, recorded_at=START,
+        payload=ProgramPayload(program=program(), device_type="thermostat", preheat_max_s=6 * 3600),
+    )  # fmt: skip
+    await scheduler.on_home_fact(six_hours)
+    assert scheduler.view.schedules["t1"].preheat_max_s == 6 * 3600
+    needed = preheat_lead(RoomResponse(heating=FIT, fitted_from=START, fitted_to=START), 12.0, 0.0, 21.0)
+    assert needed.needed_s is not None and 3 * 3600 < needed.needed_s < 6 * 3600
+    while not path.requests:
+        clock.now += timedelta(minutes=1)
+        await scheduler.tick()
+    (fact,) = fired(path)
+    assert fact.payload.preheat is not None and fact.payload.preheat.reason == "reaches_target"
+    assert WAKE - clock.now == timedelta(seconds=fact.payload.preheat.lead_s)
+    assert abs(fact.payload.preheat.lead_s - needed.needed_s) <= 60  # minute steps against the closed form

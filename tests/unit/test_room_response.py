@@ -107,11 +107,24 @@ def test_the_lead_is_the_time_the_fitted_room_takes_to_reach_the_target() -> Non
 
 
 def test_the_lead_is_capped_and_says_why_when_it_is_not_needed_or_not_known() -> None:
-    assert preheat_lead(FIT, 17.0, -20.0, 21.0).reason == "capped"  # 4 °C/h cannot hold 37 °C of difference
-    assert preheat_lead(FIT, 17.0, -20.0, 21.0).lead_s == CAP_S
     slow = preheat_lead(FIT, 12.0, 0.0, 21.0, cap_s=3600)  # needs more than the hour allowed
     assert (slow.lead_s, slow.reason) == (3600, "capped")
+    needed = closed_form_s(12.0, 0.0, 21.0, 4.0, -0.125)  # what it needed, said beside the cap
+    assert slow.needed_s is not None and 0 <= slow.needed_s - needed <= 60
+    assert slow.reachable_c is None
     warm = preheat_lead(FIT, 21.5, 0.0, 21.0)
     assert (warm.lead_s, warm.reason) == (0, "warm_enough")
     assert preheat_lead(None, 17.0, 0.0, 21.0).reason == "no_response"
     assert preheat_lead(FIT, None, 0.0, 21.0).reason == "no_reading"
+
+
+def test_a_room_that_levels_off_below_the_target_is_unreachable_and_starts_at_the_cap() -> None:
+    # 4 °C/h against a loss of 1/8 per °C levels off 32 °C above outdoors: 12 °C at -20 °C
+    cold = preheat_lead(FIT, 11.0, -20.0, 21.0)
+    assert (cold.lead_s, cold.reason, cold.needed_s) == (CAP_S, "unreachable", None)
+    assert cold.reachable_c == pytest.approx(12.0)
+    above_the_level = preheat_lead(FIT, 17.0, -20.0, 21.0)  # warmer than it can hold: it cools
+    assert (above_the_level.lead_s, above_the_level.reason) == (CAP_S, "unreachable")
+    assert above_the_level.rate_c_per_h is not None and above_the_level.rate_c_per_h < 0
+    at_the_level = preheat_lead(FIT, 17.0, -11.0, 21.0)  # levels off at exactly 21 °C: never there
+    assert at_the_level.reason == "unreachable"

@@ -78,6 +78,20 @@ def test_accepting_the_open_suggestion_sets_the_program_as_a_schedule_set_would(
     assert view.open_suggestion("t1") is None
 
 
+def test_accepting_a_suggestion_keeps_the_households_preheat_cap() -> None:
+    view = HomesView()
+    capped = ScheduleSet(
+        fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=T0, recorded_at=T0,
+        payload=ProgramPayload(program=_program(20.0), device_type="thermostat", preheat_max_s=5 * 3600),
+    )  # fmt: skip
+    view.apply(capped)
+    s = suggested(21.0, T0 + timedelta(hours=1))
+    view.apply(s)
+    changed = view.apply(decision(ScheduleSuggestionAccepted, s, T0 + timedelta(hours=2)))
+    assert changed is not None and changed.program == _program(21.0)
+    assert changed.preheat_max_s == 5 * 3600  # the program is the suggestion's; the cap stays the household's
+
+
 def test_a_decision_on_a_suggestion_not_open_there_changes_nothing() -> None:
     view = HomesView()
     old, new = suggested(20.0), suggested(22.0, T0 + timedelta(days=7))

@@ -67,6 +67,7 @@ class LearnBench:
     train_weeks: int = option(4, "The first weeks the learn job reads; the others are held out")
     seed: int = option(0, "Seed of the households, climates and rooms")
     workers: int = option(2, "Processes writing the history and replaying the rooms")
+    preheat_max_min: int = option(180, "The households' preheat cap (a schedule's preheat_max_min)")
 
 
 def learned_by_device(learned: Learned) -> dict[str, DeviceLearned]:
@@ -131,7 +132,15 @@ def run_learn_bench(settings: StackSettings, spark: Any, work: Path, params: Lea
     by_device = learned_by_device(learned)
     rooms = [
         room
-        for share in in_processes(evaluate_homes, homes, params.workers, held_out, params.seed, by_device)
+        for share in in_processes(
+            evaluate_homes,
+            homes,
+            params.workers,
+            held_out,
+            params.seed,
+            by_device,
+            params.preheat_max_min * 60,
+        )
         for room in share
     ]
     evaluate_s = time.perf_counter() - began
@@ -169,7 +178,10 @@ def _result(
     homes = max(params.homes, 1)
     return {
         "title": "suggested programs and preheat on held-out weeks; the learn job against a scan",
-        **{name: getattr(params, name) for name in ("homes", "weeks", "train_weeks", "seed", "workers")},
+        **{
+            name: getattr(params, name)
+            for name in ("homes", "weeks", "train_weeks", "seed", "workers", "preheat_max_min")
+        },
         "facts": written.facts,
         "reports": written.reports,
         "manual_changes": written.manual_changes,
@@ -199,6 +211,7 @@ def _result(
         "comfort_periods": f.comfort_periods,
         "preheats": f.preheats,
         "preheats_capped": f.preheats_capped,
+        "preheats_unreachable": f.preheats_unreachable,
         "heating_own_h": round(f.heating_own_h, 1),
         "heating_programmed_h": round(f.heating_programmed_h, 1),
         "heating_preheated_h": round(f.heating_preheated_h, 1),
@@ -248,6 +261,10 @@ def _rows(f: Figures, met: dict[str, bool], *, learn_s: float, scan_s: float) ->
     ]
 
 
+def _hours(minutes: int) -> str:
+    return f"{minutes / 60:g} h"
+
+
 def _rounded(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 4)
 
@@ -281,8 +298,10 @@ def _notes(
         "with preheat (the scheduler's rule, the lead from the fitted response), the changes a program "
         "leaves holding until its next transition; MissTime is the time from a raising transition's "
         "programmed instant until the room is within 0.5 °C of the target "
-        f"({f.comfort_periods:,} comfort periods, {f.preheats:,} preheated, {f.preheats_capped:,} of them "
-        "with the longest lead allowed, 3 h, as the room needed more; of the MissTime left with preheat, "
+        f"({f.comfort_periods:,} comfort periods, {f.preheats:,} preheated; at the longest lead allowed, "
+        f"{_hours(params.preheat_max_min)} (the households' cap): {f.preheats_capped:,} as the room needed "
+        f"more, {f.preheats_unreachable:,} as the fit said it "
+        "levels off at or below the target at that outdoor temperature; of the MissTime left with preheat, "
         f"{f.unreached_preheated_min:,.0f} min are in periods the room never came within the band, a "
         "heater too weak for that target on that day). Goals: "
         + ("all met." if not short else "short of them: " + "; ".join(short) + ".")

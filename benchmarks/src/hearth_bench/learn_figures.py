@@ -18,7 +18,8 @@ journal facts. Per room (a home's thermostat), over the held-out span:
   a person's command holds a schedule in Hearth (``hearth_shared.domain.schedule_hold``).
 * **Preheat** (``replay(..., response)``): the scheduler's rule (``hearth_shared.domain.preheat``,
   ``preheat_due``), looked at every minute: the next transition, if it raises the target and is
-  within ``CAP_S`` (3 h), is sent once ``now >= its instant - lead``, the lead being
+  within the households' cap (``cap_s``: a schedule's ``preheat_max_min``, by default the deployment's
+  ``CAP_S``, 3 h), is sent once ``now >= its instant - lead``, the lead being
   ``room_response.preheat_lead`` from the *fitted* response, the room's reading now (0.1 °C, as
   reported) and the outdoor now. The rule is written out here rather than calling ``preheat_due``
   each minute: that looks the program up across days at every call, a thousand times too slow for a
@@ -168,15 +169,17 @@ class Replayed:
     comfort_periods: int = 0
     preheats: int = 0
     preheats_capped: int = 0  # of them, with the longest lead allowed (3 h): the room needed more
+    preheats_unreachable: int = 0  # ... and at the cap, as the room levels off below the target
 
 
 class _Room:
     """A replay's running state: the model, what it has counted, the comfort period under way."""
 
-    def __init__(self, model: SimThermostat) -> None:
+    def __init__(self, model: SimThermostat, cap_s: int) -> None:
         self.model = model
+        self.cap_s = cap_s  # the longest preheat lead the household allows
         self.heating_s = self.miss_s = self.unreached_s = 0.0
-        self.periods = self.preheats = self.capped = 0
+        self.periods = self.preheats = self.capped = self.unreachable = 0
         self.comfort: Setting | None = None  # the transition whose comfort period runs, not yet reached
         self.period_miss_s = 0.0  # the MissTime of that period so far
         self.early: tuple[float, float] | None = None  # a preheated transition: (instant, target before)
@@ -217,17 +220,18 @@ class _Room:
 
     def preheat(self, now: float, following: Setting | None, response: RoomResponse) -> None:
         """The scheduler's preheat rule at ``now`` (module docstring)."""
-        if following is None or following.t - now > CAP_S or following.target_c <= self.model.target_c:
+        if following is None or following.t - now > self.cap_s or following.target_c <= self.model.target_c:
             return
         if self.early is not None and self.early[0] == following.t:
             return
         indoor, outdoor = round(self.model.reading_c, 1), round(self.model.outside_c(now), 1)
-        plan = preheat_lead(response, indoor, outdoor, following.target_c)
+        plan = preheat_lead(response, indoor, outdoor, following.target_c, cap_s=self.cap_s)
         if plan.lead_s > 0 and now >= following.t - plan.lead_s:
             self.early = (following.t, self.model.target_c)
             self.set_target(now, following.target_c)
             self.preheats += 1
             self.capped += plan.reason == "capped"
+            self.unreachable += plan.reason == "unreachable"
 
     def count_miss(self, t0: float, t1: float) -> None:
         comfort = self.comfort
@@ -248,6 +252,7 @@ def replay(
     program: ProgramTimeline,
     by_hand: Sequence[ManualChange],
     response: RoomResponse | None = None,
+    cap_s: int = CAP_S,
 ) -> Replayed:
     """The room over ``span`` under ``program`` and the manual changes it leaves (``by_hand``), from
     ``start_c``; with ``response``, its raising transitions preheated (module docstring)."""
@@ -262,7 +267,8 @@ def replay(
             insulation_h=physics.insulation_h,
             heat_c_per_h=physics.heat_c_per_h,
             outdoor=physics.outdoor,
-        )
+        ),
+        cap_s,
     )
     events: list[tuple[float, int, Setting | ManualChange]] = []  # in time order, a transition first
     events.extend((s.t, 0, s) for s in program.settings if span.holds(s.t))
@@ -284,7 +290,10 @@ def replay(
         room.count_miss(t, step_end)
         t = step_end
     room.end_period()
-    return Replayed(room.heating_s, room.miss_s, room.unreached_s, room.periods, room.preheats, room.capped)
+    return Replayed(
+        room.heating_s, room.miss_s, room.unreached_s, room.periods,
+        room.preheats, room.capped, room.unreachable,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -313,7 +322,9 @@ class RoomFigures:
     preheated: Replayed
 
 
-def evaluate_room(room: Room, household: Household, held_out: Span, learned: DeviceLearned) -> RoomFigures:
+def evaluate_room(
+    room: Room, household: Household, held_out: Span, learned: DeviceLearned, cap_s: int = CAP_S
+) -> RoomFigures:
     """One room's figures over the held-out span (module docstring)."""
     changes = [c for c in room.changes if held_out.holds(c.t)]
     physics = RoomPhysics.of(room)
@@ -334,20 +345,35 @@ def evaluate_room(room: Room, household: Household, held_out: Span, learned: Dev
         own=replay(physics, held_out, start_c, own, left_by_own),
         programmed=replay(physics, held_out, start_c, suggested, left_by_suggested),
         preheated=replay(
-            physics, held_out, start_c, suggested, left_by_suggested, learned.response if fitted else None
+            physics,
+            held_out,
+            start_c,
+            suggested,
+            left_by_suggested,
+            learned.response if fitted else None,
+            cap_s,
         ),
     )
 
 
 def evaluate_homes(
-    homes: Sequence[Home], held_out: Span, seed: int, learned: Mapping[str, DeviceLearned]
+    homes: Sequence[Home],
+    held_out: Span,
+    seed: int,
+    learned: Mapping[str, DeviceLearned],
+    cap_s: int = CAP_S,
 ) -> list[RoomFigures]:
     """Every room of ``homes`` (the simulator's ground truth for the held-out span, drawn again from the
-    same seed: the same households, rooms and changes as the history written)."""
+    same seed: the same households, rooms and changes as the history written), their preheats at most
+    ``cap_s`` early."""
     truth = History(homes, held_out.start, held_out.end, seq_base=0, seed=seed)
     return [
         evaluate_room(
-            room, truth.households[room.home_id], held_out, learned.get(room.device_id, DeviceLearned())
+            room,
+            truth.households[room.home_id],
+            held_out,
+            learned.get(room.device_id, DeviceLearned()),
+            cap_s,
         )
         for room in truth.rooms
     ]
@@ -373,6 +399,7 @@ class Figures:
     comfort_periods: int
     preheats: int
     preheats_capped: int
+    preheats_unreachable: int
 
     @property
     def unnecessary_share(self) -> float:
@@ -413,4 +440,5 @@ def summarize(rooms: Sequence[RoomFigures]) -> Figures:
         comfort_periods=sum(r.programmed.comfort_periods for r in rooms),
         preheats=sum(r.preheated.preheats for r in rooms),
         preheats_capped=sum(r.preheated.preheats_capped for r in rooms),
+        preheats_unreachable=sum(r.preheated.preheats_unreachable for r in rooms),
     )

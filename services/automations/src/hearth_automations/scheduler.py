@@ -28,7 +28,8 @@ transition not yet fired) makes a restart send it again under the same command i
 look at each schedule again is derived).
 
 Preheat (``hearth_shared.domain.preheat``): an entry with ``preheat`` is looked at every
-``PREHEAT_LOOK_S`` from ``preheat_max_s`` before its transition, and sent as soon as the room's learned
+``PREHEAT_LOOK_S`` from the cap before its transition (the schedule's ``preheat_max_s``, the household's,
+else the operator's ``preheat_max_s``), and sent as soon as the room's learned
 response (the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the
 engine's latest reported state), says it needs the time left; its fact records how early and why.
 """
@@ -206,8 +207,12 @@ class Scheduler:
         reported = self.readings(state.device_id)
         firing = due(state, now)
         if firing is not None:
-            return on_time_record(firing, state, reported, response, response_id, self.preheat_max_s)
-        return preheat_due(state, now, reported, response, response_id, self.preheat_max_s)
+            return on_time_record(firing, state, reported, response, response_id, self._cap(state))
+        return preheat_due(state, now, reported, response, response_id, self._cap(state))
+
+    def _cap(self, state: DeviceSchedule) -> int:
+        """The longest preheat lead: the household's for this schedule, else the operator's default."""
+        return self.preheat_max_s if state.preheat_max_s is None else state.preheat_max_s
 
     def _next_look(self, state: DeviceSchedule, now: datetime) -> datetime:
         following = next_after(list(state.program), zone(state.timezone), now) if state.program else None
@@ -215,7 +220,7 @@ class Scheduler:
             return now + timedelta(days=1)
         if not state.program[following.entry].preheat:
             return following.instant
-        window_opens = following.instant - timedelta(seconds=self.preheat_max_s)
+        window_opens = following.instant - timedelta(seconds=self._cap(state))
         if now < window_opens:
             return window_opens
         return min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))

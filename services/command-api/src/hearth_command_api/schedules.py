@@ -49,6 +49,8 @@ from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 from hearth_shared.web.http import not_found
 from hearth_shared.web.http_errors import error_responses, unprocessable
 
+MAX_PREHEAT_MIN = 12 * 60  # as the operator's HEARTH_AUTOMATIONS_PREHEAT_MAX_S allows at most
+
 router = APIRouter(prefix="/v1")
 
 HomeId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="The home's id")]
@@ -86,7 +88,14 @@ class ScheduleBody(BaseModel):
     preheat: bool = Field(
         False,
         description="Every transition that raises a target starts early enough, by the room's learned "
-        "response, to reach it at its time (at most 3 h early); an entry's own `preheat` wins",
+        "response, to reach it at its time (at most `preheat_max_min` early); an entry's own `preheat` wins",
+    )
+    preheat_max_min: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_PREHEAT_MIN,
+        description="The longest a preheat may start early, in minutes (default: the deployment's, 3 h); a "
+        "room that needs longer starts then, and its run says how long it needed",
     )
 
 
@@ -147,10 +156,16 @@ async def put_schedule(
     now = utcnow()
     fact = ScheduleSet(
         fact_id=new_id(), home_id=device.home_id, device_id=device_id, occurred_at=now, recorded_at=now,
-        payload=ProgramPayload(program=tuple(program), device_type=device.device_type),
+        payload=ProgramPayload(
+            program=tuple(program), device_type=device.device_type,
+            preheat_max_s=None if body.preheat_max_min is None else body.preheat_max_min * 60,
+        ),
     )  # fmt: skip
     await writer.append_home(fact)
-    return {"device_id": device_id, "home_id": device.home_id, "program": [_entry_json(e) for e in program]}
+    return {
+        "device_id": device_id, "home_id": device.home_id, "program": [_entry_json(e) for e in program],
+        "preheat_max_min": body.preheat_max_min,
+    }  # fmt: skip
 
 
 @router.post(

@@ -61,6 +61,7 @@ class HomeNotificationsSet(HomeFact, frozen=True, kw_only=True, tag="home.notifi
 class ProgramPayload(msgspec.Struct, frozen=True, kw_only=True):
     program: tuple[ProgramEntry, ...]
     device_type: str
+    preheat_max_s: int | None = None  # the household's longest preheat lead (None: the operator's default)
 
 
 class ScheduleSet(HomeFact, frozen=True, kw_only=True, tag="schedule.set"):

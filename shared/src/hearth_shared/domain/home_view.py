@@ -267,7 +267,12 @@ class HomesView:
         if kept is None:
             return None
         suggested = kept.suggestion.payload
-        program = ProgramPayload(program=suggested.program, device_type=suggested.device_type)
+        current = self.schedules.get(kept.suggestion.device_id or "")
+        program = ProgramPayload(
+            program=suggested.program,
+            device_type=suggested.device_type,
+            preheat_max_s=current.preheat_max_s if current else None,  # the household's, kept
+        )
         return self._apply_schedule(
             ScheduleSet(
                 fact_id=fact.fact_id,
@@ -315,6 +320,7 @@ class HomesView:
                 set_at=fact.occurred_at,
                 last_fired=state.last_fired if state else None,
                 fired=state.fired if state else (),
+                preheat_max_s=fact.payload.preheat_max_s,
             )
         elif state is None:
             return None

@@ -121,5 +121,7 @@ def on_time_record(
             outdoor_c=plan.outdoor_c,
             rate_c_per_h=plan.rate_c_per_h,
             response_id=plan.response_id,
+            needed_s=plan.needed_s,
+            reachable_c=plan.reachable_c,
         ),
     )

@@ -69,6 +69,7 @@ class DeviceSchedule(msgspec.Struct, frozen=True, kw_only=True):
     held_by: uuid.UUID | None = None  # the command that holds it
     fired: tuple[str, ...] = ()  # command ids of recent firings
     last_preheat: LastPreheat | None = None  # the latest firing of a preheat entry
+    preheat_max_s: int | None = None  # the household's longest preheat lead (None: the operator's default)
 
 
 class Firing(msgspec.Struct, frozen=True, kw_only=True):

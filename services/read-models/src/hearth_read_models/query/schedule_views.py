@@ -139,15 +139,19 @@ def schedule_json(state: DeviceSchedule, now: datetime, count: int) -> dict[str,
         else {"until": state.hold_until.isoformat(), "command_id": str(state.held_by)},
         "last_fired_at": state.last_fired.isoformat() if state.last_fired else None,
         "last_preheat": None if state.last_preheat is None else last_preheat_json(state.last_preheat),
+        "preheat_max_min": None if state.preheat_max_s is None else state.preheat_max_s // 60,
         "next": [transition_json(t) for t in coming],
     }
 
 
 def last_preheat_json(last: LastPreheat) -> dict[str, Any]:
-    """The latest firing of a preheat entry: which entry, its programmed time, how early and why."""
+    """The latest firing of a preheat entry: which entry, its programmed time, how early and why (at the
+    cap: the lead the room needed, or the temperature it levels off at below the target)."""
     return {
         "entry": last.entry,
         "at": last.instant.isoformat().replace("+00:00", "Z"),
         "lead_s": last.preheat.lead_s,
         "reason": last.preheat.reason,
+        "needed_s": last.preheat.needed_s,
+        "reachable_c": last.preheat.reachable_c,
     }

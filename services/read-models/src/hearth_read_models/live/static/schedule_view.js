@@ -68,7 +68,8 @@ function programList(d, program, titles = [], last = null) {
 // Why a preheat started when it did (the scheduler's reasons: hearth_shared/domain/preheat.py).
 const PREHEAT_REASONS = {
   reaches_target: "to reach its target in time",
-  capped: "as early as it may (3 h)",
+  capped: "as early as it may",
+  unreachable: "as early as it may, though the room levels off below its target on a night this cold",
   warm_enough: "the room was warm enough",
   no_response: "the room's response is not learned yet",
   no_reading: "no temperature reading",
@@ -78,7 +79,8 @@ const PREHEAT_REASONS = {
 function preheatRunText(last) {
   const minutes = Math.round(last.lead_s / 60);
   const when = minutes ? `started ${minutes} min early` : "started on time";
-  return `last ${when}: ${PREHEAT_REASONS[last.reason] || last.reason}`;
+  const more = last.needed_s ? ` (it needed ${Math.round(last.needed_s / 60)} min)` : "";
+  return `last ${when}: ${PREHEAT_REASONS[last.reason] || last.reason}${more}`;
 }
 
 const WEEK = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];

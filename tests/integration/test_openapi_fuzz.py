@@ -61,7 +61,9 @@ def bounded_waits(case: Any) -> None:
         if name not in case.operation.query:
             continue
         value = case.query.get(name)
-        if value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value > WAIT_S):
+        if value is None or (
+            isinstance(value, int | float) and not isinstance(value, bool) and value > WAIT_S
+        ):
             case.query[name] = WAIT_S
 
 

@@ -86,7 +86,10 @@ def test_orphans_are_stopped_dependants_first_so_each_stops_while_what_it_uses_r
     server, service = sleeping("kafka"), sleeping("projector")
     try:
         assert server.pid is not None and service.pid is not None
-        parts = [PartStatus("kafka", pid=server.pid), PartStatus("projector", pid=service.pid, depends_on=["kafka"])]
+        parts = [
+            PartStatus("kafka", pid=server.pid),
+            PartStatus("projector", pid=service.pid, depends_on=["kafka"]),
+        ]
         write_status(tmp_path, parts, supervisor_pid=dead_pid())
         running_when_named: dict[str, tuple[bool, bool]] = {}
 

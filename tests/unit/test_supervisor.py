@@ -291,14 +291,21 @@ def test_the_stack_starts_by_its_dependencies_and_stops_each_part_after_its_depe
     }  # fmt: skip
 
     def spec(name: str, deps: tuple[str, ...]) -> PartSpec:
-        return PartSpec(name, lambda: OrderedProcess(name, tmp_path / f"{name}.log", stops), 10, depends_on=deps)
+        return PartSpec(
+            name, lambda: OrderedProcess(name, tmp_path / f"{name}.log", stops), 10, depends_on=deps
+        )
 
     lines: list[str] = []
     supervisor = Supervisor(
-        [spec(name, deps) for name, deps in parts.items()], policy=POLICY, clock=FakeClock(), report=lines.append
+        [spec(name, deps) for name, deps in parts.items()],
+        policy=POLICY,
+        clock=FakeClock(),
+        report=lines.append,
     )
     supervisor.start_all()
-    started = [line.removeprefix("starting ").removesuffix(" ...") for line in lines if line.startswith("start")]
+    started = [
+        line.removeprefix("starting ").removesuffix(" ...") for line in lines if line.startswith("start")
+    ]
     assert set(started[:2]) == {"kafka", "postgres"}  # the servers first, together
     assert started.index("simulator") > started.index("gateway")
     supervisor.stop_all()

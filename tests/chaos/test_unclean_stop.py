@@ -1,6 +1,10 @@
 """`hearth up` killed with -9 leaves its parts running (own sessions) and its up.pid and status file
 behind; the next `hearth up` detects all of that, stops the leftovers, and starts; `hearth status` and
-`hearth down` work on what it started."""
+`hearth down` work on what it started.
+
+About 50 s for two stacks (it took 100): each starts its parts as soon as what they need is healthy, the
+leftovers stop in dependency waves (a gateway no longer waits 10 s for the broker stopping beside it),
+and `hearth status` is asked once the status file says every part is healthy, not every second."""
 
 from __future__ import annotations
 

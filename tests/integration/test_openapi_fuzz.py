@@ -56,7 +56,8 @@ def bounded_waits(case: Any) -> None:
     """Every wait the operation takes (``WAITS``) at most ``WAIT_S``: the ones the case asks for, and the
     ones it leaves out, which the server fills with its defaults (5 s for ``wait_s``, 10 s for
     ``timeout_s``). A read of a device that never reaches the version asked for, or of a campaign that
-    does not exist, took that default in full: most of a minute per API when only asked waits were cut."""
+    does not exist, took that default in full: the command API's fuzz took 48 s, 10 s with these cut
+    (the query API's 20 s, 12 s)."""
     for name in WAITS:
         if name not in case.operation.query:
             continue

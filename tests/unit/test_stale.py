@@ -76,6 +76,34 @@ async def test_parts_a_killed_supervisor_left_are_stopped_with_their_children(
     assert "sleeper" in lines[0] and "unclean stop" in lines[0]
 
 
+def test_orphans_are_stopped_dependants_first_so_each_stops_while_what_it_uses_runs(tmp_path: Path) -> None:
+    def sleeping(name: str) -> ManagedProcess:
+        argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+        part = ManagedProcess(name, argv, tmp_path / f"{name}.log", lambda: True)
+        part.start()
+        return part
+
+    server, service = sleeping("kafka"), sleeping("projector")
+    try:
+        assert server.pid is not None and service.pid is not None
+        parts = [
+            PartStatus("kafka", pid=server.pid),
+            PartStatus("projector", pid=service.pid, depends_on=["kafka"]),
+        ]
+        write_status(tmp_path, parts, supervisor_pid=dead_pid())
+        running_when_named: dict[str, tuple[bool, bool]] = {}
+
+        def report(line: str) -> None:  # said just before its wave is signalled
+            running_when_named[line.split()[0]] = (service.exit_code() is None, server.exit_code() is None)
+
+        assert sorted(stop_orphans(tmp_path, report, grace_s=5)) == ["kafka", "projector"]
+        assert running_when_named == {"projector": (True, True), "kafka": (False, True)}
+        assert server.exit_code() is not None
+    finally:
+        server.kill_leftovers()
+        service.kill_leftovers()
+
+
 def test_parts_of_a_live_supervisor_are_left_alone(tmp_path: Path, sleeper: ManagedProcess) -> None:
     write_status(tmp_path, [PartStatus("sleeper", pid=sleeper.pid)], supervisor_pid=os.getpid())
     assert stop_orphans(tmp_path, print) == []

@@ -243,38 +243,72 @@ class QuorumNode(FakeProcess):
         return self.code is None and len(self.cluster) == 2 and all(n.started for n in self.cluster)
 
 
-def quorum_node(tmp_path: Path, cluster: list[QuorumNode], name: str, group: str) -> PartSpec:
+def quorum_node(tmp_path: Path, cluster: list[QuorumNode], name: str) -> PartSpec:
     def make() -> QuorumNode:
         run = QuorumNode(name, tmp_path / f"{name}.log", cluster)
         cluster.append(run)
         return run
 
-    return PartSpec(name, make, 10, group=group)
+    return PartSpec(name, make, 10)
 
 
-def test_a_groups_parts_start_together_and_stop_together(tmp_path: Path) -> None:
+def test_parts_with_nothing_between_them_start_together_and_stop_together(tmp_path: Path) -> None:
     cluster: list[QuorumNode] = []
-
-    def node(name: str) -> PartSpec:
-        return quorum_node(tmp_path, cluster, name, "kafka")
-
     lines: list[str] = []
     brokers = ["kafka-1", "kafka-2"]
     api = PartSpec("api", lambda: FakeProcess("api", tmp_path / "api.log"), 10, depends_on=brokers)
-    supervisor = Supervisor([node("kafka-1"), node("kafka-2"), api], policy=POLICY, clock=FakeClock(),
-                            report=lines.append)  # fmt: skip
+    nodes = [quorum_node(tmp_path, cluster, name) for name in brokers]
+    supervisor = Supervisor([*nodes, api], policy=POLICY, clock=FakeClock(), report=lines.append)
     supervisor.start_all()  # one by one, kafka-1 would wait for a quorum that never comes
     assert [p.state for p in supervisor.snapshot()] == ["running", "running", "running"]
-    healthy = next(i for i, line in enumerate(lines) if line.startswith("kafka-1 is healthy"))
-    assert lines.index("starting kafka-2 ...") < healthy
+    healthy = [next(i for i, line in enumerate(lines) if line.startswith(f"{b} is healthy")) for b in brokers]
+    assert lines.index("starting kafka-2 ...") < healthy[0]
+    assert lines.index("starting api ...") > max(healthy)  # not before what it depends on
     supervisor.stop_all()
     assert all(n.stopped for n in cluster)
     assert lines[-3:] == ["stopping api ...", "stopping kafka-2 ...", "stopping kafka-1 ..."]
 
 
-def test_without_a_group_a_quorum_node_never_comes_up(tmp_path: Path) -> None:
-    cluster: list[QuorumNode] = []
-    nodes = [quorum_node(tmp_path, cluster, name, "") for name in ("kafka-1", "kafka-2")]
-    supervisor = Supervisor(nodes, policy=POLICY, clock=FakeClock(), report=print)
-    with pytest.raises(StartupError):
-        supervisor.start_all()
+class OrderedProcess(FakeProcess):
+    """A part that notes in a shared list when it was stopped."""
+
+    def __init__(self, name: str, log: Path, stops: list[str]) -> None:
+        super().__init__(name, log)
+        self.stops = stops
+
+    def stop(self) -> None:
+        self.stops.append(self.name)
+        super().stop()
+
+
+def test_the_stack_starts_by_its_dependencies_and_stops_each_part_after_its_dependants(
+    tmp_path: Path,
+) -> None:
+    stops: list[str] = []
+    parts: dict[str, tuple[str, ...]] = {
+        "kafka": (), "postgres": (), "actor": ("kafka",), "projector": ("kafka", "postgres"),
+        "gateway": ("kafka",), "simulator": ("gateway",),
+    }  # fmt: skip
+
+    def spec(name: str, deps: tuple[str, ...]) -> PartSpec:
+        return PartSpec(
+            name, lambda: OrderedProcess(name, tmp_path / f"{name}.log", stops), 10, depends_on=deps
+        )
+
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [spec(name, deps) for name, deps in parts.items()],
+        policy=POLICY,
+        clock=FakeClock(),
+        report=lines.append,
+    )
+    supervisor.start_all()
+    started = [
+        line.removeprefix("starting ").removesuffix(" ...") for line in lines if line.startswith("start")
+    ]
+    assert set(started[:2]) == {"kafka", "postgres"}  # the servers first, together
+    assert started.index("simulator") > started.index("gateway")
+    supervisor.stop_all()
+    assert set(stops[:3]) == {"simulator", "projector", "actor"}  # nothing depends on these
+    assert set(stops[3:5]) == {"gateway", "postgres"}  # what only they depended on
+    assert stops[5:] == ["kafka"]

@@ -1,8 +1,9 @@
 """The whole local stack (``hearth up``): Kafka, Mosquitto, PostgreSQL, Redis, the services, the simulator.
 
 Everything lives under one home directory (``.hearth/`` by default): data in ``data/``, logs in ``logs/``,
-the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Parts start in
-dependency order, each waits for its health check, and stop in reverse order. Data survives restarts.
+the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Each part starts as
+soon as what it depends on is healthy (so the servers start together, then the services together), and
+they stop the other way round, a part once what depends on it has stopped. Data survives restarts.
 Once up, ``hearth_devstack.supervisor`` keeps them up: a part that dies is restarted with backoff when what
 it depends on is healthy; one in a crash loop is stopped alone, with its log tail.
 
@@ -212,8 +213,9 @@ class LocalStack:
             require_free_port(name, port)
 
     def kafka_parts(self) -> list[PartSpec]:
-        """The broker, or a cluster's nodes (one group: they start and stop together). Topics are created
-        once the last of them is healthy (and a cluster has formed); every other part depends on all."""
+        """The broker, or a cluster's nodes (depending on nothing, they start together; the services
+        depend on all of them alike, so they stop together, after the services: see part_order.py).
+        Topics are created once the last of them is healthy (and a cluster has formed)."""
 
         def create_topics() -> None:
             if isinstance(self.kafka, KafkaCluster):
@@ -234,7 +236,6 @@ class LocalStack:
                 150,  # 3 JVMs starting at once on 2 cores
                 after_healthy=create_topics if node is nodes[-1] else None,
                 url=node.bootstrap,
-                group="kafka",
             )
             for node in nodes
         ]

@@ -7,7 +7,9 @@ reboot, or on a busy machine). What each server already handles itself is left t
 - ``up.pid`` (ours): a dead or reused pid is stale; the file is removed.
 - Children of a ``hearth up`` that was killed -9: they run in their own sessions, so they outlive it
   and keep the ports and Kafka's log-dir lock. ``status.json`` names them; those that are still the same
-  processes are stopped (SIGTERM to the process group, SIGKILL after a grace period).
+  processes are stopped (SIGTERM to the process group, SIGKILL after a grace period), dependants first,
+  in the waves the supervisor stops its parts in (``part_order``; the file records each part's
+  ``depends_on``; a file written before it did is stopped all at once).
 - PostgreSQL's ``postmaster.pid``: PostgreSQL removes it itself when its pid is dead, and waits for
   the old shared memory to be released; it refuses to start only when the pid now belongs to another
   live process. That case is ours: the file is removed when its pid is not a postgres of this data dir.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from hearth_devstack.part_order import stop_waves
 from hearth_devstack.status import read_status, status_path
 
 UP_PID = "up.pid"
@@ -68,14 +71,19 @@ def stop_orphans(home: Path, report: Callable[[str], None], grace_s: float = 20.
     for part in status.parts:
         if part.pid is not None and (process := same_process(part.pid, written_at)) is not None:
             orphans[part.name] = process
-    for name, process in orphans.items():
-        report(f"{name} (pid {process.pid}) was left running by an unclean stop; stopping it")
-        _signal_group(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for process in orphans.values():
-        with contextlib.suppress(psutil.Error):
-            process.wait(max(0.0, deadline - time.monotonic()))
-        _signal_group(process.pid, signal.SIGKILL)  # whatever of its group outlived the grace period
+    # In waves, as the supervisor stops them (part_order.py): a part's clean stop still finds what it
+    # talks to. All at once, a device gateway waited 10 s for the broker stopping beside it.
+    names = [part.name for part in status.parts]
+    for wave in stop_waves(names, {part.name: part.depends_on for part in status.parts}):
+        stopping = {name: orphans[name] for name in wave if name in orphans}
+        for name, process in stopping.items():
+            report(f"{name} (pid {process.pid}) was left running by an unclean stop; stopping it")
+            _signal_group(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for process in stopping.values():
+            with contextlib.suppress(psutil.Error):
+                process.wait(max(0.0, deadline - time.monotonic()))
+            _signal_group(process.pid, signal.SIGKILL)  # whatever of its group outlived the grace period
     # A signal is delivered, not obeyed at once: a group member may still hold a port or Kafka's log-dir
     # lock for a moment after kill() returned. Stopped means gone, so ``hearth up`` can start right after.
     gone_by = time.monotonic() + KILL_WAIT_S

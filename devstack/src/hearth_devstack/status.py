@@ -4,8 +4,9 @@ Why a file and not an endpoint or a signal: the supervisor is the only one who k
 exits and health, and it runs in the foreground of a terminal; a small JSON file that it rewrites on
 every change needs no port (nothing more to keep free or secure), answers even while the supervisor is
 busy restarting something, and outlives an unclean stop, which makes it the record ``hearth up`` uses
-to find the processes a killed supervisor left behind (see ``hearth_devstack.stale``). It is written
-atomically (a temporary file renamed over it), so a reader never sees half of one.
+to find the processes a killed supervisor left behind, and the order to stop them in (each part's
+``depends_on``; see ``hearth_devstack.stale``). It is written atomically (a temporary file renamed over
+it), so a reader never sees half of one.
 
 ``supervisor_pid`` says whose file it is; a reader checks that process is alive before trusting the
 states (a dead supervisor's file describes the past).
@@ -43,6 +44,8 @@ class PartStatus:
     log: str = ""
     note: str = ""
     reports: str = ""  # the directory of its followers' restart reports ("": it has none)
+    # The parts it needs healthy to (re)start: what ``stale.stop_orphans`` stops after it (part_order.py).
+    depends_on: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

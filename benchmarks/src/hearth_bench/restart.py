@@ -281,6 +281,14 @@ def kill_and_time(stack: LocalStack, name: str, facts: int) -> Restart:
     )
 
 
+def drop_page_cache() -> None:
+    """Write dirty pages out and drop the clean ones (``--cold``): a part restarted then reads its code
+    and data from disk, as the first restart after a big digest did (at 20m facts every part's first
+    kill was its slowest), so every size is timed equally cold instead of as warm as the kill before."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
 def started_from(reports: list[FollowerReport]) -> str:
     """Where a part's followers started, counted without the reasons: "snapshot, 2x first offset"."""
     counts = Counter(r.started_from.split(" (", 1)[0] for r in reports)
@@ -347,6 +355,7 @@ class RestartBench:
     digest_timeout_s: float = option(3600.0, "The longest wait for the parts to digest a size")
     parts: tuple[str, ...] = option((), "A part to kill (repeat; default: every service)", flag="--part")
     kills: int = option(3, "Kills of each part at each size; the figures are their median")
+    cold: bool = option(False, "Drop the page cache before every kill: every size timed equally cold (root)")
 
 
 def supervised_stack(home: Path) -> LocalStack:
@@ -415,6 +424,8 @@ def run_restart_bench(params: RestartBench, home: Path) -> dict[str, Any]:
             samples: dict[str, list[Restart]] = {name: [] for name in killed}
             for _ in range(params.kills):
                 for name in killed:
+                    if params.cold:
+                        drop_page_cache()
                     samples[name].append(r := kill_and_time(stack, name, size))
                     console.print(
                         f"  {name}: healthy after {_seconds(r.healthy_after_s)} (kill to healthy "
@@ -494,6 +505,9 @@ def restart_notes(
             if params.kills > 1
             else "."
         ),
+        "The page cache dropped before every kill (`--cold`): each restart reads its code and data from disk."
+        if params.cold
+        else "The page cache left as it was (a first restart after a digest may read its code from disk).",
         "'healthy after' is the supervisor's own `healthy_after_s` (from the relaunch, after its 1 s",
         "backoff, to the health check passing); 'kill to healthy' includes the backoff.",
         "The device actor's check is 'serving' (it reads its partitions); the actor, the gateway and the",

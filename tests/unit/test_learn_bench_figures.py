@@ -70,15 +70,21 @@ def test_a_change_is_unnecessary_within_30_minutes_and_half_a_degree_of_the_prog
     assert timeline.share_unnecessary([*unnecessary, *necessary]) == pytest.approx(4 / 7)
 
 
-def test_preheat_on_a_room_that_heats_at_a_known_rate_has_no_misstime() -> None:
-    outdoor = Outdoor(time_zone="UTC", mean_c=5.0, season_swing_c=0.0, day_swing_c=0.0)
-    physics = RoomPhysics(insulation_h=8.0, heat_c_per_h=4.0, outdoor=outdoor)
-    known = ResponseFit(base_c_per_h=4.0, per_degree_per_h=-1 / 8.0, samples=500, rmse_c_per_h=0.0)
-    response = RoomResponse(
+def known_room(heat_c_per_h: float, outdoor_c: float) -> tuple[RoomPhysics, RoomResponse]:
+    """A room (insulation time constant 8 h) and a response fitted to it exactly."""
+    outdoor = Outdoor(time_zone="UTC", mean_c=outdoor_c, season_swing_c=0.0, day_swing_c=0.0)
+    physics = RoomPhysics(insulation_h=8.0, heat_c_per_h=heat_c_per_h, outdoor=outdoor)
+    known = ResponseFit(base_c_per_h=heat_c_per_h, per_degree_per_h=-1 / 8.0, samples=500, rmse_c_per_h=0.0)
+    fitted = RoomResponse(
         heating=known,
         fitted_from=datetime(2025, 12, 1, tzinfo=UTC),
         fitted_to=datetime(2026, 1, 1, tzinfo=UTC),
     )
+    return physics, fitted
+
+
+def test_preheat_on_a_room_that_heats_at_a_known_rate_has_no_misstime() -> None:
+    physics, response = known_room(4.0, 5.0)
     timeline = ProgramTimeline.of(daily(("07:00", 21.0), ("22:00", 17.0)), "UTC", TWO_WEEKS)
 
     on_time = replay(physics, TWO_WEEKS, 17.0, timeline, [])
@@ -93,14 +99,7 @@ def test_preheat_on_a_room_that_heats_at_a_known_rate_has_no_misstime() -> None:
 
 
 def test_a_room_needing_more_than_the_cap_is_late_by_the_difference_and_a_longer_cap_lets_it_arrive() -> None:
-    outdoor = Outdoor(time_zone="UTC", mean_c=0.0, season_swing_c=0.0, day_swing_c=0.0)
-    physics = RoomPhysics(insulation_h=8.0, heat_c_per_h=3.0, outdoor=outdoor)  # levels off at 24 °C
-    known = ResponseFit(base_c_per_h=3.0, per_degree_per_h=-1 / 8.0, samples=500, rmse_c_per_h=0.0)
-    response = RoomResponse(
-        heating=known,
-        fitted_from=datetime(2025, 12, 1, tzinfo=UTC),
-        fitted_to=datetime(2026, 1, 1, tzinfo=UTC),
-    )
+    physics, response = known_room(3.0, 0.0)  # levels off at 24 °C
     timeline = ProgramTimeline.of(daily(("07:00", 21.0), ("22:00", 17.0)), "UTC", TWO_WEEKS)
 
     at_three = replay(physics, TWO_WEEKS, 17.0, timeline, [], response)  # 17 -> 20.5 °C takes 5.5 h here

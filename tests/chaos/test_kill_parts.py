@@ -94,8 +94,9 @@ async def devices_back(connections: list[DeviceConnection], timeout_s: float = 6
 
 
 async def probe_story(stack: LocalStack, command_id: str, device: DeviceConnection) -> str:
-    """What the journal says of a probe command and its device since the kill, and the device's link:
-    enough to tell a command never dispatched from one dispatched and never acknowledged."""
+    """What the journal says of a probe command (its facts) and of its device (its last four presence
+    facts), and the state of the device's link: enough to tell a command never dispatched from one
+    dispatched and never acknowledged."""
     events = [e for e in await read_journal(stack.settings) if e.device_id == device.username]
     about = [f"{e.recorded_at:%H:%M:%S.%f} {e.type}" for e in events if str(e.correlation_id) == command_id]
     presence = [

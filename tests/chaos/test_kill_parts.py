@@ -102,11 +102,7 @@ async def probe_story(stack: LocalStack, command_id: str, device: DeviceConnecti
     presence = [
         f"{e.recorded_at:%H:%M:%S.%f} {e.type}" for e in events if "online" in e.type or "offline" in e.type
     ]
-    link = device.link
-    return (
-        f"the command's facts: {about}; the device's presence: {presence[-4:]}; its link: connected "
-        f"{link.client.is_connected}, {len(link._outbox)} waiting, {link._in_flight} in flight"
-    )
+    return f"the command's facts: {about}; the device's presence: {presence[-4:]}; its link: {device.link.state}"
 
 
 async def kill_and_recover(

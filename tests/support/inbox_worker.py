@@ -31,6 +31,8 @@ class Worker:
         catch_up: bool,
         batch_size: int = 500,
         coalesce_after: int = 0,
+        commit_interval_s: float = 3600,  # commits only when the test says so
+        recommit_after_s: float = 3600,
     ) -> None:
         self.journal = KafkaWriter(settings.kafka_bootstrap_servers, settings.topics, client_id="once")
         self.actors = DeviceActors(twins, KafkaOutbox(self.journal), offline_after_s=3600)
@@ -50,7 +52,8 @@ class Worker:
             asyncio.Lock(),
             batch_size=batch_size,
             coalesce_after=coalesce_after,
-            commit_interval_s=3600,  # commits only when the test says so
+            commit_interval_s=commit_interval_s,
+            recommit_after_s=recommit_after_s,
             journal_topic=settings.topics.journal,
             catch_up=reader.run if catch_up else _no_catch_up,
         )

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from hearth_devstack.kafka import OFFSETS_RETENTION_MINUTES
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import min_insync_replicas
 
@@ -116,6 +117,7 @@ def test_every_topic_gets_three_replicas_and_two_in_sync() -> None:
         ):
             assert e[f"KAFKA_{setting}"] == min_isr, (name, setting)
         assert e["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+        assert e["KAFKA_OFFSETS_RETENTION_MINUTES"] == OFFSETS_RETENTION_MINUTES  # as `hearth up`'s brokers
 
 
 def test_hearth_services_know_every_node_and_the_replication_factor() -> None:

@@ -24,6 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from hearth_devstack.kafka import OFFSETS_RETENTION_MINUTES
 from hearth_shared.adapters.topics import Topics, min_insync_replicas
 from tests.support.compose_file import ROOT, SERVICES, command, env_values, known_env_names, ours
 
@@ -211,6 +212,9 @@ def test_kafka_is_a_kraft_cluster_of_the_overlays_size(overlay: str) -> None:
     config = {key: str(value).lower() for key, value in kafka["spec"]["kafka"]["config"].items()}
     isr = str(min_insync_replicas(nodes))
     assert config["auto.create.topics.enable"] == "false"
+    # The device actor's inbox commits outlive a quiet week, as `hearth up`'s and compose's brokers keep them.
+    assert config["offsets.retention.minutes"] == OFFSETS_RETENTION_MINUTES
+    assert SERVICES["kafka"]["environment"]["KAFKA_OFFSETS_RETENTION_MINUTES"] == OFFSETS_RETENTION_MINUTES
     for key in (
         "default.replication.factor",
         "offsets.topic.replication.factor",

@@ -31,6 +31,8 @@ LOG4J_CONFIG = _HERE / "kafka-log4j2.xml"
 DEFAULT_ROOT = REPO_ROOT / ".hearth"
 _COMPLETE = ".complete"
 
+OFFSETS_RETENTION_MINUTES = str(365 * 24 * 60)  # compose*.yaml and deploy/base/kafka.yaml set the same
+
 
 def ensure_kafka_jars(root: Path = DEFAULT_ROOT) -> Path:
     """The directory holding every jar the broker and the storage tool need; resolved once, then cached."""
@@ -198,6 +200,10 @@ class KafkaBroker:
             "offsets.topic.num.partitions": "12",
             "transaction.state.log.num.partitions": "12",
             "group.initial.rebalance.delay.ms": "0",
+            # A group's committed offsets kept a year, not a week: the device actor's inbox group (never
+            # subscribed) would lose a quiet partition's commit a week after it, and a stack down for longer
+            # would restart its consumers from their topics' first offsets (inbox.py, "Kept offsets").
+            "offsets.retention.minutes": OFFSETS_RETENTION_MINUTES,
             # Laptop-sized storage: 64 MB segments, a week of retention unless a topic says otherwise
             # (the journal keeps everything), a small cleaner buffer inside a small heap.
             "log.segment.bytes": str(64 * 1024 * 1024),

@@ -22,6 +22,14 @@ device's sequence number (an older one arriving late changes nothing), and comma
 requests are never reordered among themselves (one lane, one partition). Both lanes are committed
 together, with the same journal offset, so the catch-up is as above.
 
+Kept offsets: Kafka forgets a group's committed offsets ``offsets.retention.minutes`` after their last
+commit when the group has no subscribed members, which this one never has (default 7 days; Hearth's
+broker configs set a year). A partition whose inbox is quiet for that long would lose its commit, and its
+next owner would catch its twins up from the journal partition's first offset: correct, but a read that
+grows with history. So a worker re-commits the offsets it holds, with the journal's end then, every
+``recommit_after_s`` (an hour) even when nothing was handled: the same invariant as any commit (taken
+under the lock, after the changelog is flushed).
+
 Overload: when a telemetry partition of a batch is more than ``coalesce_after`` records behind its end,
 the batch's state reports are coalesced (coalescing.py) instead of the lag growing without bound.
 ``lags`` says how far behind each lane is, for the serving file and ``hearth status``.
@@ -64,6 +72,7 @@ class InboxFeed:
         catch_up: Callable[[dict[int, int]], Awaitable[int]],  # journal partition -> offset to read from
         batch_size: int,
         commit_interval_s: float = 0.5,
+        recommit_after_s: float = 3600.0,  # re-commit held offsets this often when idle (see above)
         coalesce_after: int = 0,  # records a telemetry partition may be behind before its reports coalesce
     ) -> None:
         self.make_consumer = make_consumer
@@ -77,7 +86,10 @@ class InboxFeed:
         self.batch_size = batch_size
         self.coalesce_after = coalesce_after
         self.commit_interval_s = commit_interval_s
+        self.recommit_after_s = recommit_after_s
         self.handled: dict[TopicPartition, int] = {}  # next offset to commit, per partition
+        self.committed: dict[TopicPartition, int] = {}  # the group's offsets of the partitions read now
+        self._last_write = time.monotonic()  # of a commit that reached the broker
         self.generation = 0  # one more at every assignment or revocation: older fetches are dropped
         self._started = asyncio.Event()
         self._assigned = asyncio.Event()
@@ -124,9 +136,9 @@ class InboxFeed:
             for partition in partitions:
                 since.setdefault(partition, 0)
             await self.catch_up(since)
-            for tp in tps:
-                if tp in committed:
-                    self.consumer.seek(tp, committed[tp].offset)
+            self.committed = {tp: committed[tp].offset for tp in tps if tp in committed}
+            for tp, offset in self.committed.items():
+                self.consumer.seek(tp, offset)
             # All at once: each call waits for the fetcher's next offset reset (about 0.5 s), so one call
             # a partition kept a restarted worker out for 5.6 s when a lane had never been committed.
             if never_committed := [tp for tp in tps if tp not in committed]:
@@ -144,6 +156,7 @@ class InboxFeed:
             self.generation += 1
             self._assigned.clear()
             await self._commit()
+            self.committed = {}  # not ours to keep any longer
             self.consumer.assign([])
 
     async def run(self) -> None:
@@ -201,10 +214,12 @@ class InboxFeed:
         return lags
 
     async def _commit(self) -> None:
-        self._last_commit = time.monotonic()
-        if not self.handled:
-            return
+        self._last_commit = now = time.monotonic()
         offsets, self.handled = self.handled, {}
+        if not offsets and now - self._last_write >= self.recommit_after_s:
+            offsets = dict(self.committed)  # nothing handled for a while: the same offsets again
+        if not offsets:
+            return
         # Every fact before these journal offsets has its twin in the changelog once it is flushed.
         journal = [TopicPartition(self.journal_topic, tp.partition) for tp in offsets]
         ends = await self.consumer.end_offsets(journal)
@@ -215,3 +230,5 @@ class InboxFeed:
                 for tp, offset in offsets.items()
             }
         )
+        self.committed.update(offsets)
+        self._last_write = now

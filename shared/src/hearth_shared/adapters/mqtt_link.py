@@ -234,6 +234,11 @@ class MqttLink:
         return op.done
 
     @property
+    def state(self) -> str:
+        """How the link stands, for a failure's story: connected, requests waiting, publishes in flight."""
+        return f"connected {self.client.is_connected}, {len(self._outbox)} waiting, {self._in_flight} in flight"
+
+    @property
     def window(self) -> int:
         # gmqtt lowers its id pool to the broker's receive maximum (and refuses an id past it).
         broker_max: int = self.client._package_handler.id_generator._max

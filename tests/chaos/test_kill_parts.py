@@ -102,7 +102,8 @@ async def probe_story(stack: LocalStack, command_id: str, device: DeviceConnecti
     presence = [
         f"{e.recorded_at:%H:%M:%S.%f} {e.type}" for e in events if "online" in e.type or "offline" in e.type
     ]
-    return f"the command's facts: {about}; the device's presence: {presence[-4:]}; its link: {device.link.state}"
+    link = device.link.state
+    return f"the command's facts: {about}; the device's presence: {presence[-4:]}; its link: {link}"
 
 
 async def kill_and_recover(

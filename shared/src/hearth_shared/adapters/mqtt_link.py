@@ -236,7 +236,8 @@ class MqttLink:
     @property
     def state(self) -> str:
         """How the link stands, for a failure's story: connected, requests waiting, publishes in flight."""
-        return f"connected {self.client.is_connected}, {len(self._outbox)} waiting, {self._in_flight} in flight"
+        waiting, in_flight = len(self._outbox), self._in_flight
+        return f"connected {self.client.is_connected}, {waiting} waiting, {in_flight} in flight"
 
     @property
     def window(self) -> int:

@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Writer
-from hearth_shared.adapters.revocations import token_revoked
+from hearth_command_api.entrypoints.deps import CurrentPrincipal, Writer
+from hearth_shared.schema.revocations import token_revoked
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 router = APIRouter(prefix="/v1")

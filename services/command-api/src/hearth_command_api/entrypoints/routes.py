@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
-from hearth_command_api.admin import admin_params
-from hearth_command_api.credentials import issue_credential
-from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
-from hearth_command_api.device_book import DeviceBook, fingerprint
-from hearth_command_api.schemas import (
+from hearth_command_api.entrypoints.admin import admin_params
+from hearth_command_api.entrypoints.credentials import issue_credential
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Settings, Writer
+from hearth_command_api.service.device_book import DeviceBook, fingerprint
+from hearth_command_api.entrypoints.schemas import (
     CommandAccepted,
     DeviceId,
     RegisterDeviceBody,

@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from hearth_device_actor.actor import InboxRecord
-from hearth_shared.schema.revocations import TokenRevoked
 from hearth_shared.adapters.topic_follower import RestartReport
 from hearth_shared.domain.home_facts import HomeFact
 from hearth_shared.schema.campaign_events import CampaignRequest
 from hearth_shared.schema.events import DeviceCommand, Event, Inbound, MalformedRecord, SubmitCommand
+from hearth_shared.schema.revocations import TokenRevoked
 
 
 class FakeOutbox:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth_automations.defaults import default_id
+from hearth_automations.service.defaults import default_id
 from hearth_devstack.local import Services
 from hearth_devstack.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter

@@ -14,9 +14,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from hearth_devstack.kafka import KafkaBroker
 from hearth_shared.adapters.kafka import topic_partitions
-from hearth_shared.adapters.revocations import RevocationFeed, publish_revocation, revoke, token_revoked
+from hearth_shared.adapters.revocations import RevocationFeed, publish_revocation, revoke
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import Revocations
+from hearth_shared.schema.revocations import token_revoked
 from tests.support.topics import produce
 from tests.support.waiting import eventually
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from hearth_automations.engine import Engine
+from hearth_automations.service.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Mode, NotifyAction, Trigger
 from hearth_shared.domain.home_facts import AutomationCreated, HomeFact
 from hearth_shared.domain.home_view import HomesView

@@ -1,6 +1,6 @@
 """Fakes for the seams the code offers, shared by the unit tests: the device actors' ``Outbox``, a
 clock that stands still until a test moves it, the command API's ``TopicWriter`` and journal feed
-(``hearth_command_api.ports``), the scheduler's and the automation engine's command paths and the
+(``hearth_command_api.service.ports``), the scheduler's and the automation engine's command paths and the
 notifier, and the record-batch side of a Kafka producer (the gateway's inbox writer)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from hearth_device_actor.actor import InboxRecord
-from hearth_shared.adapters.revocations import TokenRevoked
 from hearth_shared.adapters.topic_follower import RestartReport
 from hearth_shared.domain.home_facts import HomeFact
 from hearth_shared.schema.campaign_events import CampaignRequest
 from hearth_shared.schema.events import DeviceCommand, Event, Inbound, MalformedRecord, SubmitCommand
+from hearth_shared.schema.revocations import TokenRevoked
 
 
 class FakeOutbox:
@@ -95,7 +95,7 @@ class FakeFeed:
 
 
 class FakeSchedulerPath:
-    """The scheduler's effects (``hearth_automations.scheduler.CommandPath``), recorded in order."""
+    """The scheduler's effects (``hearth_automations.service.scheduler.CommandPath``), recorded in order."""
 
     def __init__(self) -> None:
         self.requests: list[SubmitCommand] = []

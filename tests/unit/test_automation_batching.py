@@ -1,4 +1,4 @@
-"""The engine's sends batched (``hearth_automations.effect_batch``): a group of facts is decided one
+"""The engine's sends batched (``hearth_automations.service.effect_batch``): a group of facts is decided one
 fact after another, as before, and its effects wait for ``flush``, which writes every command, then
 (once they are acked) every run fact, then enqueues the notifications. A failed write fails the flush:
 nothing after it is written, then or later. A crash between the commands and the run facts (the fact
@@ -12,7 +12,7 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from hearth_automations.effect_batch import FlushFailed
+from hearth_automations.service.effect_batch import FlushFailed
 from hearth_shared.domain.automation import Automation, StateTest, Trigger, action_id, run_id
 from hearth_shared.domain.home_facts import AutomationRan, AutomationSuspended
 from hearth_shared.schema.events import Event, SubmitCommand

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hearth_automations.engine import Engine
+from hearth_automations.service.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, CommandAction, NotifyAction, Trigger
 from hearth_shared.domain.home_facts import AutomationCreated, HomeFact
 from hearth_shared.domain.home_view import HomesView
@@ -97,7 +97,7 @@ async def test_a_notification_without_its_delivery_fact_is_sent_again_after_a_re
 
 
 async def test_a_home_gets_its_corrective_automations_once_and_an_anomaly_sets_that_device_off() -> None:
-    from hearth_automations.defaults import default_id
+    from hearth_automations.service.defaults import default_id
     from hearth_shared.schema.events import DeviceRegistered, DeviceRegisteredPayload
 
     path, notify = FakeEnginePath(), FakeNotify()

@@ -2,8 +2,8 @@
 counted at its due time (one that holds, one broken before due, one due after the stretch's end, one
 broken after it was due), a daily time trigger over a stretch crossing a DST change (once a day, at the
 zone's wall-clock time), conditions on the state replayed up to the due time; and the same counts as the
-live engine (``hearth_automations.engine`` with a fake clock ticking every second or minute) makes of the
-same history, for random histories."""
+live engine (``hearth_automations.service.engine`` with a fake clock ticking every second or minute) makes
+of the same history, for random histories."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_automations.engine import Engine
+from hearth_automations.service.engine import Engine
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, TimeOfDay, Trigger
 from hearth_shared.domain.automation_replay import BacktestResult, HomeReplay, Replayed, backtest
 from hearth_shared.domain.home_facts import AutomationCreated, AutomationRan, HomeTimezoneSet, TimezonePayload

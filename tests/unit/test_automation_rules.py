@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 
-from hearth_automations.rules import LoopBreaker, admit, conditions_hold, fact_triggers, state_triggers
-from hearth_automations.webhooks import signature
+from hearth_automations.adapters.webhooks import signature
+from hearth_automations.service.rules import (
+    LoopBreaker,
+    admit,
+    conditions_hold,
+    fact_triggers,
+    state_triggers,
+)
 from hearth_shared.domain.automation import (
     Action,
     NotifyAction,

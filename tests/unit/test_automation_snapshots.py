@@ -1,6 +1,6 @@
-"""The automations service's snapshot (``hearth_automations.service_state``) with fakes: one process over
-a fake broker (the inbox and the home journal as lists) that reads the journals as the feeds do, per
-record, and snapshots into ``MemorySnapshotStore``.
+"""The automations service's snapshot (``hearth_automations.service.service_state``) with fakes: one
+process over a fake broker (the inbox and the home journal as lists) that reads the journals as the feeds
+do, per record, and snapshots into ``MemorySnapshotStore``.
 
 * restored from a snapshot and fed the tails, a process decides and holds exactly what the one that
   never stopped does (its commands, run facts, view, scheduler and engine state, byte for byte);
@@ -26,10 +26,10 @@ import msgspec
 import pytest
 
 from hearth_automations.app import LIVE_RUNS_KEPT, REPLAY_RUNS_KEPT
-from hearth_automations.effect_batch import FlushFailed
-from hearth_automations.engine import Engine
-from hearth_automations.scheduler import Scheduler
-from hearth_automations.service_state import EffectsNotWritten, ServiceState
+from hearth_automations.service.effect_batch import FlushFailed
+from hearth_automations.service.engine import Engine
+from hearth_automations.service.scheduler import Scheduler
+from hearth_automations.service.service_state import EffectsNotWritten, ServiceState
 from hearth_shared.adapters.snapshots import MemorySnapshotStore
 from hearth_shared.domain.automation import Automation, StateTest, Trigger, action_id, run_id
 from hearth_shared.domain.home_facts import (

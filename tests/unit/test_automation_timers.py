@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hearth_automations.engine import Engine
+from hearth_automations.service.engine import Engine
 from hearth_shared.domain.automation import (
     Action,
     Automation,

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from hearth_automations.trigger_index import TriggerIndex
+from hearth_automations.service.trigger_index import TriggerIndex
 from hearth_shared.domain.automation import (
     Automation,
     StateTest,

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from hearth_command_api.app import make_app
-from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.service.device_book import DeviceBook
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.home_facts import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from hearth_command_api.device_book import (
+from hearth_command_api.service.device_book import (
     CommandEntry,
     DeviceBook,
     fingerprint,

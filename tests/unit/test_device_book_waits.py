@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.service.device_book import DeviceBook
 from hearth_shared.schema.events import (
     CommandAccepted,
     CommandAcknowledged,

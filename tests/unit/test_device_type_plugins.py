@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hearth_analytics.schema import REPORTED
-from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.service.device_book import DeviceBook
 from hearth_device_gateway.edge import to_request
 from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, decide, evolve, stamp

@@ -12,7 +12,7 @@ import pytest
 from fastapi import HTTPException
 from pydantic import ValidationError
 
-from hearth_command_api.schemas import RegisterDeviceBody, SubmitCommandBody
+from hearth_command_api.entrypoints.schemas import RegisterDeviceBody, SubmitCommandBody
 from hearth_read_models.live.subscribe_message import Refused, parse_subscribe
 from hearth_read_models.query.query_params import decode_cursor, encode_cursor
 from hearth_shared.web.body_limit import BodySizeLimit

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hearth_automations.scheduler import Scheduler
+from hearth_automations.service.scheduler import Scheduler
 from hearth_shared.domain.home_facts import (
     ProgramPayload,
     RoomResponseFitted,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_automations.scheduler import Scheduler
+from hearth_automations.service.scheduler import Scheduler
 from hearth_shared.domain.home_facts import ProgramPayload, ScheduleResumed, ScheduleSet
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 
-from hearth_command_api.device_book import DeviceBook
+from hearth_command_api.service.device_book import DeviceBook
 from hearth_device_gateway.downlink import Downlink
 from hearth_device_gateway.mosquitto_access import AccessSnapshotV1, MosquittoAccess
 from hearth_shared.domain import Twin, decide, evolve, stamp

@@ -74,9 +74,10 @@ def token_revoke(
 
     Writes a token.revoked fact to the revocations topic of the broker in HEARTH_KAFKA_BOOTSTRAP_SERVERS.
     """
-    from hearth_shared.adapters.revocations import revoke, token_revoked
+    from hearth_shared.adapters.revocations import revoke
     from hearth_shared.schema.auth import InvalidToken, token_id
     from hearth_shared.schema.ids import is_identifier
+    from hearth_shared.schema.revocations import token_revoked
 
     if token.startswith("hth"):
         try:

@@ -10,7 +10,8 @@
   ``ProgramEntry``), so the home journal's records are defined where those are.
 * ``schema/``: the shapes Hearth writes and reads: journal facts, inbox requests and their envelope, other
   topics' records (the runtime report's among them: ``runtime_records``), campaign facts, MQTT payloads,
-  API tokens, device secret hashes, ids and the snapshot format. msgspec and the standard library only.
+  API tokens and their revocations, device secret hashes, ids and the snapshot format. msgspec and the
+  standard library only.
 
 ``schema`` and ``domain`` are the dependency-light part (no web, broker or database client: an import
 contract in pyproject.toml holds it), which the device SDK and analytics use with the adapters they

@@ -13,7 +13,7 @@ The journal feed hands the engine each poll's records (``Engine.evaluate``), the
 ``run()`` with the error, so the process exits and its supervisor restarts it: the engine had decided
 runs the journals do not hold, and only the replay at start-up makes its state true again.
 
-**Restart from a snapshot.** One snapshot (``hearth_automations.service_state``, named
+**Restart from a snapshot.** One snapshot (``hearth_automations.service.service_state``, named
 ``automations-{instance}-of-{instances}``: another share of the homes folds other homes) holds the whole
 state and the positions of both feeds, taken at one instant: the journal feed saves it (every minute or
 500,000 journal records, and at a clean stop), right after a poll's effects were settled, with the home
@@ -65,29 +65,29 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from hearth_automations.engine import Engine
-from hearth_automations.notifier import Notifier
-from hearth_automations.scheduler import Scheduler
-from hearth_automations.service_state import ServiceState
+from hearth_automations.adapters.command_path import KafkaCommandPath
+from hearth_automations.adapters.webhooks import WebhookSender
+from hearth_automations.service.engine import Engine
+from hearth_automations.service.notifier import Notifier
+from hearth_automations.service.scheduler import Scheduler
+from hearth_automations.service.service_state import ServiceState
 from hearth_automations.settings import AutomationsSettings
-from hearth_automations.webhooks import WebhookSender
-from hearth_shared.adapters.home_journal import append_home_fact, append_home_facts
 from hearth_shared.adapters.kafka import KafkaWriter, partition_of
 from hearth_shared.adapters.snapshots import SnapshotStore
 from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
 from hearth_shared.adapters.topics import PARTITIONS
-from hearth_shared.domain.home_facts import HomeFact, decode_home_fact
+from hearth_shared.domain.home_facts import decode_home_fact
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.storable import decode_fact
 from hearth_shared.schema.events import CommandRequested as CommandRequestedFact
-from hearth_shared.schema.events import MalformedRecord, SubmitCommand, fact_type, utcnow, wire_name
+from hearth_shared.schema.events import MalformedRecord, fact_type, utcnow, wire_name
 
 log = logging.getLogger(__name__)
 
@@ -95,27 +95,6 @@ REPLAY_RUNS_KEPT = 500  # per automation, while the journals are read (the modul
 LIVE_RUNS_KEPT = 1  # per automation, once live
 
 _REQUESTED = wire_name(CommandRequestedFact)
-
-
-class KafkaCommandPath:
-    """The scheduler's and the engine's effects on Kafka: command requests on the inbox (the command
-    API's path, the same ``KafkaWriter.send_requests``), their own facts on the home journal. One at a time
-    (the scheduler, the notifier) or many at once (the engine's flush: sent together, then awaited)."""
-
-    def __init__(self, writer: KafkaWriter) -> None:
-        self.writer = writer
-
-    async def send_request(self, request: SubmitCommand) -> None:
-        await self.writer.send_requests(request)
-
-    async def append(self, fact: HomeFact) -> None:
-        await append_home_fact(self.writer.producer, self.writer.topics, fact)
-
-    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
-        await self.writer.send_requests(*requests)
-
-    async def append_all(self, facts: Sequence[HomeFact]) -> None:
-        await append_home_facts(self.writer.producer, self.writer.topics, facts)
 
 
 class AutomationsService:

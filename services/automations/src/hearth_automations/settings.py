@@ -43,7 +43,7 @@ class AutomationsSettings(BaseSettings):
         description="Journal records per poll at most; then their commands and run facts are sent together",
     )  # fmt: skip
     default_automations: bool = Field(
-        True, description="Give every home the corrective automations (hearth_automations.defaults)"
+        True, description="Give every home the corrective automations (hearth_automations.service.defaults)"
     )
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)

@@ -1,8 +1,8 @@
 """The command API's composition root: ``make_app(settings, *, writer=None, ...)``.
 
-Nothing connects at import time; the lifespan starts the topic writer (one producer), the device book's
-feed and the
-revocation feed (tokens revoked anywhere are refused here within a second).
+Nothing connects at import time; the lifespan starts the topic writer (one producer:
+``adapters.topic_writer``), the device book's feed and the revocation feed (tokens revoked anywhere are
+refused here within a second).
 
 The device book's feed is a ``TopicFollower`` over the journal that restarts from a snapshot of the book
 (``DEVICE_BOOK_SNAPSHOT`` on the snapshots topic) and reads only the journal's tail: every command-API
@@ -20,26 +20,22 @@ from fastapi import FastAPI, Response, status
 from fastapi.middleware.cors import CORSMiddleware
 from pydantic import BaseModel, Field
 
-from hearth_command_api.admin import router as admin_router
-from hearth_command_api.automations import router as automations_router
-from hearth_command_api.campaigns import router as campaigns_router
-from hearth_command_api.credentials import router as credentials_router
-from hearth_command_api.device_book import DeviceBook
-from hearth_command_api.ports import CaughtUpFeed, TopicWriter
-from hearth_command_api.routes import router
-from hearth_command_api.schedules import router as schedules_router
+from hearth_command_api.adapters.topic_writer import KafkaTopicWriter
+from hearth_command_api.entrypoints.admin import router as admin_router
+from hearth_command_api.entrypoints.automations import router as automations_router
+from hearth_command_api.entrypoints.campaigns import router as campaigns_router
+from hearth_command_api.entrypoints.credentials import router as credentials_router
+from hearth_command_api.entrypoints.routes import router
+from hearth_command_api.entrypoints.schedules import router as schedules_router
+from hearth_command_api.entrypoints.tokens import router as tokens_router
+from hearth_command_api.service.device_book import DeviceBook
+from hearth_command_api.service.ports import CaughtUpFeed, TopicWriter
 from hearth_command_api.settings import CommandApiSettings
-from hearth_command_api.tokens import router as tokens_router
 from hearth_shared.adapters.campaign_feed import CampaignFeed
-from hearth_shared.adapters.home_journal import append_home_fact
-from hearth_shared.adapters.kafka import KafkaWriter
-from hearth_shared.adapters.revocations import RevocationFeed, TokenRevoked, publish_revocation
+from hearth_shared.adapters.revocations import RevocationFeed
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
-from hearth_shared.domain.home_facts import HomeFact
 from hearth_shared.schema.auth import Revocations
-from hearth_shared.schema.campaign_events import CampaignRequest, encode_campaign_record
-from hearth_shared.schema.events import Inbound
 from hearth_shared.web.http_errors import install_edge
 
 # The name the device book's snapshots are saved under: it was the "registry" when they were first saved,
@@ -54,23 +50,6 @@ class Health(BaseModel):
         description="What the device book's journal feed read at its start: `started_from` (`snapshot` or "
         "`first offset ...`), `replayed` records, `gap`, `caught_up_s`, `snapshot_age_s`...",
     )
-
-
-class KafkaTopicWriter(KafkaWriter):
-    """``TopicWriter`` on Kafka: requests to the inbox, revocations to ``hearth.token-revocations``."""
-
-    async def send_request(self, request: Inbound) -> None:
-        await self.send_requests(request)
-
-    async def revoke(self, fact: TokenRevoked) -> None:
-        await publish_revocation(self.producer, self.topics, fact)
-
-    async def append_home(self, fact: HomeFact) -> None:
-        await append_home_fact(self.producer, self.topics, fact)
-
-    async def request_campaign(self, key: str, request: CampaignRequest) -> None:
-        value = encode_campaign_record(request)
-        await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
 
 
 def device_book_feed(stack: StackSettings, book: DeviceBook) -> TopicFollower:

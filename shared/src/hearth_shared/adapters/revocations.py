@@ -3,7 +3,8 @@
 A revocation is a fact with its own small envelope (it belongs to no device, so it is not a device
 ``Event``), keyed by the token id on a compacted one-partition topic: compaction keeps one record per
 revoked token for ever, so a process that starts reads every revocation there is. The fact id is derived
-from the token id, so revoking twice (from the CLI and the API, or a retry) is the same fact.
+from the token id, so revoking twice (from the CLI and the API, or a retry) is the same fact (the record:
+``hearth_shared.schema.revocations``).
 
 Every API process follows the topic (``RevocationFeed``: a ``TopicFollower``, as every fold of a topic)
 into a ``Revocations`` set that its token check reads on each request and that open websockets look at
@@ -22,8 +23,6 @@ would be a second copy of the same set.
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import datetime
 
 import msgspec
 from aiokafka import AIOKafkaProducer
@@ -32,29 +31,14 @@ from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.adapters.topics import Topics
 from hearth_shared.schema.auth import Revocations
-from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.revocations import TokenRevoked
 
 log = logging.getLogger(__name__)
 
-REVOCATION_NAMESPACE = uuid.UUID("6b1c3c0e-2f49-4d59-9a55-0c7e1d3b8a42")
 POLL_MS = 200  # how long one fetch waits: revocations arrive within this (plus the broker's delay)
-
-
-class TokenRevoked(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="token.revoked"):
-    event_id: uuid.UUID
-    token_id: str
-    revoked_at: datetime
-    reason: str = ""
-    by: str = ""  # who revoked it: "cli", or the admin token id that called the API
-
 
 _encode = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder(TokenRevoked)
-
-
-def token_revoked(token_id: str, *, reason: str = "", by: str = "") -> TokenRevoked:
-    event_id = uuid.uuid5(REVOCATION_NAMESPACE, f"token.revoked\n{token_id}")
-    return TokenRevoked(event_id=event_id, token_id=token_id, revoked_at=utcnow(), reason=reason, by=by)
 
 
 async def publish_revocation(producer: AIOKafkaProducer, topics: Topics, fact: TokenRevoked) -> None:

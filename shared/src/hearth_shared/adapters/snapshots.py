@@ -45,10 +45,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from hearth_shared.adapters.kafka import make_producer, partition_of, topic_partitions
 from hearth_shared.adapters.topics import PARTITIONS
 from hearth_shared.schema.events import utcnow
+from hearth_shared.schema.snapshot_format import Positions
 
 CHUNK_BYTES = 512 * 1024
-
-Positions = dict[str, dict[int, int]]  # topic -> partition -> offset of the first record not folded
 
 
 class SnapshotUnreadable(Exception):

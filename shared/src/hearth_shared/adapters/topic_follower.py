@@ -54,9 +54,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
-from hearth_shared.adapters.snapshots import KafkaSnapshotStore, Positions, SnapshotStore, SnapshotUnreadable
+from hearth_shared.adapters.snapshots import KafkaSnapshotStore, SnapshotStore, SnapshotUnreadable
 from hearth_shared.schema.events import utcnow
-from hearth_shared.schema.snapshot_format import NotNow
+from hearth_shared.schema.snapshot_format import NotNow, Positions
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """What an automation is (the contract's ``POST /v1/automations`` body, as a fact), checked whole; and the
-ids a run and its actions take. Pure; the automations service decides with ``hearth_automations.rules``.
+ids a run and its actions take. Pure; the automations service decides with
+``hearth_automations.service.rules``.
 
 * A run's id is derived from (automation, trigger fact), and each action's id from (run, action index): a
   crash and a replay of the same trigger fact send the same command ids (the device actor records each
@@ -15,8 +16,8 @@ ids a run and its actions take. Pure; the automations service decides with ``hea
   ``lock.desired_state_set``; ``hearth_shared.schema.device_facts.RETIRED_SETTING_FACTS``): the contract's
   triggers name wire types, so an automation written against a retired name fires as it did, on old
   facts (upcast when read) and new ones alike.
-* ``not_equals`` is a test the corrective defaults use (``hearth_automations.defaults``); the API takes the
-  contract's ``above`` / ``below`` / ``equals``.
+* ``not_equals`` is a test the corrective defaults use (``hearth_automations.service.defaults``); the API
+  takes the contract's ``above`` / ``below`` / ``equals``.
 """
 
 from __future__ import annotations

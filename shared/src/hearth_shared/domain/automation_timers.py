@@ -1,7 +1,7 @@
 """When an automation's delayed triggers fire: a state trigger held for ``for_s``, and a time trigger.
 
-Pure (no clock, no I/O): the automations engine (``hearth_automations.engine``) keeps the pending timers
-and asks these functions, with the time it reasons about.
+Pure (no clock, no I/O): the automations engine (``hearth_automations.service.engine``) keeps the pending
+timers and asks these functions, with the time it reasons about.
 
 * **Held for ``for_s``**: the report that makes the test hold (the edge, as a plain state trigger's) starts
   a timer due at that fact's ``occurred_at + for_s``; a report of the key that breaks the test stops it.

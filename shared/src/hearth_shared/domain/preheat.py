@@ -1,8 +1,8 @@
 """Preheat: a program entry with ``preheat: true`` whose command raises the target starts early enough
 for the room to reach that target at the programmed time.
 
-Pure: the scheduler (``hearth_automations.scheduler``) asks ``preheat_due(state, now, ...)`` each tick,
-with the room's latest learned response (``room.response_fitted``, folded by ``HomesView``) and the
+Pure: the scheduler (``hearth_automations.service.scheduler``) asks ``preheat_due(state, now, ...)`` each
+tick, with the room's latest learned response (``room.response_fitted``, folded by ``HomesView``) and the
 device's latest reported state (``ambient_c``, ``outdoor_c``, ``target_c``).
 
 * Only the **next** transition is looked at, and only within ``cap_s`` (3 h) of it: the lead is

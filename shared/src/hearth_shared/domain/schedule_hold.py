@@ -1,6 +1,6 @@
 """A scheduled device's state and the scheduler's decisions about it: what fires now, holds, resume.
 
-Pure: the scheduler process (``hearth_automations.scheduler``) folds facts into ``DeviceSchedule`` and
+Pure: the scheduler process (``hearth_automations.service.scheduler``) folds facts into ``DeviceSchedule`` and
 asks ``due(state, now)``; everything here takes the time it reasons about.
 
 * Only transitions after the schedule was set fire (setting a program does not replay the past); a

@@ -23,6 +23,8 @@ import msgspec
 
 S = TypeVar("S", bound=msgspec.Struct)
 
+Positions = dict[str, dict[int, int]]  # topic -> partition -> offset of the first record not folded
+
 
 class NotNow(Exception):
     """Raised by a fold's ``snapshot()``: no snapshot at this moment (the message says why); try later."""

@@ -23,8 +23,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import Book, CurrentPrincipal, Writer, require_home
-from hearth_command_api.schemas import CommandBody, DeviceId
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Writer, require_home
+from hearth_command_api.entrypoints.schemas import CommandBody, DeviceId
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.home_facts import (
     DecisionPayload,

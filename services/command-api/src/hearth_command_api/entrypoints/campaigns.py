@@ -18,8 +18,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hearth_command_api.deps import Book, CurrentPrincipal, Writer
-from hearth_command_api.schemas import printable
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Writer
+from hearth_command_api.entrypoints.schemas import printable
 from hearth_shared.adapters.campaign_feed import CampaignFeed, campaign_view
 from hearth_shared.domain import CommandInvalid, device_type_names
 from hearth_shared.domain.admin import validate_firmware

@@ -14,9 +14,9 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import BaseModel, Field
 
-from hearth_command_api.deps import CurrentPrincipal, Writer
-from hearth_shared.adapters.revocations import token_revoked
+from hearth_command_api.entrypoints.deps import CurrentPrincipal, Writer
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
+from hearth_shared.schema.revocations import token_revoked
 
 router = APIRouter(prefix="/v1")
 

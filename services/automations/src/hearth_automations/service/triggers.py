@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from hearth_automations.defaults import TRIGGER_DEVICE
+from hearth_automations.service.defaults import TRIGGER_DEVICE
 from hearth_shared.domain.automation import TIME_TRIGGER, Automation, StateTest, time_trigger_id
 from hearth_shared.domain.automation_timers import time_due, time_next, timer_change, timer_due_at
 from hearth_shared.domain.home_facts import RunPayload, TriggerRecord

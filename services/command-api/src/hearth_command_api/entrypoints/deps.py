@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
-from hearth_command_api.device_book import DeviceBook
-from hearth_command_api.ports import TopicWriter
+from hearth_command_api.service.device_book import DeviceBook
+from hearth_command_api.service.ports import TopicWriter
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.schema.auth import Principal
 from hearth_shared.web.http import CurrentPrincipal

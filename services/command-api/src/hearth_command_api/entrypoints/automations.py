@@ -15,10 +15,10 @@ import msgspec
 from fastapi import APIRouter, HTTPException, Path, status
 from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field
 
-from hearth_command_api.deps import Book, CurrentPrincipal, Writer, require_home
-from hearth_command_api.device_book import DeviceBook
-from hearth_command_api.schedules import HomeId, ProgramCommandBody
-from hearth_command_api.schemas import printable
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Writer, require_home
+from hearth_command_api.entrypoints.schedules import HomeId, ProgramCommandBody
+from hearth_command_api.entrypoints.schemas import printable
+from hearth_command_api.service.device_book import DeviceBook
 from hearth_shared.domain import CommandInvalid, validate_command
 from hearth_shared.domain.automation import MAX_FOR_S, Automation, RuleInvalid, check_rule
 from hearth_shared.domain.home_facts import (

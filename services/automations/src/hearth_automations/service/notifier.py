@@ -4,6 +4,9 @@
 One alert, one notification: a notification id already delivered or given up (in the home journal), or
 on its way, is not sent again: only one the home view still holds as ``unsent`` (its run fact folded,
 no outcome yet) is sent. A home with no webhook configured gets a ``gave_up`` fact saying so.
+
+Its ports: ``FactSink`` (the home journal) and ``NotificationSender`` (the webhooks:
+``hearth_automations.adapters.webhooks``); ``Outcome`` is what a send came to.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from hearth_automations.webhooks import WebhookSender
+import msgspec
+
 from hearth_shared.domain.home_facts import (
     HomeFact,
     NotificationDelivered,
@@ -31,9 +35,23 @@ class FactSink(Protocol):
     async def append(self, fact: HomeFact) -> None: ...
 
 
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How sending one notification ended: delivered or not, after how many attempts, with the last
+    HTTP status or error."""
+
+    delivered: bool
+    attempts: int
+    status: int | None = None
+    error: str = ""
+
+
+class NotificationSender(Protocol):
+    async def send(self, url: str, secret: str, notification_id: str, content: dict[str, Any]) -> Outcome: ...
+
+
 class Notifier:
     def __init__(
-        self, view: HomesView, sink: FactSink, sender: WebhookSender, clock: Callable[[], datetime]
+        self, view: HomesView, sink: FactSink, sender: NotificationSender, clock: Callable[[], datetime]
     ) -> None:
         self.view = view
         self.sink = sink

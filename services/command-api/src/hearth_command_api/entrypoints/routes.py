@@ -8,17 +8,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 
-from hearth_command_api.admin import admin_params
-from hearth_command_api.credentials import issue_credential
-from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
-from hearth_command_api.device_book import DeviceBook, fingerprint
-from hearth_command_api.schemas import (
+from hearth_command_api.entrypoints.admin import admin_params
+from hearth_command_api.entrypoints.credentials import issue_credential
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Settings, Writer
+from hearth_command_api.entrypoints.schemas import (
     CommandAccepted,
     DeviceId,
     RegisterDeviceBody,
     SubmitCommandBody,
     WaitFor,
 )
+from hearth_command_api.service.device_book import DeviceBook, fingerprint
 from hearth_shared.domain import CommandInvalid, decide, evolve, stamp, twin_view, validate_command
 from hearth_shared.domain.admin import is_admin_command
 from hearth_shared.schema.auth import Principal

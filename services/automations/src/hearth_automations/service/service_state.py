@@ -22,11 +22,10 @@ from collections.abc import Callable
 
 import msgspec
 
-from hearth_automations.engine import Engine, EngineState
-from hearth_automations.scheduler import Scheduler, SchedulerState
-from hearth_shared.adapters.snapshots import Positions
+from hearth_automations.service.engine import Engine, EngineState
+from hearth_automations.service.scheduler import Scheduler, SchedulerState
 from hearth_shared.domain.home_view import HomesView, HomesViewState
-from hearth_shared.schema.snapshot_format import NotNow, SnapshotCodec
+from hearth_shared.schema.snapshot_format import NotNow, Positions, SnapshotCodec
 
 SNAPSHOT_FORMAT = 1
 

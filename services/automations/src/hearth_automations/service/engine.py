@@ -11,7 +11,7 @@ command ids, which the device actor records once. Facts older than the automatio
 Notifications are sent after the run fact, by ``Notifier``; one whose delivery fact is missing after a
 restart is sent again with the same notification id (receivers dedupe on it).
 
-Sends are batched (``hearth_automations.effect_batch``): ``evaluate`` decides on a fact at once (the
+Sends are batched (``hearth_automations.service.effect_batch``): ``evaluate`` decides on a fact at once (the
 view, modes, queues and loop breaker see the facts in the same order as one at a time) and collects its
 effects; ``flush`` sends a group's commands, waits for their acks, then appends its facts. The feed
 evaluates a poll of records, then flushes; ``on_fact`` is both for one fact. A new automation's
@@ -19,19 +19,21 @@ creation fact is flushed at once, with everything before it, so no command of it
 inbox while the automation is not in the home journal.
 
 Modes count a run as on while any of its commands has not reached a terminal status. The loop breaker
-(``hearth_automations.rules.LoopBreaker``) runs on fact time, so a replay decides as the live run did.
+(``hearth_automations.service.rules.LoopBreaker``) runs on fact time, so a replay decides as the live
+run did.
 
-Delayed triggers (``hearth_automations.triggers``): a state held ``for_s`` and a time trigger fire from
-``tick`` (called by the app once both journals were read to their ends), with the same run ids on every
-restart. A command action for a device the journal shows quarantined is not sent: the run records it
-as ``skipped: "quarantined"`` with the quarantine's reason (the device actor would reject it anyway).
+Delayed triggers (``hearth_automations.service.triggers``): a state held ``for_s`` and a time trigger
+fire from ``tick`` (called by the app once both journals were read to their ends), with the same run ids
+on every restart. A command action for a device the journal shows quarantined is not sent: the run
+records it as ``skipped: "quarantined"`` with the quarantine's reason (the device actor would reject it
+anyway).
 
 Bounded by live state: a command counts as on until its terminal fact, or until ``COMMAND_GRACE``
 past its deadline (the device actor records no fact at all for a command to a device it does not know,
 and a replay may send again a command whose end it read before): so neither the commands on their way
 nor a ``single`` automation's wait can outlive it. The loop breaker keeps recent command ids only
 (``rules``). ``state``/``load_state``: everything above as one ``EngineState`` for the service's
-snapshot (``hearth_automations.service_state``); the trigger index and the time triggers' next
+snapshot (``hearth_automations.service.service_state``); the trigger index and the time triggers' next
 instants are derived again, not saved.
 """
 
@@ -46,9 +48,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from hearth_automations.defaults import TRIGGER_DEVICE, default_automations
-from hearth_automations.effect_batch import EffectBatch, EnginePath
-from hearth_automations.rules import (
+from hearth_automations.service.defaults import TRIGGER_DEVICE, default_automations
+from hearth_automations.service.effect_batch import EffectBatch, EnginePath
+from hearth_automations.service.rules import (
     LoopBreaker,
     admit,
     conditions_hold,
@@ -56,10 +58,10 @@ from hearth_automations.rules import (
     fact_triggers,
     state_triggers,
 )
-from hearth_automations.run_facts import ran_fact, suspended_fact
-from hearth_automations.run_notifications import notification_content, undelivered
-from hearth_automations.trigger_index import TriggerIndex
-from hearth_automations.triggers import Cause, DelayedTriggers
+from hearth_automations.service.run_facts import ran_fact, suspended_fact
+from hearth_automations.service.run_notifications import notification_content, undelivered
+from hearth_automations.service.trigger_index import TriggerIndex
+from hearth_automations.service.triggers import Cause, DelayedTriggers
 from hearth_shared.domain.automation import Automation, FactNames, action_id, run_id
 from hearth_shared.domain.home_facts import ActionRecord, AutomationCreated, RunPayload
 from hearth_shared.domain.home_view import HomesView

@@ -18,8 +18,8 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field, field_validator
 
-from hearth_command_api.deps import Book, CurrentPrincipal, Writer
-from hearth_command_api.schemas import DeviceId, printable
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Writer
+from hearth_command_api.entrypoints.schemas import DeviceId, printable
 from hearth_shared.domain.admin import MAX_REASON_LENGTH, validate_admin
 from hearth_shared.schema.auth import Principal
 from hearth_shared.schema.events import QuarantineDevice, ReleaseDevice, new_id, utcnow

@@ -19,6 +19,8 @@ import httpx
 import msgspec
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from hearth_automations.service.notifier import Outcome
+
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Hearth-Signature"
@@ -36,14 +38,9 @@ class Retryable(Exception):
         self.status = status
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    delivered: bool
-    attempts: int
-    status: int | None = None
-    error: str = ""
-
-
 class WebhookSender:
+    """The notifier's ``NotificationSender`` over httpx."""
+
     def __init__(
         self, client: httpx.AsyncClient, *, attempts: int, backoff_s: float, max_backoff_s: float
     ) -> None:

@@ -1,6 +1,6 @@
 """What the command API needs of the outside world, as protocols: the composition root (``make_app``)
-wires Kafka in (``KafkaTopicWriter``, a ``TopicFollower`` of the journal), the unit tests wire fakes
-(tests/support/fakes.py).
+wires Kafka in (``adapters.topic_writer.KafkaTopicWriter``, a ``TopicFollower`` of the journal), the unit
+tests wire fakes (tests/support/fakes.py).
 
 The routes see only these methods, so a request that reaches them can be checked without a broker, and
 nothing in the routes reaches past them to a producer.
@@ -9,13 +9,12 @@ nothing in the routes reaches past them to a producer.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Any, Protocol
 
-from hearth_shared.adapters.revocations import TokenRevoked
-from hearth_shared.adapters.topic_follower import RestartReport
 from hearth_shared.domain.home_facts import HomeFact
 from hearth_shared.schema.campaign_events import CampaignRequest
 from hearth_shared.schema.events import Inbound
+from hearth_shared.schema.revocations import TokenRevoked
 
 
 class TopicWriter(Protocol):
@@ -38,12 +37,20 @@ class TopicWriter(Protocol):
         """A request to the campaign driver (``campaign-requests``, keyed by campaign id or version)."""
 
 
+class RestartShown(Protocol):
+    """What a follower's last start read (``TopicFollower.restart``: a ``RestartReport``), as JSON."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
 class CaughtUpFeed(Protocol):
     """A follower of a topic that the health check waits for (the device book's journal feed), and what
     its last start read (shown by the health check)."""
 
     caught_up: asyncio.Event
-    restart: RestartReport
+
+    @property
+    def restart(self) -> RestartShown: ...
 
     async def start(self) -> None: ...
 

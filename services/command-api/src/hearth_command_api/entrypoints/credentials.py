@@ -28,10 +28,10 @@ import uuid
 from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel, Field
 
-from hearth_command_api.deps import Book, CurrentPrincipal, Settings, Writer
-from hearth_command_api.device_book import DeviceBook, DeviceEntry
-from hearth_command_api.ports import TopicWriter
-from hearth_command_api.schemas import DeviceId
+from hearth_command_api.entrypoints.deps import Book, CurrentPrincipal, Settings, Writer
+from hearth_command_api.entrypoints.schemas import DeviceId
+from hearth_command_api.service.device_book import DeviceBook, DeviceEntry
+from hearth_command_api.service.ports import TopicWriter
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.schema.auth import Principal
 from hearth_shared.schema.credentials import hash_secret, new_credential_id, new_secret

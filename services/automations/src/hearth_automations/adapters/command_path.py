@@ -1,0 +1,34 @@
+"""The scheduler's and the engine's effects on Kafka (their ports ``scheduler.CommandPath``,
+``effect_batch.EnginePath`` and the notifier's ``FactSink``): command requests on the inbox (the command
+API's path, the same ``KafkaWriter.send_requests``), their own facts on the home journal. Each returns
+once the broker has every item (the producer's acks=all) and raises if any could not be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hearth_shared.adapters.home_journal import append_home_fact, append_home_facts
+from hearth_shared.adapters.kafka import KafkaWriter
+from hearth_shared.domain.home_facts import HomeFact
+from hearth_shared.schema.events import SubmitCommand
+
+
+class KafkaCommandPath:
+    """One at a time (the scheduler, the notifier) or many at once (the engine's flush: sent together,
+    then awaited)."""
+
+    def __init__(self, writer: KafkaWriter) -> None:
+        self.writer = writer
+
+    async def send_request(self, request: SubmitCommand) -> None:
+        await self.writer.send_requests(request)
+
+    async def append(self, fact: HomeFact) -> None:
+        await append_home_fact(self.writer.producer, self.writer.topics, fact)
+
+    async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
+        await self.writer.send_requests(*requests)
+
+    async def append_all(self, facts: Sequence[HomeFact]) -> None:
+        await append_home_facts(self.writer.producer, self.writer.topics, facts)

@@ -28,10 +28,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from hearth_devstack.workload.command_ledger import Ledger, Outcome, all_ended, converged_everywhere, steady, submit
-from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
-from hearth_devstack.local import LocalStack
 from hearth_devstack.launch.service_processes import instance_port
+from hearth_devstack.local import LocalStack
+from hearth_devstack.workload.command_ledger import (
+    Ledger,
+    Outcome,
+    all_ended,
+    converged_everywhere,
+    steady,
+    submit,
+)
+from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.schema.auth import create_token

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hearth_device import DeviceConnection
-from hearth_devstack.servers.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_devstack.launch.server_startup import start_healthy
+from hearth_devstack.servers.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_shared.schema.mqtt import commands_topic
 from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,

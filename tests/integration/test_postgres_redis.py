@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from hearth_devstack.servers.postgres import PostgresServer
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
 from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hearth_bench.benches.drill import DrillBench, drill_result, probes_and_load, victims
-from hearth_devstack.workload.command_ledger import Ledger, Outcome
 from hearth_devstack.local import LocalStack
+from hearth_devstack.workload.command_ledger import Ledger, Outcome
 from hearth_shared.schema.shards import assign_shard
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.local import LocalStack
-from hearth_devstack.supervision.process import ManagedProcess
 from hearth_devstack.launch.server_startup import (
     KAFKA_STARTUP_S,
     MOSQUITTO_STARTUP_S,
@@ -19,6 +17,8 @@ from hearth_devstack.launch.server_startup import (
     ServerStartup,
     start_once,
 )
+from hearth_devstack.local import LocalStack
+from hearth_devstack.supervision.process import ManagedProcess
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,12 @@ from typer.testing import CliRunner
 
 from hearth.cli import app
 from hearth_devstack.supervision.process import ManagedProcess
-from hearth_devstack.supervision.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
+from hearth_devstack.supervision.stale import (
+    UP_PID,
+    clear_stale_postmaster_pid,
+    running_supervisor,
+    stop_orphans,
+)
 from hearth_devstack.supervision.status import PartStatus, write_status
 from tests.support.waiting import eventually
 

@@ -41,12 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from hearth.stack_dir import DEFAULT_HOME, archive_dir, token_secret
-from hearth_devstack.servers.kafka import KafkaBroker
-from hearth_devstack.servers.kafka_cluster import KafkaCluster
-from hearth_devstack.servers.mosquitto import MosquittoBroker
-from hearth_devstack.servers.postgres import PostgresServer
-from hearth_devstack.supervision.process import StartupError, free_port, port_is_free, require_free_port
-from hearth_devstack.servers.redis import RedisServer
 from hearth_devstack.launch.server_startup import (
     ServerStartup,
     kafka_startup,
@@ -55,6 +49,12 @@ from hearth_devstack.launch.server_startup import (
     redis_startup,
 )
 from hearth_devstack.launch.service_processes import Services, instance_part, instance_port
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.kafka_cluster import KafkaCluster
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import StartupError, free_port, port_is_free, require_free_port
 from hearth_devstack.supervision.status import PartStatus, write_status
 from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics

@@ -25,8 +25,8 @@ import psutil
 from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 
-from hearth_bench.harness.options import option
 from hearth_bench.figures.results import ratio_rows
+from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import counting_progress, raw_consume_rate
 from hearth_devstack.launch.service_processes import Services, services_running
 from hearth_shared.adapters.kafka import ensure_topics, make_producer, topic_partitions

@@ -32,9 +32,9 @@ import pandas as pd
 from rich.console import Console
 
 from hearth_bench.benches.batch_replay import fill_with_telemetry, timed_spark_job
-from hearth_bench.harness.options import option
 from hearth_bench.benches.rebuild import rebuild_with_progress
 from hearth_bench.figures.results import ratio_rows
+from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, raw_consume_rate
 
 console = Console(stderr=True)

@@ -30,10 +30,10 @@ from typing import Any
 
 from rich.console import Console
 
-from hearth_bench.load.automation_fleet import automations, created_facts, journal_facts
-from hearth_bench.harness.options import option
 from hearth_bench.figures.results import ratio_rows
+from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
+from hearth_bench.load.automation_fleet import automations, created_facts, journal_facts
 from hearth_shared.adapters.kafka import ensure_topics, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.automation import Automation
@@ -223,8 +223,8 @@ class AutomationsBench:
 
 
 def main(params: AutomationsBench) -> dict[str, Any]:
-    from hearth_bench.load.automation_latency import check_rounds
     from hearth_bench.figures.results import write_result
+    from hearth_bench.load.automation_latency import check_rounds
 
     args = dataclasses.asdict(params)
     check_rounds(args)

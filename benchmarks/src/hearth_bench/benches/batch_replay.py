@@ -35,8 +35,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hearth_bench.harness.options import option
 from hearth_bench.figures.results import ratio_rows
+from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, counting_progress, raw_consume_rate
 from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_shared.adapters.settings import StackSettings

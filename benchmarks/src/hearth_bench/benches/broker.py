@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hearth_bench.harness.options import option
 from hearth_bench.figures.results import write_result
+from hearth_bench.harness.options import option
 from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.supervision.process import free_port
 from hearth_shared.adapters.kafka import PRODUCER_SETTINGS, ensure_topics, make_producer

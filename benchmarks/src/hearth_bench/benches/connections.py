@@ -25,10 +25,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hearth_bench.load.gateway_devices import Broker, hold_connections, register_devices, wait_credentials
-from hearth_bench.load.mqtt_load import raise_open_files_limit
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import bench_stack, console
+from hearth_bench.load.gateway_devices import Broker, hold_connections, register_devices, wait_credentials
+from hearth_bench.load.mqtt_load import raise_open_files_limit
 from hearth_shared.schema.credentials import new_secret
 from hearth_shared.schema.shards import assign_shard
 

@@ -49,6 +49,12 @@ import httpx
 
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import console
+from hearth_devstack.launch.service_processes import instance_names, instance_port
+from hearth_devstack.local import LocalStack, StackPorts
+from hearth_devstack.servers.kafka_cluster import KafkaCluster
+from hearth_devstack.supervision.part_kill import healthy_again, kill_part
+from hearth_devstack.supervision.supervisor import RestartPolicy
+from hearth_devstack.waiting import NotInTime, eventually
 from hearth_devstack.workload.command_ledger import (
     EndedOtherwise,
     Ledger,
@@ -59,12 +65,6 @@ from hearth_devstack.workload.command_ledger import (
     submit,
 )
 from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
-from hearth_devstack.servers.kafka_cluster import KafkaCluster
-from hearth_devstack.local import LocalStack, StackPorts
-from hearth_devstack.supervision.part_kill import healthy_again, kill_part
-from hearth_devstack.launch.service_processes import instance_names, instance_port
-from hearth_devstack.supervision.supervisor import RestartPolicy
-from hearth_devstack.waiting import NotInTime, eventually
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.schema.auth import create_token

@@ -47,13 +47,13 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_bench.load.gateway_devices import Broker, hold_connections, register_devices, wait_credentials
 from hearth_bench.figures.gateway_figures import Arrivals
 from hearth_bench.figures.gateway_report import CONNECTIONS_PER_PUBLISHER
 from hearth_bench.harness.load_client import cpu_share
-from hearth_bench.load.mqtt_load import LoadProcess, Profiler, raise_open_files_limit
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, console, counting_progress
+from hearth_bench.load.gateway_devices import Broker, hold_connections, register_devices, wait_credentials
+from hearth_bench.load.mqtt_load import LoadProcess, Profiler, raise_open_files_limit
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.schema.credentials import new_secret
 from hearth_shared.schema.events import utcnow
@@ -389,9 +389,9 @@ class GatewayBench:
 
 
 def main(params: GatewayBench) -> dict[str, Any]:
+    from hearth_bench.benches.roundtrip import run_roundtrip_bench
     from hearth_bench.figures.gateway_report import gateway_result
     from hearth_bench.figures.results import write_result
-    from hearth_bench.benches.roundtrip import run_roundtrip_bench
 
     figures = run_gateway_bench(
         devices=params.devices,

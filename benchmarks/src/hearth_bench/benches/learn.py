@@ -44,9 +44,9 @@ from hearth_bench.figures.learn_figures import (
     evaluate_homes,
     summarize,
 )
-from hearth_bench.load.learn_history import HistoryWritten, homes_of, in_processes, write_history
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import bench_stack
+from hearth_bench.load.learn_history import HistoryWritten, homes_of, in_processes, write_history
 from hearth_shared.adapters.settings import StackSettings
 
 if TYPE_CHECKING:

@@ -73,9 +73,7 @@ from typing import Any
 
 import msgspec
 
-from hearth_bench.load.automation_fleet import HOME_SIZE, HOT_C, THRESHOLD_C, created_facts, device_id, reading
-from hearth_bench.load.automation_latency import send_readings
-from hearth_bench.harness.load_client import LEAN_ERRORS, LeanHttp, cpu_share, latency_ms, latency_row, paced
+from hearth_bench.benches.roundtrip import mark_commands
 from hearth_bench.figures.mixed_figures import (
     command_figures,
     highest_sustained,
@@ -84,9 +82,18 @@ from hearth_bench.figures.mixed_figures import (
     sender_short,
     sustained,
 )
+from hearth_bench.harness.load_client import LEAN_ERRORS, LeanHttp, cpu_share, latency_ms, latency_row, paced
 from hearth_bench.harness.options import option
-from hearth_bench.benches.roundtrip import mark_commands
 from hearth_bench.harness.stack import BenchStack, bench_stack, console, read_topic
+from hearth_bench.load.automation_fleet import (
+    HOME_SIZE,
+    HOT_C,
+    THRESHOLD_C,
+    created_facts,
+    device_id,
+    reading,
+)
+from hearth_bench.load.automation_latency import send_readings
 from hearth_device_actor.serving import Serving, read_serving, serving_file
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger

@@ -40,9 +40,9 @@ import psutil
 
 from hearth_bench.figures.gateway_figures import Arrivals
 from hearth_bench.harness.load_client import cpu_share
-from hearth_bench.load.mqtt_load import LoadProcess
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import console
+from hearth_bench.load.mqtt_load import LoadProcess
 from hearth_devstack.launch.server_startup import start_mosquitto
 from hearth_shared.schema.events import utcnow
 

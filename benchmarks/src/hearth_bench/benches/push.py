@@ -39,8 +39,8 @@ from redis.asyncio import Redis
 
 from hearth_bench.harness.load_client import cpu_share, latency_ms, latency_row, paced
 from hearth_bench.harness.options import option
-from hearth_bench.load.push_clients import CONNECTING, HOME, ClientProcesses
 from hearth_bench.harness.stack import BenchStack, bench_stack, console
+from hearth_bench.load.push_clients import CONNECTING, HOME, ClientProcesses
 from hearth_devstack.local import Services
 from hearth_devstack.supervision.process import free_port
 from hearth_devstack.waiting import eventually

@@ -32,8 +32,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from hearth_bench.harness.options import option
 from hearth_bench.figures.results import ratio_rows
+from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, raw_consume_rate
 from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.projection.app import make_consumer

@@ -57,12 +57,12 @@ from rich.table import Table
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import console, counting_progress
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_devstack.local import LocalStack, Services, StackPorts
 from hearth_devstack.supervision.part_kill import GaveUp, healthy_again, kill_part, part_status
 from hearth_devstack.supervision.process import free_port
 from hearth_devstack.supervision.status import FollowerReport, read_follower_reports
 from hearth_devstack.supervision.supervisor import RestartPolicy
+from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_shared.adapters.kafka import make_producer, partition_of
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import PARTITIONS

@@ -36,8 +36,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hearth_devstack.servers.mosquitto import MosquittoBroker
-from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
 from hearth_devstack.launch.server_startup import (
     ServerT,
     StartedServer,
@@ -47,6 +45,8 @@ from hearth_devstack.launch.server_startup import (
     start_redis,
 )
 from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
 from hearth_devstack.waiting import eventually
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings

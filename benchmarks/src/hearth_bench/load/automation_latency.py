@@ -25,9 +25,9 @@ from typing import Any
 import msgspec
 from aiokafka import AIOKafkaConsumer
 
-from hearth_bench.load.automation_fleet import automations, created_facts, device_id, home_of, reading
 from hearth_bench.harness.load_client import cpu_share, latency_ms
 from hearth_bench.harness.stack import BenchStack, console
+from hearth_bench.load.automation_fleet import automations, created_facts, device_id, home_of, reading
 from hearth_devstack.waiting import NotInTime
 from hearth_shared.adapters.kafka import make_producer, topic_partitions
 from hearth_shared.adapters.settings import StackSettings

@@ -20,8 +20,8 @@ from typing import Any
 import psutil
 
 from hearth_bench.figures.gateway_figures import per_connection_kib
-from hearth_bench.load.mqtt_load import LoadProcess
 from hearth_bench.harness.stack import BenchStack, console, counting_progress
+from hearth_bench.load.mqtt_load import LoadProcess
 from hearth_devstack.servers.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.schema.credentials import hash_secret, new_credential_id

@@ -37,8 +37,8 @@ from typing import Any, cast
 
 import psutil
 
-from hearth_bench.load import mqtt_wire
 from hearth_bench.figures.gateway_figures import Arrivals, report_payloads, top_frames
+from hearth_bench.load import mqtt_wire
 from hearth_shared.schema.mqtt import availability_topic, commands_topic
 
 READ_BYTES = 1 << 20
@@ -262,7 +262,9 @@ class LoadProcess:
     """One ``python -m hearth_bench.load.mqtt_load`` process (or another ``module``'s): a JSON job in, lines
     out."""
 
-    def __init__(self, command: str, job: dict[str, Any], *, module: str = "hearth_bench.load.mqtt_load") -> None:
+    def __init__(
+        self, command: str, job: dict[str, Any], *, module: str = "hearth_bench.load.mqtt_load"
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", module, command],
             stdin=subprocess.PIPE,

@@ -45,7 +45,7 @@ deps:
 	$(UV) run python -m compileall -q -j0 shared/src services/*/src analytics/src cli/src devstack/src simulator/src benchmarks/src sdk/src >/dev/null
 
 jars: ## Kafka's jars (and its class-data archive) and Spark's Kafka connector, fetched once into .hearth/
-	$(UV) run python -c "from hearth_devstack.kafka import prepare_broker; prepare_broker()"
+	$(UV) run python -c "from hearth_devstack.servers.kafka import prepare_broker; prepare_broker()"
 	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import ensure_kafka_connector; ensure_kafka_connector(AnalyticsSettings())"
 
 mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)

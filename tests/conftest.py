@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import free_port
-from hearth_devstack.redis import RedisServer
-from hearth_devstack.servers import start_kafka, start_mosquitto, start_postgres, start_redis
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.server_startup import start_kafka, start_mosquitto, start_postgres, start_redis
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import free_port
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.platform import Platform, make_settings

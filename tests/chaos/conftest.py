@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hearth_devstack.local import LocalStack, StackPorts
-from hearth_devstack.supervisor import RestartPolicy
+from hearth_devstack.supervision.supervisor import RestartPolicy
 
 # Quicker than `hearth up`'s default so a kill costs the suite seconds; three times the start timeouts,
 # since the suite runs beside other tests on a shared machine (a query API took 48 s to start at load 14).

@@ -37,12 +37,12 @@ import httpx
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from hearth_devstack.journal_check import read_journal
-from hearth_devstack.kafka_cluster import KafkaCluster, stop_together
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, free_port
-from hearth_devstack.redis import RedisServer
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.kafka_cluster import KafkaCluster, stop_together
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, free_port
+from hearth_devstack.workload.journal_check import read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.kafka import ensure_topics

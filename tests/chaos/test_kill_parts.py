@@ -27,9 +27,9 @@ import httpx
 import pytest
 
 from hearth_device import DeviceConnection
-from hearth_devstack.command_ledger import Ledger, Outcome, all_ended, status_of, steady, submit
-from hearth_devstack.journal_check import journal_faults, read_journal
 from hearth_devstack.local import LocalStack
+from hearth_devstack.workload.command_ledger import Ledger, Outcome, all_ended, status_of, steady, submit
+from hearth_devstack.workload.journal_check import journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import connect

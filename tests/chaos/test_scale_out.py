@@ -7,7 +7,7 @@ The stack is ``hearth up``'s (``LocalStack``, supervised) with 1 Kafka broker, 2
 processes of one process each (``query-api``, ``query-api.2``). The devices are simulated thermostats
 (the stack's simulator, a hub per shard; half of them on each shard), reporting once a second and
 acknowledging every command with the state it asked for. Commands go at a steady rate with an
-Idempotency-Key each, retried with that key when a call fails (``hearth_devstack.command_ledger``).
+Idempotency-Key each, retried with that key when a call fails (``hearth_devstack.workload.command_ledger``).
 
 Killed in turn: an actor worker (``device-actor.2``: the other serves its partitions, or it rejoins as
 itself, static membership), shard 1's gateway (``device-gateway-1``: its broker keeps what came for it
@@ -28,10 +28,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from hearth_devstack.command_ledger import Ledger, Outcome, all_ended, converged_everywhere, steady, submit
-from hearth_devstack.journal_check import faultless, journal_faults, read_journal
+from hearth_devstack.launch.service_processes import instance_port
 from hearth_devstack.local import LocalStack
-from hearth_devstack.service_processes import instance_port
+from hearth_devstack.workload.command_ledger import (
+    Ledger,
+    Outcome,
+    all_ended,
+    converged_everywhere,
+    steady,
+    submit,
+)
+from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.schema.auth import create_token

@@ -20,8 +20,8 @@ from typing import Any
 import psutil
 import pytest
 
-from hearth_devstack.process import free_port
-from hearth_devstack.status import read_status
+from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.status import read_status
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]

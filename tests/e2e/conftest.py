@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from hearth_devstack.process import free_port
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.supervision.process import free_port
 from tests.support.device_link import DeviceLink
 from tests.support.platform import Platform
 

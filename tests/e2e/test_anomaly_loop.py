@@ -24,7 +24,7 @@ import pytest
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.stream import start_training
 from hearth_analytics.train import MODEL_NAME, ModelTrainer
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.anomaly import DEFAULT_MODEL
 from hearth_shared.schema.events import encode, utcnow

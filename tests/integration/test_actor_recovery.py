@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hearth_devstack.local import Services
-from hearth_devstack.process import ManagedProcess
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (

@@ -17,7 +17,7 @@ import pytest
 
 from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_devstack.local import Services
-from hearth_devstack.process import ManagedProcess
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.adapters.probe import describe_group
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.waiting import eventually

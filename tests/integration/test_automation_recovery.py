@@ -23,7 +23,7 @@ import pytest
 
 from hearth_automations.service.defaults import default_id
 from hearth_devstack.local import Services
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter
 from hearth_shared.domain.automation import action_id, fact_names, run_id
 from hearth_shared.schema.events import CommandRequested, Event, SubmitCommand, utcnow

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from hearth_devstack.launch.server_startup import start_healthy
+from hearth_devstack.launch.service_processes import follower_reports_dir
 from hearth_devstack.local import Services
-from hearth_devstack.process import ManagedProcess
-from hearth_devstack.servers import start_healthy
-from hearth_devstack.service_processes import follower_reports_dir
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.snapshots import KafkaSnapshotStore
 from hearth_shared.domain.automation import Action, Automation, CommandAction, Trigger, action_id, run_id

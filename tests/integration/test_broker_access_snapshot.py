@@ -23,8 +23,8 @@ import pytest
 
 from hearth_device_gateway.broker_access import BrokerAccessFollower, make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
-from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
-from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.launch.server_startup import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import REPORTS_ENV
 from hearth_shared.schema.credentials import hash_secret, new_secret

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.process import ManagedProcess
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.schema.campaign_events import JobMoved
 from hearth_shared.schema.events import CommandRequested
 from tests.support.platform import Platform

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
-from hearth_devstack.servers import start_healthy
+from hearth_devstack.launch.server_startup import start_healthy
+from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
 from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,
     Subscriber,

@@ -14,7 +14,7 @@ import httpx
 import msgspec
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
 from hearth_shared.schema.events import DeadLetter, DeviceWentOffline, StateReported, decode_event
 from hearth_shared.schema.mqtt import (
     MAX_PAYLOAD_BYTES,

@@ -21,7 +21,7 @@ from hearth_device import Command, DeviceConnection
 from hearth_device_gateway.app import DeviceGateway, make_app
 from hearth_device_gateway.edge import request_id
 from hearth_device_gateway.settings import DeviceGatewaySettings
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (

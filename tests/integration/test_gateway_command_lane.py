@@ -23,7 +23,7 @@ import pytest
 from hearth_device import Command, DeviceConnection
 from hearth_device_gateway.app import make_app
 from hearth_device_gateway.settings import DeviceGatewaySettings
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (

@@ -23,7 +23,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from hearth_device import DeviceConnection
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hearth_device import DeviceConnection
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import MalformedRecord, ReportState, decode_inbound
 from tests.support.gateway_process import gateway

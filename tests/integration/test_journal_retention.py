@@ -12,8 +12,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from hearth_devstack.kafka import KafkaBroker
 from hearth_devstack.local import retention_warning
+from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.archive import produce, readings

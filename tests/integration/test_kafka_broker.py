@@ -13,9 +13,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.kafka_probe import kafka_answers
-from hearth_devstack.process import ManagedProcess, StartupError, free_port
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.kafka_probe import kafka_answers
+from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
 from hearth_shared.adapters.kafka import ensure_topics, wait_until_every_broker_knows
 from hearth_shared.adapters.topics import Topics
 from tests.support.topics import produce

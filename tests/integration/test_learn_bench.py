@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hearth_bench.learn import LearnBench, run_learn_bench
+from hearth_bench.benches.learn import LearnBench, run_learn_bench
 from hearth_shared.adapters.settings import StackSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # Spark on 2 loaded cores

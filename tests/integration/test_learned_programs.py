@@ -18,7 +18,7 @@ import pytest
 
 from hearth_analytics.learn import learn
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.domain.home_facts import HomeFact, ScheduleSuggestionAccepted, decode_home_fact
 from hearth_shared.domain.program_learning import WEEKDAYS
 from hearth_shared.schema.events import MalformedRecord, StateReported

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from hearth_devstack.process import ManagedProcess
+from hearth_devstack.supervision.process import ManagedProcess
 from tests.integration.test_simulator_mqtt import simulator  # noqa: F401  (the fixture)
 from tests.support.commands import final_command, send
 from tests.support.platform import Platform

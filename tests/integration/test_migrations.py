@@ -17,7 +17,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 
-from hearth_devstack.postgres import PostgresServer
+from hearth_devstack.servers.postgres import PostgresServer
 from hearth_read_models.store.db import MIGRATIONS, migrate, sync_engine
 from hearth_read_models.store.tables import metadata
 

@@ -1,7 +1,7 @@
-"""Mosquitto as a part of the local stack (hearth_devstack.mosquitto): who may connect on which listener, TLS
-with the certificate the stack makes, what survives a restart (accounts, certificate, retained messages),
-that a device's subscriptions are renewed after a kill that lost its session, and that no device can take
-another's session over with its client id."""
+"""Mosquitto as a part of the local stack (hearth_devstack.servers.mosquitto): who may connect on which
+listener, TLS with the certificate the stack makes, what survives a restart (accounts, certificate,
+retained messages), that a device's subscriptions are renewed after a kill that lost its session, and that
+no device can take another's session over with its client id."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hearth_device import DeviceConnection
-from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
-from hearth_devstack.servers import start_healthy
+from hearth_devstack.launch.server_startup import start_healthy
+from hearth_devstack.servers.mosquitto import MqttAccount, mqtt_connect_code
 from hearth_shared.schema.mqtt import commands_topic
 from tests.support.mosquitto_clients import (
     NOT_AUTHORISED,

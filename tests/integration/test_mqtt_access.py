@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
 from hearth_shared.schema.mqtt import state_topic
 from tests.integration.test_device_gateway import journal_of

@@ -14,7 +14,7 @@ import pytest
 
 from hearth_device_gateway.broker_access import make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
-from hearth_devstack.mosquitto import MqttAccount
+from hearth_devstack.servers.mosquitto import MqttAccount
 from hearth_shared.schema.credentials import ITERATIONS
 from hearth_shared.schema.events import DeviceCredentialsIssued
 from tests.support.identity_stack import Identity, account, connected_device, journal_facts, register

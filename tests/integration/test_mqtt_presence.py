@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import DeviceCredentialsRevoked, DeviceWentOffline
 from hearth_shared.schema.mqtt import availability_topic, commands_topic, hub_availability_topic, state_topic
 from tests.integration.test_device_gateway import THERMOSTAT, journal_of

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from hearth_device import DeviceConnection
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.mosquitto import MqttAccount, mqtt_connect_code
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.mosquitto import MqttAccount, mqtt_connect_code
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
 from hearth_shared.schema.shards import assign_shard
 from tests.support.mosquitto_clients import NOT_AUTHORISED
 from tests.support.shard_stack import SHARDS, ShardStack, shard_stack

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 import redis
 
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, StartupError, free_port
-from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
-from hearth_devstack.journal_facts import JournalFacts, fill_journal
+from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.projection.app import make_consumer
 from hearth_read_models.projection.journal_source import Batching, JournalSource
 from hearth_read_models.projection.live_sink import LiveSink

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from hearth_devstack.journal_facts import JournalFacts, fill_journal
+from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal
 from hearth_read_models.query.app import make_app
 from hearth_read_models.rebuild.run import rebuild, verify
 from hearth_read_models.settings import ReadModelSettings

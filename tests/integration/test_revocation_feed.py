@@ -12,7 +12,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.revocations import RevocationFeed, publish_revocation, revoke
 from hearth_shared.adapters.settings import StackSettings

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
 from hearth_simulator.history import Home, household_of
 from hearth_simulator.history_writer import simulate_history

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.process import ManagedProcess
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.supervision.process import ManagedProcess
 from tests.support.commands import final_command, send
 from tests.support.platform import Platform
 from tests.support.registration import register_device

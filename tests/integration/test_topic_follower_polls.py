@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from hearth_devstack.kafka import KafkaBroker
+from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_shared.adapters.kafka import ensure_topics, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import TopicFollower

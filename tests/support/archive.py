@@ -126,7 +126,7 @@ def facts_across_days(
     """``count`` realistic facts of ``devices`` devices (``JournalFacts``) as archive test records, their
     Kafka timestamps scattered over two days (one in three on the second), so each micro-batch writes
     two files per day and a partition's offsets interleave between them."""
-    from hearth_devstack.journal_facts import JournalFacts
+    from hearth_devstack.workload.journal_facts import JournalFacts
 
     rng = random.Random(seed)
     facts = iter(JournalFacts(devices, seed=seed, prefix=stack.topic_prefix))

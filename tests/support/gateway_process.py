@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hearth_devstack.local import Services
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.process import ManagedProcess
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.adapters.settings import StackSettings
 
 

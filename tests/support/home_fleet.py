@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_simulator.fleet import Fleet, FleetOptions, MqttEndpoint
 from tests.support.platform import Platform
 

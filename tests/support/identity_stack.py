@@ -19,13 +19,13 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, free_port, tail
-from hearth_devstack.redis import RedisServer
-from hearth_devstack.servers import MOSQUITTO_STARTUP_S, start_healthy
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.server_startup import MOSQUITTO_STARTUP_S, start_healthy
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import decode_event

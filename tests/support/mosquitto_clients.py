@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hearth_device_gateway.mosquitto_access import MosquittoAccess
-from hearth_devstack.mosquitto import MosquittoBroker, MqttAccount
-from hearth_devstack.process import free_port
+from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
+from hearth_devstack.supervision.process import free_port
 from hearth_shared.schema.credentials import hash_secret, new_secret
 from tests.support.waiting import eventually
 

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer
 from gmqtt.mqtt.handler import MQTTConnectError
 
 from hearth_device import DeviceConnection
-from hearth_devstack.mosquitto import MosquittoBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import topic_partitions
 from tests.support.waiting import eventually
 

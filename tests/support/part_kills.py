@@ -1,10 +1,10 @@
 """A part of a supervised stack killed with -9 and awaited until the supervisor has it healthy again
-(``hearth_devstack.part_kill``: what killed and healthy again mean), for the chaos tests."""
+(``hearth_devstack.supervision.part_kill``: what killed and healthy again mean), for the chaos tests."""
 
 from __future__ import annotations
 
 from hearth_devstack.local import LocalStack
-from hearth_devstack.part_kill import Kill, healthy_again, kill_part, part_status
+from hearth_devstack.supervision.part_kill import Kill, healthy_again, kill_part, part_status
 from tests.support.waiting import eventually
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, tail
-from hearth_devstack.redis import RedisServer
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, tail
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import httpx
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import ManagedProcess, free_port, tail
-from hearth_devstack.redis import RedisServer
-from hearth_devstack.servers import start_mosquitto
-from hearth_devstack.service_processes import Services, services_running
+from hearth_devstack.launch.server_startup import start_mosquitto
+from hearth_devstack.launch.service_processes import Services, services_running
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.schema.shards import DEFAULT_SHARD
 from tests.support.platform import Platform, make_settings

@@ -9,7 +9,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_bench.automation_fleet import HOME_SIZE, HOT_C, MIN_RUN_GAP, automations, journal_facts, reading
+from hearth_bench.load.automation_fleet import (
+    HOME_SIZE,
+    HOT_C,
+    MIN_RUN_GAP,
+    automations,
+    journal_facts,
+    reading,
+)
 from hearth_shared.domain.automation import DEFAULT_MAX_RUNS_PER_MINUTE
 from hearth_shared.domain.automation_replay import HomeReplay, replayed
 from hearth_shared.schema.events import Event

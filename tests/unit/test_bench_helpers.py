@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth_bench.batch_replay import CountingFacts
-from hearth_bench.loop import Reading, Seen, first_drifting_reading
-from hearth_bench.results import ratio_rows
-from hearth_bench.streaming import rollup_cap_note
-from hearth_devstack.journal_facts import JournalFacts
+from hearth_bench.benches.batch_replay import CountingFacts
+from hearth_bench.benches.loop import Reading, Seen, first_drifting_reading
+from hearth_bench.benches.streaming import rollup_cap_note
+from hearth_bench.figures.results import ratio_rows
+from hearth_devstack.workload.journal_facts import JournalFacts
 from hearth_shared.schema.events import AnomalyModel, Baseline, StateReported
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,6 @@
-"""``hearth bench``: each bench's command derived from its parameters' dataclass (hearth_bench.options),
-and the registry of benches (hearth_bench.commands) that builds them only when asked."""
+"""``hearth bench``: each bench's command derived from its parameters' dataclass
+(hearth_bench.harness.options), and the registry of benches (hearth_bench.commands) that builds them only
+when asked."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from hearth.cli import app
 from hearth_bench.commands import BENCHES, bench_command
-from hearth_bench.options import bench_options, option, typer_callback
+from hearth_bench.harness.options import bench_options, option, typer_callback
 
 pytestmark = pytest.mark.unit
 
@@ -168,4 +169,4 @@ def test_the_bench_group_lists_every_bench() -> None:
 def test_the_cli_imports_no_bench_until_one_is_asked_for() -> None:
     code = "import sys, hearth.cli; print(sorted(m for m in sys.modules if m.startswith('hearth_bench.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['hearth_bench.commands', 'hearth_bench.options']"
+    assert out.strip() == "['hearth_bench.commands', 'hearth_bench.harness', 'hearth_bench.harness.options']"

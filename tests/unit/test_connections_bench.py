@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_bench.connections import PER_BROKER, brokers_for, connections_result
+from hearth_bench.benches.connections import PER_BROKER, brokers_for, connections_result
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
-"""How the chaos tests and the scale-out drill count commands (``hearth_devstack.command_ledger``) and
-what the drill kills and reports (``hearth_bench.drill``), without a stack."""
+"""How the chaos tests and the scale-out drill count commands (``hearth_devstack.workload.command_ledger``)
+and what the drill kills and reports (``hearth_bench.benches.drill``), without a stack."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth_bench.drill import DrillBench, drill_result, probes_and_load, victims
-from hearth_devstack.command_ledger import Ledger, Outcome
+from hearth_bench.benches.drill import DrillBench, drill_result, probes_and_load, victims
 from hearth_devstack.local import LocalStack
+from hearth_devstack.workload.command_ledger import Ledger, Outcome
 from hearth_shared.schema.shards import assign_shard
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""The pure figures of ``hearth bench gateway`` (hearth_bench.gateway_figures)."""
+"""The pure figures of ``hearth bench gateway`` (hearth_bench.figures.gateway_figures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import itertools
 import msgspec
 import pytest
 
-from hearth_bench.gateway_figures import Arrivals, per_connection_kib, ratio, report_payloads, top_frames
+from hearth_bench.figures.gateway_figures import (
+    Arrivals,
+    per_connection_kib,
+    ratio,
+    report_payloads,
+    top_frames,
+)
 from hearth_shared.schema.mqtt import decode_state
 
 pytestmark = pytest.mark.unit

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
 from hearth_devstack.local import LocalStack, Services, StackPorts
-from hearth_devstack.process import StartupError
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.kafka_cluster import KafkaCluster, new_cluster_id, spread_ports
+from hearth_devstack.supervision.process import StartupError
 from hearth_shared.adapters.kafka import _raise_topic_errors
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import Topics, min_insync_replicas

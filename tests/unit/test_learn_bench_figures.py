@@ -1,5 +1,5 @@
-"""The pure figures of ``hearth bench learn`` (hearth_bench.learn_figures): when a manual change is made
-unnecessary by a program, and MissTime and heating replayed on a room whose physics is known."""
+"""The pure figures of ``hearth bench learn`` (hearth_bench.figures.learn_figures): when a manual change is
+made unnecessary by a program, and MissTime and heating replayed on a room whose physics is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth_bench.learn_figures import (
+from hearth_bench.figures.learn_figures import (
     ProgramTimeline,
     Replayed,
     RoomFigures,

@@ -1,10 +1,10 @@
-"""The pure rules and figures of ``hearth bench mixed`` (hearth_bench.mixed_figures)."""
+"""The pure rules and figures of ``hearth bench mixed`` (hearth_bench.figures.mixed_figures)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hearth_bench.mixed_figures import (
+from hearth_bench.figures.mixed_figures import (
     command_figures,
     highest_sustained,
     reading_account,

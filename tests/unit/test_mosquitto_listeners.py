@@ -1,7 +1,7 @@
-"""The broker's listeners, as `hearth up` writes them (hearth_devstack.mosquitto) and as compose ships them
-(compose/mosquitto/mosquitto.conf), must keep the same rule: a listener that takes device credentials
-forces client id = username (no session takeover), and the service accounts have a listener of their own
-that takes no device."""
+"""The broker's listeners, as `hearth up` writes them (hearth_devstack.servers.mosquitto) and as compose
+ships them (compose/mosquitto/mosquitto.conf), must keep the same rule: a listener that takes device
+credentials forces client id = username (no session takeover), and the service accounts have a listener of
+their own that takes no device."""
 
 from __future__ import annotations
 

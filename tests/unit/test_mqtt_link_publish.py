@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from hearth_bench import mqtt_wire
+from hearth_bench.load import mqtt_wire
 from hearth_shared.adapters.mqtt_link import MqttLink
 from tests.support.waiting import eventually
 

@@ -1,4 +1,4 @@
-"""The bench load's hand-built MQTT 5 packets (hearth_bench.mqtt_wire): what they encode, and how a
+"""The bench load's hand-built MQTT 5 packets (hearth_bench.load.mqtt_wire): what they encode, and how a
 buffer of them is split (a packet cut off at the end waits for the next read)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from hearth_bench import mqtt_wire
+from hearth_bench.load import mqtt_wire
 
 pytestmark = pytest.mark.unit
 

@@ -1,10 +1,11 @@
-"""The waves a stack's parts stop in (hearth_devstack.part_order): dependants first, the rest together."""
+"""The waves a stack's parts stop in (hearth_devstack.supervision.part_order): dependants first, the rest
+together."""
 
 from __future__ import annotations
 
 import pytest
 
-from hearth_devstack.part_order import stop_waves
+from hearth_devstack.supervision.part_order import stop_waves
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from hearth_devstack.journal_facts import JournalFacts
+from hearth_devstack.workload.journal_facts import JournalFacts
 from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, evolve
 from hearth_shared.schema.events import (

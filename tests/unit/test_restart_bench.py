@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hearth_bench.restart import Restart, judge, median, parse_sizes, size_label, started_from
-from hearth_devstack.status import FollowerReport
+from hearth_bench.benches.restart import Restart, judge, median, parse_sizes, size_label, started_from
+from hearth_devstack.supervision.status import FollowerReport
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,6 @@
-"""Server start-up written once (hearth_devstack.servers): ``hearth up``'s supervised server parts are the
-start-ups the tests and benches run, and a start whose after-start step fails leaves no process."""
+"""Server start-up written once (hearth_devstack.launch.server_startup): ``hearth up``'s supervised server
+parts are the start-ups the tests and benches run, and a start whose after-start step fails leaves no
+process."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.local import LocalStack
-from hearth_devstack.process import ManagedProcess
-from hearth_devstack.servers import (
+from hearth_devstack.launch.server_startup import (
     KAFKA_STARTUP_S,
     MOSQUITTO_STARTUP_S,
     POSTGRES_STARTUP_S,
@@ -18,6 +17,8 @@ from hearth_devstack.servers import (
     ServerStartup,
     start_once,
 )
+from hearth_devstack.local import LocalStack
+from hearth_devstack.supervision.process import ManagedProcess
 
 pytestmark = pytest.mark.unit
 

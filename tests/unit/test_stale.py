@@ -1,4 +1,5 @@
-"""What an unclean stop leaves behind (hearth_devstack.stale) and `hearth status`, with real processes."""
+"""What an unclean stop leaves behind (hearth_devstack.supervision.stale) and `hearth status`, with real
+processes."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth_devstack.process import ManagedProcess
-from hearth_devstack.stale import UP_PID, clear_stale_postmaster_pid, running_supervisor, stop_orphans
-from hearth_devstack.status import PartStatus, write_status
+from hearth_devstack.supervision.process import ManagedProcess
+from hearth_devstack.supervision.stale import (
+    UP_PID,
+    clear_stale_postmaster_pid,
+    running_supervisor,
+    stop_orphans,
+)
+from hearth_devstack.supervision.status import PartStatus, write_status
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from hearth.cli import app
 from hearth_device_actor.serving import ServingFile, serving_file
-from hearth_devstack.service_processes import Services, follower_reports_dir
-from hearth_devstack.status import PartStatus, write_status
+from hearth_devstack.launch.service_processes import Services, follower_reports_dir
+from hearth_devstack.supervision.status import PartStatus, write_status
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import REPORTS_ENV, RestartReport, write_report
 from hearth_shared.schema.events import utcnow

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hearth_devstack.process import StartupError
-from hearth_devstack.status import PartStatus
-from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
+from hearth_devstack.supervision.process import StartupError
+from hearth_devstack.supervision.status import PartStatus
+from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 
 pytestmark = pytest.mark.unit
 

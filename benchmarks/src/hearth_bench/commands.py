@@ -3,9 +3,9 @@ added to the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` 
 
 A bench registers itself with one line in ``BENCHES`` (command name -> ``module:main``); its module
 declares its parameters once, as a frozen dataclass with ``option(default, help)`` fields and a
-docstring, which ``main(params)`` takes (see ``hearth_bench.options``). Nothing else names them.
+docstring, which ``main(params)`` takes (see ``hearth_bench.harness.options``). Nothing else names them.
 
-The commands are built when asked for (``hearth bench push ...`` imports ``hearth_bench.push`` only):
+The commands are built when asked for (``hearth bench push ...`` imports ``hearth_bench.benches.push`` only):
 bench modules import Kafka, Spark, the services..., which would cost every other ``hearth`` command
 about two seconds at start if they were imported up front. ``hearth bench --help`` imports them all.
 """
@@ -20,29 +20,29 @@ import typer
 from typer import _click as click  # typer >= 0.29 carries its own click: its groups hold these types
 from typer.core import TyperGroup
 
-from hearth_bench.options import typer_callback
+from hearth_bench.harness.options import typer_callback
 
 BENCHES: dict[str, str] = {
-    "broker": "hearth_bench.broker:main",
-    "actor": "hearth_bench.actor:main",
-    "rebuild": "hearth_bench.rebuild:main",
-    "archive": "hearth_bench.archive:main",
-    "batch": "hearth_bench.batch_replay:main",
-    "stream": "hearth_bench.streaming:main",
-    "loop": "hearth_bench.loop:main",
-    "roundtrip": "hearth_bench.roundtrip:main",
-    "gateway": "hearth_bench.gateway:main",
-    "mqtt-clients": "hearth_bench.mqtt_clients:main",
-    "memory": "hearth_bench.memory:main",
-    "push": "hearth_bench.push:main",
-    "campaign": "hearth_bench.campaign:main",
-    "automations": "hearth_bench.automation_load:main",
-    "reads": "hearth_bench.reads:main",
-    "restart": "hearth_bench.restart:main",
-    "drill": "hearth_bench.drill:main",
-    "mixed": "hearth_bench.mixed:main",
-    "connections": "hearth_bench.connections:main",
-    "learn": "hearth_bench.learn:main",
+    "broker": "hearth_bench.benches.broker:main",
+    "actor": "hearth_bench.benches.actor:main",
+    "rebuild": "hearth_bench.benches.rebuild:main",
+    "archive": "hearth_bench.benches.archive:main",
+    "batch": "hearth_bench.benches.batch_replay:main",
+    "stream": "hearth_bench.benches.streaming:main",
+    "loop": "hearth_bench.benches.loop:main",
+    "roundtrip": "hearth_bench.benches.roundtrip:main",
+    "gateway": "hearth_bench.benches.gateway:main",
+    "mqtt-clients": "hearth_bench.benches.mqtt_clients:main",
+    "memory": "hearth_bench.benches.memory:main",
+    "push": "hearth_bench.benches.push:main",
+    "campaign": "hearth_bench.benches.campaign:main",
+    "automations": "hearth_bench.benches.automation_load:main",
+    "reads": "hearth_bench.benches.reads:main",
+    "restart": "hearth_bench.benches.restart:main",
+    "drill": "hearth_bench.benches.drill:main",
+    "mixed": "hearth_bench.benches.mixed:main",
+    "connections": "hearth_bench.benches.connections:main",
+    "learn": "hearth_bench.benches.learn:main",
 }
 
 

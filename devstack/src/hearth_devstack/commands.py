@@ -1,11 +1,12 @@
 """``hearth up``, ``hearth down`` and ``hearth status``: the local stack's commands, added to
 the ``hearth`` CLI by ``register`` (this package's ``hearth.commands`` entry point).
 
-``up`` runs the stack in the foreground under the supervisor (``hearth_devstack.supervisor``): a part that
-dies is restarted, one in a crash loop is stopped alone; only Ctrl-C or ``hearth down`` stops it all.
-Before starting it clears what an unclean stop left (``hearth_devstack.stale``). ``status`` reads the
-status file ``up`` keeps (``hearth_devstack.status``), with what each part's topic followers read at its
-last start (their restart reports): two tables, or ``--json`` for scripts.
+``up`` runs the stack in the foreground under the supervisor (``hearth_devstack.supervision.supervisor``):
+a part that dies is restarted, one in a crash loop is stopped alone; only Ctrl-C or ``hearth down`` stops
+it all. Before starting it clears what an unclean stop left (``hearth_devstack.supervision.stale``).
+``status`` reads the status file ``up`` keeps (``hearth_devstack.supervision.status``), with what each
+part's topic followers read at its last start (their restart reports): two tables, or ``--json`` for
+scripts.
 """
 
 from __future__ import annotations
@@ -29,15 +30,15 @@ from rich.table import Table
 from hearth.stack_dir import DEFAULT_HOME, Home
 from hearth_device_actor.serving import Serving, read_serving, serving_file
 from hearth_devstack.local import LocalStack, StackPorts, StartupError
-from hearth_devstack.stale import UP_PID, running_supervisor, same_process, stop_orphans
-from hearth_devstack.status import (
+from hearth_devstack.supervision.stale import UP_PID, running_supervisor, same_process, stop_orphans
+from hearth_devstack.supervision.status import (
     FollowerReport,
     StackStatus,
     read_follower_reports,
     read_status,
     status_path,
 )
-from hearth_devstack.supervisor import RestartPolicy
+from hearth_devstack.supervision.supervisor import RestartPolicy
 from hearth_shared.schema.auth import create_token
 
 console = Console(stderr=True, soft_wrap=True)  # tokens and URLs stay whole, to copy

@@ -4,13 +4,13 @@ Everything lives under one home directory (``.hearth/`` by default): data in ``d
 the token secret in ``secret``, the supervisor's view of the parts in ``status.json``. Each part starts as
 soon as what it depends on is healthy (so the servers start together, then the services together), and
 they stop the other way round, a part once what depends on it has stopped. Data survives restarts.
-Once up, ``hearth_devstack.supervisor`` keeps them up: a part that dies is restarted with backoff when what
-it depends on is healthy; one in a crash loop is stopped alone, with its log tail.
+Once up, ``hearth_devstack.supervision.supervisor`` keeps them up: a part that dies is restarted with
+backoff when what it depends on is healthy; one in a crash loop is stopped alone, with its log tail.
 
 Kafka is one node (``brokers=1``: ``data/kafka``, ``logs/kafka.log``) or a cluster of ``brokers`` nodes
-(``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see kafka_cluster.py), whose nodes start
-and stop together (none is healthy before a controller quorum forms) and whose topics get one replica
-per node.
+(``data/kafka-cluster/node-<id>``, ``logs/kafka-<id>.log``, see servers/kafka_cluster.py), whose nodes
+start and stop together (none is healthy before a controller quorum forms) and whose topics get one
+replica per node.
 
 MQTT is one Mosquitto (``mqtt_brokers=1``: ``data/mosquitto``, ``logs/mosquitto.log``) or one per MQTT
 broker shard (``hearth up --mqtt-brokers 2``: shard ``i`` from 1 in ``data/mosquitto-<i>``, its listeners
@@ -24,10 +24,10 @@ up --device-actors 3 --query-apis 2``): parts ``device-actor.2``, ``query-api.2`
 its own, with what its service needs (``service_processes``: instance names, the n-th query API on
 ``--query-api-port`` + n - 1).
 
-Each server starts as the tests and benches start it (``hearth_devstack.servers``: initdb and a stale pid
-cleared before PostgreSQL, its database after, how long each may take); what is the local stack's own is
-where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up, and the
-supervision. The services are ``hearth_devstack.service_processes.Services``.
+Each server starts as the tests and benches start it (``hearth_devstack.launch.server_startup``: initdb
+and a stale pid cleared before PostgreSQL, its database after, how long each may take); what is the local
+stack's own is where they live (fixed ports, ``data/`` and ``logs/``), the topics made once Kafka is up,
+and the supervision. The services are ``hearth_devstack.launch.service_processes.Services``.
 """
 
 from __future__ import annotations
@@ -41,22 +41,22 @@ from pathlib import Path
 from typing import Any
 
 from hearth.stack_dir import DEFAULT_HOME, archive_dir, token_secret
-from hearth_devstack.kafka import KafkaBroker
-from hearth_devstack.kafka_cluster import KafkaCluster
-from hearth_devstack.mosquitto import MosquittoBroker
-from hearth_devstack.postgres import PostgresServer
-from hearth_devstack.process import StartupError, free_port, port_is_free, require_free_port
-from hearth_devstack.redis import RedisServer
-from hearth_devstack.servers import (
+from hearth_devstack.launch.server_startup import (
     ServerStartup,
     kafka_startup,
     mosquitto_startup,
     postgres_startup,
     redis_startup,
 )
-from hearth_devstack.service_processes import Services, instance_part, instance_port
-from hearth_devstack.status import PartStatus, write_status
-from hearth_devstack.supervisor import PartSpec, RestartPolicy, Supervisor
+from hearth_devstack.launch.service_processes import Services, instance_part, instance_port
+from hearth_devstack.servers.kafka import KafkaBroker
+from hearth_devstack.servers.kafka_cluster import KafkaCluster
+from hearth_devstack.servers.mosquitto import MosquittoBroker
+from hearth_devstack.servers.postgres import PostgresServer
+from hearth_devstack.servers.redis import RedisServer
+from hearth_devstack.supervision.process import StartupError, free_port, port_is_free, require_free_port
+from hearth_devstack.supervision.status import PartStatus, write_status
+from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.mqtt import DEVICE_PORT, DEVICE_TLS_PORT, PLATFORM_PORT
@@ -117,7 +117,8 @@ def retention_warning(settings: StackSettings, archive: Path) -> str | None:
 
 
 def supervised(startup: ServerStartup[Any]) -> PartSpec:
-    """A server's start-up (servers.py, as the tests and benches start it) as a supervised part."""
+    """A server's start-up (launch/server_startup.py, as the tests and benches start it) as a supervised
+    part."""
     return PartSpec(
         startup.name, startup.make, startup.timeout_s, after_healthy=startup.after_healthy, url=startup.url
     )
@@ -214,8 +215,9 @@ class LocalStack:
 
     def kafka_parts(self) -> list[PartSpec]:
         """The broker, or a cluster's nodes (depending on nothing, they start together; the services
-        depend on all of them alike, so they stop together, after the services: see part_order.py).
-        Topics are created once the last of them is healthy (and a cluster has formed)."""
+        depend on all of them alike, so they stop together, after the services: see
+        supervision/part_order.py). Topics are created once the last of them is healthy (and a cluster has
+        formed)."""
 
         def create_topics() -> None:
             if isinstance(self.kafka, KafkaCluster):
@@ -343,8 +345,9 @@ class LocalStack:
             self.supervisor.stop_all()
 
 
-# Services live in service_processes.py, DEFAULT_HOME, token_secret and archive_dir in the CLI's stack_dir.py
-# (the operator's commands read the same directory); the tests and benches import them from here too.
+# Services live in launch/service_processes.py, DEFAULT_HOME, token_secret and archive_dir in the CLI's
+# stack_dir.py (the operator's commands read the same directory); the tests and benches import them from
+# here too.
 __all__ = [
     "DEFAULT_HOME",
     "LocalStack",

@@ -33,7 +33,7 @@ outbox. The gateway stops and restarts as before only when its inbox fails (eith
 A clean stop unsubscribes both, waits for the inbox, writes the last batches' PUBACKs (``disconnect``
 settles them) and ends both sessions. Broker access: the ACL is
 the gateway account's (``services.acl``), whatever client id it uses, and the platform listener lets the
-service accounts choose their client ids (hearth_devstack.mosquitto), so the second one needs no rule.
+service accounts choose their client ids (hearth_devstack.servers.mosquitto), so the second one needs no rule.
 
 The instance is also the consumer's static group membership (Kafka's ``group.instance.id``, KIP-345): a
 gateway restarted after a crash rejoins at once with the partitions it had, instead of waiting until the

@@ -55,7 +55,7 @@ connected client (PBKDF2 each), so changes are batched, one reload per poll of t
 access is checked per message), where dynsec would refuse the SUBACK. Session takeover (a device
 connecting with another device's client id) is closed by the broker's listeners, not here: the device
 listeners force client id = username, and the platform's accounts have a listener of their own
-(``hearth_devstack.mosquitto``).
+(``hearth_devstack.servers.mosquitto``).
 
 After a reload the follower waits until the broker has applied it (reload_confirmation.py) before it says
 anything that depends on the new files: a revoked device's ``offline`` (availability_keeper.py), for

@@ -2,7 +2,7 @@
 
 ``MosquittoAccess`` applies ``device.registered`` (is the device simulated?) and
 ``device.credentials_issued`` / ``device.credentials_revoked`` (its hash in force) and renders the two
-files the broker reads (``hearth_devstack.mosquitto``): the device listeners' password file
+files the broker reads (``hearth_devstack.servers.mosquitto``): the device listeners' password file
 (``username:$7$...`` lines, devices only) and the ACL file. Rendering is deterministic (sorted), so
 the same journal always gives the same files and the broker's whole access state can be rebuilt from
 the journal alone.

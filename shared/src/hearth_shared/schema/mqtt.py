@@ -56,14 +56,14 @@ ALLOWED: Final = b"allowed"
 # topic (the new one) is in force. Outside ``hearth/#``, which the gateway account may read whole.
 RELOADS_ROOT: Final = "hearth-access/reloaded"
 
-# The broker's service accounts (hearth_devstack.mosquitto). The leading underscore keeps them apart from
-# every device id (hearth_shared.schema.ids: an id starts with a letter or digit), since a device's username
-# is its id.
+# The broker's service accounts (hearth_devstack.servers.mosquitto). The leading underscore keeps them apart
+# from every device id (hearth_shared.schema.ids: an id starts with a letter or digit), since a device's
+# username is its id.
 GATEWAY_ACCOUNT: Final = "_hearth_gateway"  # Hearth's own components: every device topic
 SIMULATOR_ACCOUNT: Final = "_hearth_simulator"  # the simulator hub: only devices registered as simulated
 
 # The broker's default ports: devices (plain, TLS) and the platform's own components (service accounts
-# only; see hearth_devstack.mosquitto for why they have a listener of their own).
+# only; see hearth_devstack.servers.mosquitto for why they have a listener of their own).
 DEVICE_PORT: Final = 1883
 DEVICE_TLS_PORT: Final = 8883
 PLATFORM_PORT: Final = 1884

@@ -1,0 +1,158 @@
+"""A supervised server process: started in its own process group, logged to a file, health-checked.
+
+Every part of the local stack (Kafka, PostgreSQL, Redis, the services, the simulator) is one
+``ManagedProcess``. The launchers for each part build the command line and the health check; this
+module does the rest the same way for all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class StartupError(RuntimeError):
+    """A part of the stack did not come up; the message says which and why, with its log's tail."""
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def require_free_port(name: str, port: int) -> None:
+    if not port_is_free(port):
+        raise StartupError(
+            f"{name}: port {port} is already taken by another process. "
+            f"Stop that process or choose another port (see `hearth up --help`)."
+        )
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"
+
+
+@dataclass
+class ManagedProcess:
+    """One child process of the stack."""
+
+    name: str
+    argv: Sequence[str]
+    log_path: Path
+    healthy: Callable[[], bool]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    user: str | None = None  # run as this (unprivileged) user, e.g. for PostgreSQL
+    stop_signal: int = signal.SIGTERM
+    stop_timeout_s: float = 20.0
+    url: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it from here
+        # As root, switch to the unprivileged user in the child itself (not with `runuser`): the pid we
+        # hold is then the server's own, so a kill -9 of it is seen as its exit, and nothing sits between.
+        account = pwd.getpwnam(self.user) if self.user and os.geteuid() == 0 else None
+        self.proc = subprocess.Popen(
+            list(self.argv),
+            user=account.pw_uid if account else None,
+            group=account.pw_gid if account else None,
+            extra_groups=[] if account else None,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.cwd,
+            env={**os.environ, **self.env},
+            start_new_session=True,  # its own process group: Ctrl-C reaches us, and we stop it
+        )
+        log.close()
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise StartupError(
+                    f"{self.name} exited with code {self.proc.returncode} while starting. "
+                    f"Last lines of {self.log_path}:\n{tail(self.log_path)}"
+                )
+            try:
+                if self.healthy():
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise StartupError(
+            f"{self.name} did not become healthy within {timeout_s:.0f} s. "
+            f"Last lines of {self.log_path}:\n{tail(self.log_path)}"
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- what the supervisor (hearth_devstack.supervision.supervisor.Child) asks of a process --
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def exit_code(self) -> int | None:
+        """None while it runs; its exit code (negative: the signal that killed it) once it has ended."""
+        return self.proc.poll() if self.proc is not None else None
+
+    def is_healthy(self) -> bool:
+        return self.healthy()
+
+    def kill_leftovers(self) -> None:
+        """SIGKILL whatever is left in its process group (children a killed parent left behind)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(5)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, self.stop_signal)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)

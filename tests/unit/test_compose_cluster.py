@@ -14,7 +14,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from hearth_devstack.kafka import OFFSETS_RETENTION_MINUTES
+from hearth_devstack.servers.kafka import OFFSETS_RETENTION_MINUTES
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import min_insync_replicas
 

@@ -24,7 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from hearth_devstack.kafka import OFFSETS_RETENTION_MINUTES
+from hearth_devstack.servers.kafka import OFFSETS_RETENTION_MINUTES
 from hearth_shared.adapters.topics import Topics, min_insync_replicas
 from tests.support.compose_file import ROOT, SERVICES, command, env_values, known_env_names, ours
 

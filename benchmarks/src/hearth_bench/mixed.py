@@ -87,7 +87,7 @@ from hearth_bench.mixed_figures import (
 from hearth_bench.options import option
 from hearth_bench.roundtrip import mark_commands
 from hearth_bench.stack import BenchStack, bench_stack, console, read_topic
-from hearth_device_actor.serving import Serving, read_serving, serving_file
+from hearth_device_actor.adapters.serving import Serving, read_serving, serving_file
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
 from hearth_shared.domain.home_facts import encode_home_fact

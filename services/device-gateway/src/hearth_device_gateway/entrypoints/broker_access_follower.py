@@ -1,12 +1,12 @@
 """The broker-access follower: keeps Mosquitto's password and ACL files equal to the journal's facts, and
-says on the broker what devices can no longer say for themselves (availability_keeper.py).
+says on the broker what devices can no longer say for themselves (service/availability_keeper.py).
 
-``python -m hearth_device_gateway.broker_access`` follows the journal (``TopicFollower``), folds the
-credential and registration facts into ``MosquittoAccess`` and, once caught up and after every poll of
-facts that changed something, rewrites the broker's ``passwd`` and ``acl`` files (atomically, only when
-their text changed) and sends the broker SIGHUP. On SIGHUP Mosquitto re-reads both files and checks every
-connected client again, disconnecting those no longer allowed: that is how a revoked or rotated
-credential drops a connected device.
+The follower (its process: ``python -m hearth_device_gateway.broker_access``) follows the journal
+(``TopicFollower``), folds the credential and registration facts into ``MosquittoAccess`` and, once caught
+up and after every poll of facts that changed something, rewrites the broker's ``passwd`` and ``acl`` files
+(atomically, only when their text changed) and sends the broker SIGHUP (adapters/mosquitto_files.py). On
+SIGHUP Mosquitto re-reads both files and checks every connected client again, disconnecting those no longer
+allowed: that is how a revoked or rotated credential drops a connected device.
 
 Restart from a snapshot, not from the journal's first offset. The fold (one hash and credential id per
 device with a credential, the simulated and the revoked device ids) is saved with the journal positions it
@@ -57,36 +57,32 @@ connecting with another device's client id) is closed by the broker's listeners,
 listeners force client id = username, and the platform's accounts have a listener of their own
 (``hearth_devstack.mosquitto``).
 
-After a reload the follower waits until the broker has applied it (reload_confirmation.py) before it says
-anything that depends on the new files: a revoked device's ``offline`` (availability_keeper.py), for
-each newly simulated device, retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``, which the
-simulator hub waits for before it acts for the device, and for each credential those files brought in,
-a ``record_credentials_loaded`` request on the inbox: the device actor records
-``device.credentials_loaded``, and the command API answers the registration (or rotation, or shard
-move) that issued the credential only then, so a device connecting right after the answer is let in
-(README, "Decisions where the contract is silent"). Only credentials issued in the last
-``CONFIRM_WITHIN_S`` are confirmed (nobody waits longer for one; a replay from the first offset does not
-confirm the whole fleet again); the actor records one confirmation per credential, so a repeat after a
-restart is harmless.
+After a reload the follower waits until the broker has applied it (adapters/reload_confirmation.py) before it
+says anything that depends on the new files: a revoked device's ``offline`` (service/availability_keeper.py),
+for each newly simulated device, retained ``allowed`` on ``hearth/hubs/{hub}/devices/{device}``, which the
+simulator hub waits for before it acts for the device, and for each credential those files brought in, a
+``record_credentials_loaded`` request on the inbox: the device actor records ``device.credentials_loaded``,
+and the command API answers the registration (or rotation, or shard move) that issued the credential only
+then, so a device connecting right after the answer is let in (README, "Decisions where the contract is
+silent"). Only credentials issued in the last ``CONFIRM_WITHIN_S`` are confirmed (nobody waits longer
+for one; a replay from the first offset does not confirm the whole fleet again); the actor records one
+confirmation per credential, so a repeat after a restart is harmless.
 
 Shards: each MQTT broker has its own follower (``BrokerAccessSettings.shard``), which writes only its
-shard's devices' credentials (mosquitto_access.py).
+shard's devices' credentials (service/mosquitto_access.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
-from hearth_device_gateway.availability_keeper import AvailabilityKeeper
-from hearth_device_gateway.mosquitto_access import MosquittoAccess, service_files
-from hearth_device_gateway.reload_confirmation import ReloadConfirmation
+from hearth_device_gateway.service.availability_keeper import AvailabilityKeeper
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess, service_files
+from hearth_device_gateway.adapters.mosquitto_files import replace_if_changed, signal_broker
+from hearth_device_gateway.adapters.reload_confirmation import ReloadConfirmation
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_shared.adapters.kafka import KafkaWriter, held_fetches
 from hearth_shared.adapters.mqtt_link import MqttLink
@@ -115,11 +111,6 @@ FACT_TYPES = frozenset(
 )
 POLL_RECORDS = 20_000  # journal records per poll at most: one reload per poll, whatever the backlog
 CONFIRM_WITHIN_S = 600.0  # credentials issued longer ago than this are not confirmed loaded (see above)
-
-
-def signal_broker(pid_file: Path) -> None:
-    """SIGHUP the broker: it re-reads its password and ACL files and drops clients no longer allowed."""
-    os.kill(int(pid_file.read_text().strip()), signal.SIGHUP)
 
 
 class BrokerAccessFollower:
@@ -173,14 +164,15 @@ class BrokerAccessFollower:
     async def start(self) -> None:
         if self.settings.gateway_password or self.settings.simulator_password:  # compose: accounts from env
             passwd, acl = service_files(self.settings.gateway_password, self.settings.simulator_password)
-            _replace_if_changed(self.settings.access_dir / "services.passwd", passwd)
-            _replace_if_changed(self.settings.access_dir / "services.acl", acl)
+            replace_if_changed(self.settings.access_dir / "services.passwd", passwd)
+            replace_if_changed(self.settings.access_dir / "services.acl", acl)
         await self._connect_broker()
         await self.inbox.start()
         await self.feed.start()
 
     async def _connect_broker(self) -> None:
-        """The MQTT side (availability_keeper.py), on the platform listener; none without a password."""
+        """The MQTT side (service/availability_keeper.py), on the platform listener; none without a
+        password."""
         s = self.settings
         password = s.mqtt_password or s.gateway_password
         if not password:
@@ -257,12 +249,12 @@ class BrokerAccessFollower:
 
     async def _apply_files(self, *, force: bool = False) -> None:
         """Render both files; write those whose text changed and reload the broker if any did (or if
-        ``force``). Returns once the broker has loaded them (reload_confirmation.py), then tells the hubs
-        their new children."""
+        ``force``). Returns once the broker has loaded them (adapters/reload_confirmation.py), then tells the
+        hubs their new children."""
         access_dir = self.settings.access_dir
         files = self.access.files((access_dir / "services.acl").read_text())
-        written = _replace_if_changed(access_dir / "passwd", files.passwd)
-        written |= _replace_if_changed(access_dir / "acl", files.acl)
+        written = replace_if_changed(access_dir / "passwd", files.passwd)
+        written |= replace_if_changed(access_dir / "acl", files.acl)
         if written or force:
             self.reload()
             self.reloads += 1
@@ -320,54 +312,3 @@ def _access_fact(value: bytes | None) -> Event | None:
 def _log_failure(sent: asyncio.Future[None]) -> None:
     if not sent.cancelled() and sent.exception() is not None:
         log.warning("broker access: an availability message was not delivered: %r", sent.exception())
-
-
-def _replace_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` atomically (mode 0600) unless it holds it already; True if written."""
-    with contextlib.suppress(FileNotFoundError):
-        if path.read_text() == text:
-            return False
-    partial = path.with_name(f".{path.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    partial.replace(path)
-    return True
-
-
-def make_follower(
-    settings: BrokerAccessSettings | None = None, *, reload: Callable[[], None] | None = None
-) -> BrokerAccessFollower:
-    """The composition root: nothing connects until ``start``."""
-    return BrokerAccessFollower(settings or BrokerAccessSettings(), reload=reload)
-
-
-async def _serve() -> None:
-    follower = make_follower()
-    await follower.start()
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopped.set)
-    try:
-        # Whichever comes first: a stop signal, or the follower failing (then the process exits with it).
-        await asyncio.wait(
-            [asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(follower.wait_stopped())],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    finally:
-        await follower.stop()
-    if follower.failed is not None:
-        raise follower.failed
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_serve())
-
-
-if __name__ == "__main__":
-    main()
-
-
-__all__ = ["BrokerAccessFollower", "BrokerAccessSettings", "make_follower", "signal_broker"]

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from hearth_device_gateway.adapters.inbox_writer import InboxLanes
-from hearth_device_gateway.service.slices import Slice
 from hearth_device_gateway.entrypoints.uplink import Uplink
+from hearth_device_gateway.service.slices import Slice
 from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.adapters.topics import Topics
 from hearth_shared.schema.events import decode_inbound

@@ -53,12 +53,12 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_device_gateway.entrypoints.downlink import Downlink
 from hearth_device_gateway.adapters.inbox_writer import InboxLanes
 from hearth_device_gateway.entrypoints.broker_access_follower import BrokerAccessFollower
-from hearth_device_gateway.settings import BrokerAccessSettings, DeviceGatewaySettings
-from hearth_device_gateway.service.slices import Slice
+from hearth_device_gateway.entrypoints.downlink import Downlink
 from hearth_device_gateway.entrypoints.uplink import Uplink
+from hearth_device_gateway.service.slices import Slice
+from hearth_device_gateway.settings import BrokerAccessSettings, DeviceGatewaySettings
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import utcnow

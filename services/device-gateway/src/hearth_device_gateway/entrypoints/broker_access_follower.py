@@ -79,10 +79,10 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from hearth_device_gateway.service.availability_keeper import AvailabilityKeeper
-from hearth_device_gateway.service.mosquitto_access import MosquittoAccess, service_files
 from hearth_device_gateway.adapters.mosquitto_files import replace_if_changed, signal_broker
 from hearth_device_gateway.adapters.reload_confirmation import ReloadConfirmation
+from hearth_device_gateway.service.availability_keeper import AvailabilityKeeper
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess, service_files
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_shared.adapters.kafka import KafkaWriter, held_fetches
 from hearth_shared.adapters.mqtt_link import MqttLink

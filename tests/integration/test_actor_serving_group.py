@@ -1,5 +1,5 @@
 """Healthy means serving, for device-actor workers on the real broker: the check ``hearth up``'s
-supervisor and compose's probe use (``hearth_device_actor.serving.serving_problem`` through
+supervisor and compose's probe use (``hearth_device_actor.adapters.serving.serving_problem`` through
 ``Services.part``) says healthy only once a worker reads the inbox partitions whose twins it holds, not
 while it joins or while its group rebalances; a worker that holds nothing is healthy only while the
 group's members own every partition of the twins' changelog (the group's description, decoded from the
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_device_actor.serving import ServingFile, read_serving, serving_file, serving_problem
+from hearth_device_actor.adapters.serving import ServingFile, read_serving, serving_file, serving_problem
 from hearth_devstack.local import Services
 from hearth_devstack.supervision.process import ManagedProcess
 from hearth_shared.adapters.probe import describe_group

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from hearth_device_gateway.broker_access import BrokerAccessFollower, make_follower
+from hearth_device_gateway.app import make_follower
+from hearth_device_gateway.entrypoints.broker_access_follower import BrokerAccessFollower
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_devstack.launch.server_startup import MOSQUITTO_STARTUP_S, start_healthy
 from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hearth_campaigns.driver import CampaignDriver
+from hearth_campaigns.entrypoints.driver import CampaignDriver
 from hearth_campaigns.settings import CampaignSettings
 from hearth_shared.adapters.campaign_feed import CampaignFeed, campaign_view
 from hearth_shared.adapters.settings import StackSettings

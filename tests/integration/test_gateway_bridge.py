@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from hearth_device import Command, DeviceConnection
 from hearth_device_gateway.app import DeviceGateway, make_app
-from hearth_device_gateway.edge import request_id
+from hearth_device_gateway.service.edge import request_id
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import KafkaWriter

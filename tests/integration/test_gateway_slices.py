@@ -1,7 +1,7 @@
 """Two device-gateway processes with device slices (``HEARTH_DEVICE_GATEWAY_SLICES=2``, issue 21): every
 device's reports, sent back to back without waiting, reach the inbox once each and in the device's
 order, on the real broker and Kafka. With shared subscriptions instead, consecutive reports of one
-device may go through both gateways and land in either order (hearth_device_gateway.slices).
+device may go through both gateways and land in either order (hearth_device_gateway.service.slices).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from hearth_device_actor.catch_up import journal_offset_from
+from hearth_device_actor.adapters.catch_up import journal_offset_from
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.inbox_requests import register_request

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hearth_device_gateway.broker_access import make_follower
+from hearth_device_gateway.app import make_follower
 from hearth_device_gateway.settings import BrokerAccessSettings
 from hearth_devstack.servers.mosquitto import MqttAccount
 from hearth_shared.schema.credentials import ITERATIONS

@@ -1,6 +1,6 @@
 """Availability a device can no longer give itself, on the real broker and the running services: a revoked
 device's retained ``online`` does not outlive the revocation, and a hub's dropped connection (its will)
-takes its children offline at once (hearth_device_gateway.availability_keeper)."""
+takes its children offline at once (hearth_device_gateway.service.availability_keeper)."""
 
 from __future__ import annotations
 

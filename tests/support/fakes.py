@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from hearth_device_actor.actor import InboxRecord
+from hearth_device_actor.service.actor import InboxRecord
 from hearth_shared.adapters.topic_follower import RestartReport
 from hearth_shared.domain.home_facts import HomeFact
 from hearth_shared.schema.campaign_events import CampaignRequest

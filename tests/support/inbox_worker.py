@@ -9,10 +9,10 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_device_actor.actor import DeviceActors
-from hearth_device_actor.app import KafkaOutbox
-from hearth_device_actor.catch_up import JournalCatchUp
-from hearth_device_actor.inbox import InboxFeed
+from hearth_device_actor.adapters.catch_up import JournalCatchUp
+from hearth_device_actor.adapters.kafka_outbox import KafkaOutbox
+from hearth_device_actor.entrypoints.inbox import InboxFeed
+from hearth_device_actor.service.actor import DeviceActors
 from hearth_shared.adapters.kafka import KafkaWriter, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import PARTITIONS

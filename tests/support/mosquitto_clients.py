@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess
 from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.supervision.process import free_port
 from hearth_shared.schema.credentials import hash_secret, new_secret

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hearth_device_actor import actor as actor_module
-from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_device_actor.service import actor as actor_module
+from hearth_device_actor.service.actor import DeviceActors, InboxRecord
 from hearth_shared import domain
 from hearth_shared.schema.events import (
     DeviceRegistered,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_device_actor.service.actor import DeviceActors, InboxRecord
 from hearth_shared.schema.events import (
     CommandDispatched,
     CommandExpired,

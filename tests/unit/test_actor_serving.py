@@ -1,4 +1,4 @@
-"""The device actor's health rules (hearth_device_actor.serving) on written files and group views: a
+"""The device actor's health rules (hearth_device_actor.adapters.serving) on written files and group views: a
 worker is healthy while it reads partitions, or holds none while the others own every partition; not
 while it joins or rebalances, holds nothing while a partition has no owner, or when its file is stale or
 another (dead) process's. The same rules on the real broker and real workers:
@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from hearth_device_actor.serving import (
+from hearth_device_actor.adapters.serving import (
     Serving,
     ServingFile,
     own_problem,
@@ -98,7 +98,7 @@ def test_a_file_left_by_a_dead_worker_or_one_whose_pid_was_reused_is_not_its_suc
 ) -> None:
     path = serving_file(tmp_path)
     code = (
-        "import sys; from pathlib import Path; from hearth_device_actor.serving import ServingFile; "
+        "import sys; from pathlib import Path; from hearth_device_actor.adapters.serving import ServingFile; "
         "ServingFile(Path(sys.argv[1]), group='g', changelog='c', partitions=12).serve({0, 1})"
     )  # a worker that wrote its file, then ended
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from hearth_device_gateway.availability_keeper import AvailabilityKeeper
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_device_gateway.service.availability_keeper import AvailabilityKeeper
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess
 from hearth_shared.schema.credentials import hash_secret
 from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT, hub_availability_topic
 from tests.unit.test_mosquitto_access import issued, registered, revoked

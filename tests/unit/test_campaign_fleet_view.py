@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_campaigns.fleet_view import FleetView
+from hearth_campaigns.service.fleet_view import FleetView
 from hearth_shared.domain import decide, evolve, stamp
 from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.events import Event, Inbound, encode, fact_type

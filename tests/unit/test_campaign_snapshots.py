@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from hearth_campaigns.driver import CampaignDriver
-from hearth_campaigns.fleet_view import HOME_COMMAND_WINDOW, FleetView, FleetViewSnapshot
+from hearth_campaigns.entrypoints.driver import CampaignDriver
+from hearth_campaigns.service.fleet_view import HOME_COMMAND_WINDOW, FleetView, FleetViewSnapshot
 from hearth_campaigns.settings import CampaignSettings
 from hearth_shared.adapters.campaign_feed import CampaignFeed
 from hearth_shared.adapters.settings import StackSettings

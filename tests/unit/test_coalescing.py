@@ -1,7 +1,7 @@
-"""Graceful overload (hearth_device_actor.coalescing): a device's state reports in one batch folded into
-one, each key at its newest value, every report counted; never a command, never a device with another
-request in the batch, never a report the twin already has. Through ``DeviceActors`` the twin ends where
-deciding the reports one by one leaves it."""
+"""Graceful overload (hearth_device_actor.service.coalescing): a device's state reports in one batch
+folded into one, each key at its newest value, every report counted; never a command, never a device with
+another request in the batch, never a report the twin already has. Through ``DeviceActors`` the twin ends
+where deciding the reports one by one leaves it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_device_actor.actor import DeviceActors, InboxRecord
-from hearth_device_actor.coalescing import coalesce, merge
+from hearth_device_actor.service.actor import DeviceActors, InboxRecord
+from hearth_device_actor.service.coalescing import coalesce, merge
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
     Inbound,

@@ -20,7 +20,7 @@ import pytest
 
 from hearth_analytics.schema import REPORTED
 from hearth_command_api.service.device_book import DeviceBook
-from hearth_device_gateway.edge import to_request
+from hearth_device_gateway.service.edge import to_request
 from hearth_read_models.projection.rules import Projection
 from hearth_shared.domain import Twin, decide, evolve, stamp
 from hearth_shared.domain.device_type import Command, DeviceType, Param

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 
-from hearth_device_gateway import downlink as downlink_module
-from hearth_device_gateway.downlink import Downlink
+from hearth_device_gateway.entrypoints import downlink as downlink_module
+from hearth_device_gateway.entrypoints.downlink import Downlink
 from hearth_shared.schema.events import DeviceCommand, encode, utcnow
 from tests.support.waiting import eventually
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hearth_device_gateway.edge import REQUEST_NAMESPACE, request_id, to_request, translate
+from hearth_device_gateway.service.edge import REQUEST_NAMESPACE, request_id, to_request, translate
 from hearth_shared.schema.events import AcknowledgeCommand, MalformedRecord, ReportAvailability, ReportState
 from hearth_shared.schema.mqtt import (
     MAX_PAYLOAD_BYTES,

@@ -1,5 +1,5 @@
-"""Device slices (hearth_device_gateway.slices): every device belongs to exactly one of n slices, all its
-channels to the same one, and a gateway's uplink leaves other slices' messages alone."""
+"""Device slices (hearth_device_gateway.service.slices): every device belongs to exactly one of n slices,
+all its channels to the same one, and a gateway's uplink leaves other slices' messages alone."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from hearth_device_gateway.inbox_writer import InboxLanes
-from hearth_device_gateway.slices import Slice
-from hearth_device_gateway.uplink import Uplink
+from hearth_device_gateway.adapters.inbox_writer import InboxLanes
+from hearth_device_gateway.entrypoints.uplink import Uplink
+from hearth_device_gateway.service.slices import Slice
 from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.adapters.topics import Topics
 from hearth_shared.schema.events import decode_inbound

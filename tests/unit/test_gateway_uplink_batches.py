@@ -18,8 +18,8 @@ from typing import Any, cast
 
 import pytest
 
-from hearth_device_gateway.inbox_writer import InboxLanes
-from hearth_device_gateway.uplink import Uplink
+from hearth_device_gateway.adapters.inbox_writer import InboxLanes
+from hearth_device_gateway.entrypoints.uplink import Uplink
 from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.adapters.mqtt_batches import BatchedDelivery, pubacks
 from hearth_shared.adapters.topics import Topics

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from hearth_device_gateway.inbox_writer import InboxWriter
+from hearth_device_gateway.adapters.inbox_writer import InboxWriter
 from tests.support.fakes import FakeBatchProducer
 from tests.support.waiting import eventually
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess
 from hearth_shared.schema.credentials import hash_secret, new_secret
 from hearth_shared.schema.events import (
     CredentialsIssuedPayload,

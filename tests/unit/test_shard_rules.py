@@ -16,8 +16,8 @@ import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 
 from hearth_command_api.service.device_book import DeviceBook
-from hearth_device_gateway.downlink import Downlink
-from hearth_device_gateway.mosquitto_access import AccessSnapshotV1, MosquittoAccess
+from hearth_device_gateway.entrypoints.downlink import Downlink
+from hearth_device_gateway.service.mosquitto_access import AccessSnapshotV1, MosquittoAccess
 from hearth_shared.domain import Twin, decide, evolve, stamp
 from hearth_shared.schema.credentials import hash_secret, new_secret
 from hearth_shared.schema.events import (

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hearth_device import Command
-from hearth_device_gateway.edge import translate
+from hearth_device_gateway.service.edge import translate
 from hearth_shared.adapters.topics import Topics
 from hearth_shared.schema.events import (
     AcknowledgeCommand,

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth_device_actor.serving import ServingFile, serving_file
+from hearth_device_actor.adapters.serving import ServingFile, serving_file
 from hearth_devstack.launch.service_processes import Services, follower_reports_dir
 from hearth_devstack.supervision.status import PartStatus, write_status
 from hearth_shared.adapters.settings import StackSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import faust
 import pytest
 
-from hearth_device_actor.app import TwinTable
+from hearth_device_actor.adapters.twin_table import TwinTable
 from hearth_shared.adapters.kafka import partition_of
 
 pytestmark = pytest.mark.unit

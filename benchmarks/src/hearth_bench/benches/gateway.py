@@ -21,8 +21,8 @@ credentials.
    facts/s into the journal, counted as they arrive (``device.state_reported`` only). Rates run from the
    first arrival to the last. With ``profile``, py-spy records the gateway meanwhile. With ``gateways``
    n > 1, n gateway processes run as device slices (``HEARTH_DEVICE_GATEWAY_SLICES``: each subscribes to
-   every device's topics and takes its slice's devices, hearth_device_gateway.slices), and their CPU is
-   added up.
+   every device's topics and takes its slice's devices, hearth_device_gateway.service.slices), and their
+   CPU is added up.
 3. **Connections held.** ``connections`` devices, each with its own credential, connect at once
    (``mqtt_load hold``: one gmqtt connection each, subscribed to its ``commands`` topic, its will set,
    ``online`` published retained); the gateway's and the broker's resident memory before and after,

@@ -41,7 +41,7 @@ import psutil
 
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import bench_stack, console
-from hearth_device_actor.actor import DeviceActors, InboxRecord
+from hearth_device_actor.service.actor import DeviceActors, InboxRecord
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain import Twin
 from hearth_shared.schema.events import (

@@ -94,7 +94,7 @@ from hearth_bench.load.automation_fleet import (
     reading,
 )
 from hearth_bench.load.automation_latency import send_readings
-from hearth_device_actor.serving import Serving, read_serving, serving_file
+from hearth_device_actor.adapters.serving import Serving, read_serving, serving_file
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
 from hearth_shared.domain.home_facts import encode_home_fact

@@ -6,7 +6,7 @@ The stack is ``hearth up``'s own (``LocalStack``: the servers and every service 
 in a temporary directory on free ports, no simulator and no Spark), so a restart is timed by the
 supervisor's own ``healthy_after_s``: from the relaunch (after its 1 s backoff) to the part's health
 check passing (the same checks ``hearth status`` reports; the device actor's is "serving", see
-``hearth_device_actor.serving``). For each size in ``--facts`` (growing, e.g. 1m,5m,20m):
+``hearth_device_actor.adapters.serving``). For each size in ``--facts`` (growing, e.g. 1m,5m,20m):
 
 1. the journal is grown to that many facts with the rebuild bench's writer (``JournalFacts``,
    ``fill_journal``: 10,000 devices registered with credentials, then mostly state reports, a command

@@ -3,13 +3,13 @@
 
 The messages are the simulator's own (``hearth_simulator.history.History``: occupants, outdoor, room
 physics, the very MQTT payloads ``hearth simulate --history`` publishes). Each goes the way a device's
-message goes, through the same pure functions, without the processes in between: the device gateway's
-edge (``hearth_device_gateway.edge.translate``: the topic and payload -> a ``ReportState`` request with
+message goes, through the same pure functions, without the processes in between: the device gateway's edge
+(``hearth_device_gateway.service.edge.translate``: the topic and payload -> a ``ReportState`` request with
 its derived id), then the device actor's ``decide`` -> ``stamp`` -> ``evolve`` on the device's twin (the
 registration first, ``simulated`` as ``hearth simulate`` registers them). The facts are appended with
 ``hearth_devstack.workload.journal_facts.fill_journal``: keyed and partitioned by device id, as the actor
-appends them. So the journal holds the facts the MQTT path would have (the actor's anomaly scoring aside: the
-learner reads no anomaly), with ``recorded_at`` the time of writing.
+appends them. So the journal holds the facts the MQTT path would have (the actor's anomaly scoring aside:
+the learner reads no anomaly), with ``recorded_at`` the time of writing.
 
 Why not through MQTT: the history writer is capped at 3,000 reports a second (history_writer.py: faster
 than one actor decides, the actor coalesces a device's reports and loses the device times of manual
@@ -32,7 +32,7 @@ from multiprocessing import get_context
 from typing import Any, TypeVar
 
 from hearth_bench.figures.learn_figures import Span
-from hearth_device_gateway.edge import translate
+from hearth_device_gateway.service.edge import translate
 from hearth_devstack.workload.journal_facts import fill_journal
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.domain.decide import decide, stamp

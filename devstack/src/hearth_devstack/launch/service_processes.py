@@ -6,7 +6,7 @@ Each service gets its own directory for its topic followers' restart reports
 (``HEARTH_FOLLOWER_REPORTS``, ``follower_reports_dir``: ``data/followers/<part>``), emptied whenever a
 new run of it is made, so what ``hearth status`` shows is what the current run read at its start, never
 a killed predecessor's figures. The device actor is healthy when it serves (its serving file, see
-``hearth_device_actor.serving``), not merely once its worker has started.
+``hearth_device_actor.adapters.serving``), not merely once its worker has started.
 
 MQTT broker shards: the first broker is the one ``mqtt_*`` names; each of ``more_shards`` (``ShardBroker``)
 is one more, with its own broker-access follower and gateway, named after the shard (``broker-access-1``,
@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 
 from hearth.stack_dir import archive_dir
-from hearth_device_actor.serving import serving_file, serving_problem
+from hearth_device_actor.adapters.serving import serving_file, serving_problem
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.supervision.process import ManagedProcess
 from hearth_devstack.supervision.supervisor import PartSpec

@@ -53,7 +53,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hearth_device_gateway.mosquitto_access import service_files
+from hearth_device_gateway.service.mosquitto_access import service_files
 from hearth_devstack.supervision.process import ManagedProcess, StartupError, require_free_port
 from hearth_shared.schema.credentials import new_secret
 from hearth_shared.schema.mqtt import (

@@ -7,7 +7,8 @@ import contextlib
 import logging
 import signal
 
-from hearth_campaigns.driver import CampaignDriver, make_app
+from hearth_campaigns.app import make_app
+from hearth_campaigns.entrypoints.driver import CampaignDriver
 from hearth_campaigns.settings import CampaignSettings
 
 

@@ -1,13 +1,13 @@
 """The device actor's composition root: ``make_app(settings, *, journal=None)`` builds the faust app.
 
 The twins live in a faust table keyed by device_id whose changelog is partitioned by the same murmur2
-key hash as the inbox (``TwinTable``), so the table stays co-partitioned with the inbox and the
-journal, and the deadline timer can write it too. faust assigns the table's partitions among the
-workers and recovers them; once it has, the ``InboxFeed`` reads the inbox partitions with the same
-numbers, in batches, with its own consumer (see inbox.py for why not through a faust agent). Records
-stay bytes until the actors decode them, once, at the edge. What the worker serves (joining,
-rebalancing, or the partitions it reads) goes to its serving file at each change and every second,
-which its health check reads (serving.py).
+key hash as the inbox (``TwinTable``, adapters/twin_table.py), so the table stays co-partitioned with the
+inbox and the journal, and the deadline timer can write it too. faust assigns the table's partitions among
+the workers and recovers them; once it has, the ``InboxFeed`` (entrypoints/inbox.py) reads the inbox
+partitions with the same numbers, in batches, with its own consumer (see there for why not through a faust
+agent). Records stay bytes until the actors decode them, once, at the edge. What the worker serves
+(joining, rebalancing, or the partitions it reads) goes to its serving file at each change and every
+second, which its health check reads (adapters/serving.py).
 """
 
 from __future__ import annotations
@@ -16,94 +16,29 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer
 from mode import Service
 
-from hearth_device_actor.actor import DeviceActors, InboxRecord
-from hearth_device_actor.catch_up import JournalCatchUp
-from hearth_device_actor.inbox import InboxFeed
-from hearth_device_actor.keep_fetching import fetch_nothing, period_s
-from hearth_device_actor.serving import WRITE_EVERY_S, ServingFile, serving_file
+from hearth_device_actor.adapters.catch_up import JournalCatchUp
+from hearth_device_actor.adapters.kafka_outbox import KafkaOutbox
+from hearth_device_actor.adapters.keep_fetching import fetch_nothing, period_s
+from hearth_device_actor.adapters.serving import WRITE_EVERY_S, ServingFile, serving_file
+from hearth_device_actor.adapters.twin_table import TwinTable
+from hearth_device_actor.entrypoints.inbox import InboxFeed
+from hearth_device_actor.service.actor import DeviceActors
 from hearth_device_actor.settings import DeviceActorSettings
-from hearth_shared.adapters.kafka import (
-    DeadLetters,
-    KafkaWriter,
-    ensure_topics,
-    partition_of,
-    send_batched,
-)
+from hearth_shared.adapters.kafka import KafkaWriter, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.adapters.topics import PARTITIONS, TopicSpec, replica_config
-from hearth_shared.schema.events import DeviceCommand, Event, decode_model, encode
+from hearth_shared.schema.events import decode_model
 
 log = logging.getLogger(__name__)
 
 CHANGELOG_LINGER_S = 0.02  # the most an inbox commit's flush waits for the last changelog writes
-
-
-class TwinTable(faust.Table[bytes, bytes]):
-    """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
-
-    faust would otherwise take the partition of the event being processed, and here there is none: the
-    twins are written outside any faust stream, by the inbox feed and the deadline timer. ``on_recovered``
-    is told which partitions the table holds whenever a rebalance's recovery is over.
-    """
-
-    on_recovered: Callable[[set[int]], Awaitable[None]] | None = None
-
-    def partition_for_key(self, key: bytes) -> int:
-        return partition_of(key, self.partitions)
-
-    async def on_recovery_completed(self, active_tps: set[Any], standby_tps: set[Any]) -> None:
-        await super().on_recovery_completed(active_tps, standby_tps)
-        held = {tp.partition for tp in active_tps}
-        self._forget_twins_not_in(held)
-        if self.on_recovered is not None:
-            await self.on_recovered(held)
-
-    def _forget_twins_not_in(self, held: set[int]) -> None:
-        """Drop the twins of partitions this worker no longer holds, from memory only (no tombstones).
-
-        faust's memory store forgets a lost partition's keys only if it read them from the changelog;
-        the twins this worker wrote itself would stay, stale, and the deadline timer would act on them.
-        """
-        data: MutableMapping[bytes, bytes] = self.data.data  # the memory store's dict
-        for key in [k for k in data if partition_of(k, self.partitions) not in held]:
-            del data[key]
-
-
-class KafkaOutbox:
-    """Appends facts to the journal, dispatches commands to devices, dead-letters bad records."""
-
-    def __init__(self, journal: KafkaWriter) -> None:
-        self.journal = journal
-        self.dead_letters = DeadLetters(journal, consumer="device-actor")
-
-    async def send(self, events: list[Event], commands: list[DeviceCommand]) -> None:
-        producer, topics = self.journal.producer, self.journal.topics
-        futures = await send_batched(
-            producer, topics.journal, ((e.device_id.encode(), encode(e)) for e in events)
-        )
-        if commands:
-            futures += await send_batched(
-                producer, topics.device_commands, ((c.device_id.encode(), encode(c)) for c in commands)
-            )
-        await asyncio.gather(*futures)
-
-    async def dead_letter(self, record: InboxRecord, error: Exception) -> None:
-        await self.dead_letters.send(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            error=error,
-        )
 
 
 async def declare_changelog(app: faust.App, stack: StackSettings) -> None:
@@ -224,7 +159,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             actors.use_model(decode_model(value))  # unreadable: the follower logs it and skips it
 
     @app.service
-    class ServingHeartbeat(Service):  # the serving file, fresh every second (serving.py)
+    class ServingHeartbeat(Service):  # the serving file, fresh every second (adapters/serving.py)
         async def on_start(self) -> None:
             serving.write()
 
@@ -238,7 +173,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
     fetch_every_s = period_s(settings.max_poll_interval_s)
 
     @app.service
-    class KeepInTheGroup(Service):  # faust's consumer never fetches by itself (keep_fetching.py)
+    class KeepInTheGroup(Service):  # faust's consumer never fetches by itself (adapters/keep_fetching.py)
         @Service.timer(fetch_every_s)
         async def _fetch(self) -> None:
             await fetch_nothing(app)

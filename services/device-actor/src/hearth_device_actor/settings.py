@@ -18,7 +18,7 @@ class DeviceActorSettings(BaseSettings):
         2000,
         ge=0,
         description="Records a telemetry partition may be behind its end before a batch's state reports of "
-        "one device are coalesced into one (0: never; see coalescing.py)",
+        "one device are coalesced into one (0: never; see service/coalescing.py)",
     )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
@@ -27,7 +27,7 @@ class DeviceActorSettings(BaseSettings):
         300.0,
         gt=0,
         description="How long faust's consumer may go without fetching before aiokafka leaves the group; "
-        "the worker fetches every fifth of it (keep_fetching.py)",
+        "the worker fetches every fifth of it (adapters/keep_fetching.py)",
     )
     instance: str | None = Field(
         None,

@@ -1,15 +1,16 @@
-"""The device gateway's composition root: ``make_app(settings)`` builds a ``DeviceGateway``; nothing
-connects until ``run``.
+"""The device gateway's composition roots: ``make_app(settings)`` builds a ``DeviceGateway``; nothing
+connects until ``run``. ``make_follower(settings)`` builds the broker-access follower, the process of
+``python -m hearth_device_gateway.broker_access`` (entrypoints/broker_access_follower.py).
 
-One gateway process holds two MQTT connections (each a persistent MQTT 5 session named after its
-instance), one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound
-topic, in the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and
-``availability`` through MQTT 5 shared subscriptions (``$share/<group>/hearth/devices/+/<channel>``),
-so each device message goes to one gateway of the group (uplink.py, in batches: one per read of the
-socket, acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes
-the commands of the partitions it was given (downlink.py). Several processes with distinct instances
-share the work; with ``slices`` > 1, each takes the devices of its slice instead, over plain
-subscriptions, so a device's messages keep their order (slices.py says why and what it costs).
+One gateway process holds two MQTT connections (each a persistent MQTT 5 session named after its instance),
+one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound topic, in
+the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and ``availability``
+through MQTT 5 shared subscriptions (``$share/<group>/hearth/devices/+/<channel>``), so each device
+message goes to one gateway of the group (entrypoints/uplink.py, in batches: one per read of the socket,
+acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes the commands
+of the partitions it was given (entrypoints/downlink.py). Several processes with distinct instances share
+the work; with ``slices`` > 1, each takes the devices of its slice instead, over plain subscriptions,
+so a device's messages keep their order (service/slices.py says why and what it costs).
 
 Two connections, one per lane, because the broker queues per connection: a session's queued messages and
 its in-flight window (``receive_maximum``) are first in, first out across all its subscriptions, and its
@@ -52,11 +53,12 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer
 
-from hearth_device_gateway.downlink import Downlink
-from hearth_device_gateway.inbox_writer import InboxLanes
-from hearth_device_gateway.settings import DeviceGatewaySettings
-from hearth_device_gateway.slices import Slice
-from hearth_device_gateway.uplink import Uplink
+from hearth_device_gateway.adapters.inbox_writer import InboxLanes
+from hearth_device_gateway.entrypoints.broker_access_follower import BrokerAccessFollower
+from hearth_device_gateway.entrypoints.downlink import Downlink
+from hearth_device_gateway.entrypoints.uplink import Uplink
+from hearth_device_gateway.service.slices import Slice
+from hearth_device_gateway.settings import BrokerAccessSettings, DeviceGatewaySettings
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.schema.events import utcnow
@@ -96,7 +98,7 @@ class DeviceGateway:
         )
         device_slice = Slice(s.slice, s.slices) if s.slices > 1 else None
 
-        def device_filter(channel: str) -> str:  # each device's messages to one gateway: slices.py
+        def device_filter(channel: str) -> str:  # each device's messages to one gateway: service/slices.py
             return wildcard(channel) if device_slice else shared_subscription(s.mqtt_group(), channel)
 
         subscriptions = {
@@ -193,6 +195,13 @@ class DeviceGateway:
 def make_app(settings: DeviceGatewaySettings, *, clock: Callable[[], datetime] = utcnow) -> DeviceGateway:
     """The gateway, not connected yet (``await gateway.run(stop)`` connects and bridges)."""
     return DeviceGateway(settings, clock=clock)
+
+
+def make_follower(
+    settings: BrokerAccessSettings | None = None, *, reload: Callable[[], None] | None = None
+) -> BrokerAccessFollower:
+    """The broker-access follower (its process: broker_access.py), not connected yet (``start``)."""
+    return BrokerAccessFollower(settings or BrokerAccessSettings(), reload=reload)
 
 
 async def run_until_signalled(gateway: DeviceGateway) -> None:

@@ -51,7 +51,8 @@ class DeviceGatewaySettings(BaseSettings):
         1,
         ge=1,
         description="1: share the devices' messages (MQTT 5 shared subscriptions); n: n gateways on this "
-        "broker, each taking the devices of its slice, so a device's messages stay in order (slices.py)",
+        "broker, each taking the devices of its slice, so a device's messages stay in order "
+        "(service/slices.py)",
     )
     slice: int = Field(0, ge=0, description="This gateway's slice, 0 .. slices - 1 (with slices > 1)")
     log_level: str = "info"
@@ -87,7 +88,7 @@ class BrokerAccessSettings(BaseSettings):
     # Where no launcher writes services.passwd (compose): the service accounts' secrets, hashed on start.
     gateway_password: str = ""
     simulator_password: str = ""
-    # The follower's own MQTT connection (availability_keeper.py), on the platform listener with the
+    # The follower's own MQTT connection (service/availability_keeper.py), on the platform listener with the
     # gateway's account; the password defaults to ``gateway_password``. No password: no connection.
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(PLATFORM_PORT, gt=0, lt=65536)

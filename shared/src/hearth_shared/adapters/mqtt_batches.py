@@ -15,7 +15,7 @@ The guarantees stay those of ``MqttLink``'s per-message handlers:
   batch before it was settled (acknowledged or left so);
 * a batch is handed over in the order its messages came, and batches in the order they came; the handler
   of one batch may run while the one before it still waits (the gateway's inbox keeps their records in
-  that order: it queues them under a lock, see hearth_device_gateway.inbox_writer);
+  that order: it queues them under a lock, see hearth_device_gateway.adapters.inbox_writer);
 * the PUBACKs of a batch whose connection dropped meanwhile are not written on the next connection: the
   broker delivers those messages again, and they are acknowledged then.
 

@@ -14,7 +14,7 @@ A hub (one connection acting for many child devices: the fleet simulator) also h
 ``hearth/hubs/{hub}/availability`` (retained): ``online`` on connect, ``offline`` as its will. MQTT gives a
 connection one will, so a hub's will cannot name its children; the broker-access follower, which knows
 them from the journal, publishes ``offline`` on each child's ``availability`` when the hub's says
-``offline`` (hearth_device_gateway.availability_keeper). And ``hearth/hubs/{hub}/devices/{device_id}``
+``offline`` (hearth_device_gateway.service.availability_keeper). And ``hearth/hubs/{hub}/devices/{device_id}``
 (retained ``allowed``), published by that follower once the broker lets the hub act for the device: a hub
 acts for a child only after it (Debian's Mosquitto 2.0.11 drops a connection on any publish its ACL
 denies, so a hub that published for a device registered a moment ago, before the broker had reloaded its

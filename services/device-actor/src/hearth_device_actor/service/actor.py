@@ -1,12 +1,12 @@
 """The device agents' loop, free of faust: decode a batch of inbox records, decide, record, evolve.
 
 For every request the pure domain decides which facts to record; they get envelopes with the device's
-next versions, are appended to the journal (acks=all) and folded into the twin. Only once the broker
-has a batch's facts are its twins written to the table (one changelog write per device per batch, not
-per event); the inbox offsets are committed after that, once the changelog is flushed (inbox.py), so
-neither the changelog nor a committed offset is ever ahead of the journal. Dispatched commands go to
-the device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick``
-from an index, so a silent device still expires its commands.
+next versions, are appended to the journal (acks=all) and folded into the twin. Only once the broker has
+a batch's facts are its twins written to the table (one changelog write per device per batch, not per
+event); the inbox offsets are committed after that, once the changelog is flushed (entrypoints/inbox.py),
+so neither the changelog nor a committed offset is ever ahead of the journal. Dispatched commands go to
+the device-bound topic. Deadlines (command expiry, devices falling silent) are checked by ``tick`` from
+an index, so a silent device still expires its commands.
 
 No request can stop the actor: each is decoded and checked (``hearth_shared.domain.storable.decode_request``:
 ids by the one pattern, no NUL or control characters, flat state, 64-bit integers) before anything is
@@ -26,7 +26,7 @@ from typing import Protocol
 
 import msgspec
 
-from hearth_device_actor.coalescing import Coalesced, coalesce
+from hearth_device_actor.service.coalescing import Coalesced, coalesce
 from hearth_shared.domain import DEFAULT_MODEL, Twin, decide, detect_anomalies, evolve, stamp, tick
 from hearth_shared.domain.storable import decode_request
 from hearth_shared.schema.events import (
@@ -205,7 +205,7 @@ class DeviceActors:
         await self._record(touched, events, commands)
 
     def catch_up(self, events: list[Event]) -> int:
-        """Fold facts the journal has into the twins that do not have them yet (see catch_up.py).
+        """Fold facts the journal has into the twins that do not have them yet (see adapters/catch_up.py).
 
         Only the next version of a twin is folded: a fact at or below it is known, and a gap (which a
         single writer per device never leaves) is logged, not papered over. Returns how many twins

@@ -20,7 +20,7 @@ that Kafka does not have.
 ``InboxLanes`` holds one writer per lane of the inbox (``Topics.lane_of``): acks and availability on the
 command lane, which does not linger (an ack is what a command's convergence waits for), state reports on
 the telemetry lane. Each lane keeps a device's records in arrival order; across lanes the actor serves
-the command lane first (see hearth_device_actor.inbox for why that is safe). The one exception to
+the command lane first (see hearth_device_actor.entrypoints.inbox for why that is safe). The one exception to
 ``Topics.lane_of``: the report an ack carries (the state its command left) goes on the command lane right
 after its ack (``put_all``), so the command's convergence does not wait behind telemetry either; its seq
 orders it against the device's other reports as on one lane.

@@ -24,7 +24,7 @@ Invariants and reasons:
 * It is written atomically (a temporary file renamed over it): a reader never sees half of one.
 
 It also carries the worker's inbox figures, for ``hearth status``: each lane's lag and how many state
-reports were coalesced (the actor's overload metric, coalescing.py).
+reports were coalesced (the actor's overload metric, service/coalescing.py).
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from hearth_device_gateway.edge import translate
-from hearth_device_gateway.inbox_writer import InboxLanes
+from hearth_device_gateway.adapters.inbox_writer import InboxLanes
+from hearth_device_gateway.service.edge import translate
 from hearth_shared.adapters.kafka import DeadLetters
 from hearth_shared.schema.events import Inbound, MalformedRecord, ReportState, utcnow
 from hearth_shared.schema.ids import is_identifier

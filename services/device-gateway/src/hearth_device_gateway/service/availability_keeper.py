@@ -1,5 +1,6 @@
-"""What devices can no longer say for themselves, said for them on the broker: the broker-access
-follower's second job (broker_access.py runs it, on the platform listener with the gateway's account).
+"""What devices can no longer say for themselves, said for them on the broker: the broker-access follower's
+second job (entrypoints/broker_access_follower.py runs it, on the platform listener with the gateway's
+account).
 
 * **A revoked device.** The broker drops it on the reload that refuses its secret and publishes no will
   for that (measured with Mosquitto 2.0.11), so its retained ``online`` would outlive the revocation:
@@ -31,7 +32,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from hearth_device_gateway.mosquitto_access import MosquittoAccess
+from hearth_device_gateway.service.mosquitto_access import MosquittoAccess
 from hearth_shared.schema.events import MalformedRecord
 from hearth_shared.schema.mqtt import (
     HUB_ROOT,

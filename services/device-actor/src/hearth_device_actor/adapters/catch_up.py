@@ -1,19 +1,19 @@
 """Catching the twins up with the journal before a worker reads an inbox partition: no fact twice.
 
 Why it is needed: the actor appends a batch's facts to the journal, then writes the batch's twins (the
-changelog), and only then commits the inbox offsets (inbox.py). A worker killed between the append and
-the commit leaves facts in the journal that its successor's twins, restored from the changelog, do not
-know, and whose requests the successor reads again. Deciding them again would append the same facts a
-second time (same ids, same versions, after later versions of other devices): duplicates in a journal
+changelog), and only then commits the inbox offsets (entrypoints/inbox.py). A worker killed between the
+append and the commit leaves facts in the journal that its successor's twins, restored from the changelog,
+do not know, and whose requests the successor reads again. Deciding them again would append the same facts
+a second time (same ids, same versions, after later versions of other devices): duplicates in a journal
 the contract says holds every fact once, per device in version order.
 
 How: every inbox commit carries, as its metadata, the journal's end offset for the partition with the
 same number. The journal and the inbox are co-partitioned by device id, and the worker holding an inbox
-partition is the only writer of that journal partition, so every fact before that offset came from
-batches (and deadline ticks) whose twins were flushed to the changelog before the commit. A worker that
-takes a partition over reads the journal from there to its end and folds every fact newer than its twin
-into the table. A partition no commit names yet (a fresh stack, or a worker killed before its first
-commit) is caught up from the journal partition's start (inbox.py). A request read again then finds
+partition is the only writer of that journal partition, so every fact before that offset came from batches
+(and deadline ticks) whose twins were flushed to the changelog before the commit. A worker that takes
+a partition over reads the journal from there to its end and folds every fact newer than its twin into
+the table. A partition no commit names yet (a fresh stack, or a worker killed before its first commit)
+is caught up from the journal partition's start (entrypoints/inbox.py). A request read again then finds
 its command known, its report's seq seen, its device registered: ``decide`` records nothing for it.
 Nothing is appended twice, and no transaction is needed on the hot path.
 

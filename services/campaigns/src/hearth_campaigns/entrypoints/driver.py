@@ -43,7 +43,7 @@ deadline bound the wait). Not fenced: two drivers at once would both write; run 
 Memory is bounded by the fleet and the campaigns, not by the journal's age: the fleet view keeps per
 device only the evidence the campaigns under way may read (``evidence_since``, every ``FORGET_EVERY``)
 and only the admin commands a campaign still follows (``awaited_commands``, every tick; see
-fleet_view.py); nothing else accumulates.
+service/fleet_view.py); nothing else accumulates.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from datetime import datetime, timedelta
 import msgspec
 from aiokafka import AIOKafkaConsumer
 
-from hearth_campaigns.fleet_view import FleetView
+from hearth_campaigns.service.fleet_view import FleetView
 from hearth_campaigns.settings import CampaignSettings
 from hearth_shared.adapters.kafka import KafkaWriter, topic_partitions
 from hearth_shared.adapters.snapshots import SnapshotStore
@@ -393,9 +393,4 @@ class CampaignDriver:
                     await self._command_for(back, unseen_only=True)
 
 
-def make_app(settings: CampaignSettings, *, clock: Callable[[], datetime] = utcnow) -> CampaignDriver:
-    """The driver, not connected yet (``await driver.run(stop)`` connects and drives)."""
-    return CampaignDriver(settings, clock=clock)
-
-
-__all__ = ["CampaignDriver", "make_app"]
+__all__ = ["CampaignDriver"]

@@ -47,8 +47,8 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from hearth_device_actor.actor import InboxRecord
-from hearth_device_actor.catch_up import journal_offset_from, journal_offset_metadata
+from hearth_device_actor.adapters.catch_up import journal_offset_from, journal_offset_metadata
+from hearth_device_actor.service.actor import InboxRecord
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ The ACL gives:
 * the service accounts what ``services.acl`` gives them (written by the stack, copied first), and the
   gateway account read on ``{RELOADS_ROOT}/{mark}``, where the mark is a digest of everything else in both
   files: the broker delivers the follower's message on that topic only once it has loaded these files
-  (broker_access.py waits for it before saying anything that depends on them).
+  (entrypoints/broker_access_follower.py waits for it before saying anything that depends on them).
 
 Shards (``hearth_shared.schema.shards``): one ``MosquittoAccess`` per broker, for its ``shard``. It folds
 every device (a device may move in later, with the credential it has), and renders only its shard's
@@ -35,18 +35,18 @@ account, the devices it plays have no secret anyone could misuse, and a move of 
 needs no reload to race the hub (which would be dropped for a publish the new files deny). Its children,
 for whom the follower speaks when the hub drops (availability_keeper.py), are this shard's only.
 
-``pending`` are the credentials of this shard's devices issued and not yet confirmed loaded: after the
-reload that loads them is confirmed, the follower asks the device actor to record
-``device.credentials_loaded`` for each (broker_access.py), which the command API's answer waits for.
+``pending`` are the credentials of this shard's devices issued and not yet confirmed loaded: after the reload
+that loads them is confirmed, the follower asks the device actor to record ``device.credentials_loaded``
+for each (entrypoints/broker_access_follower.py), which the command API's answer waits for.
 
 The fold's whole state is saved and restored as a snapshot (``snapshot()`` / ``restore()``, which
-broker_access.py's ``TopicFollower`` takes and restores): an ``AccessSnapshotV1`` in msgpack, the four
-fields as they are (``shards`` and ``pending`` were added with defaults: a snapshot from before shards
-restores every device onto the default shard, with nothing pending). The format is Hearth's and stays
-readable across releases (a change other than a field with a default is a new format, and the old one is
-converted on restore): once a retention window has
-passed a device's ``device.credentials_issued``, the snapshot is the only place its hash is left. The
-files rendered after a restore equal those rendered from the fold it was taken of.
+entrypoints/broker_access_follower.py's ``TopicFollower`` takes and restores): an ``AccessSnapshotV1`` in
+msgpack, the four fields as they are (``shards`` and ``pending`` were added with defaults: a snapshot from
+before shards restores every device onto the default shard, with nothing pending). The format is Hearth's
+and stays readable across releases (a change other than a field with a default is a new format, and the old
+one is converted on restore): once a retention window has passed a device's ``device.credentials_issued``,
+the snapshot is the only place its hash is left. The files rendered after a restore equal those rendered
+from the fold it was taken of.
 """
 
 from __future__ import annotations

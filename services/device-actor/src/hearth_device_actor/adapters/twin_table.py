@@ -1,0 +1,47 @@
+"""The twins' faust table (``TwinTable``): device_id (bytes, as the inbox key) -> the twin (msgpack).
+
+Its changelog is partitioned by the same murmur2 key hash as the inbox, so the table stays co-partitioned
+with the inbox and the journal: the worker that holds a table partition reads the inbox partition with the
+same number. faust assigns the table's partitions among the workers and recovers them after a rebalance;
+this table then forgets the twins of partitions it no longer holds and tells the worker which it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import faust
+
+from hearth_shared.adapters.kafka import partition_of
+
+
+class TwinTable(faust.Table[bytes, bytes]):
+    """The twins table, its changelog partitioned exactly like the inbox: by the device_id key's hash.
+
+    faust would otherwise take the partition of the event being processed, and here there is none: the
+    twins are written outside any faust stream, by the inbox feed and the deadline timer. ``on_recovered``
+    is told which partitions the table holds whenever a rebalance's recovery is over.
+    """
+
+    on_recovered: Callable[[set[int]], Awaitable[None]] | None = None
+
+    def partition_for_key(self, key: bytes) -> int:
+        return partition_of(key, self.partitions)
+
+    async def on_recovery_completed(self, active_tps: set[Any], standby_tps: set[Any]) -> None:
+        await super().on_recovery_completed(active_tps, standby_tps)
+        held = {tp.partition for tp in active_tps}
+        self._forget_twins_not_in(held)
+        if self.on_recovered is not None:
+            await self.on_recovered(held)
+
+    def _forget_twins_not_in(self, held: set[int]) -> None:
+        """Drop the twins of partitions this worker no longer holds, from memory only (no tombstones).
+
+        faust's memory store forgets a lost partition's keys only if it read them from the changelog;
+        the twins this worker wrote itself would stay, stale, and the deadline timer would act on them.
+        """
+        data: MutableMapping[bytes, bytes] = self.data.data  # the memory store's dict
+        for key in [k for k in data if partition_of(k, self.partitions) not in held]:
+            del data[key]

@@ -16,11 +16,15 @@ not commit is then known, and reading its requests again appends nothing twice.
 Two lanes (``Topics.inbox_lanes``: the command lane, then telemetry), co-partitioned: the worker reads
 partition p of both. Each round hands the actors what is fetched of the command lane first, as a batch
 of its own, and telemetry after it, so a command, an ack or a registration is decided and its facts
-sent without waiting for the readings fetched with it. A device's requests on different lanes may be
-decided out of their arrival order; that is safe by the domain's own rules: a state report carries the
-device's sequence number (an older one arriving late changes nothing), and commands, acks and lifecycle
-requests are never reordered among themselves (one lane, one partition). Both lanes are committed
-together, with the same journal offset, so the catch-up is as above.
+sent without waiting for the readings fetched with it. All of what is fetched: a round that had to wait
+takes what came first, and aiokafka hands a fetch's partitions back in the order it shuffled them into
+its request, up to ``max_records``, so a whole batch of telemetry can come back while the command that
+came in the same fetch stays in the consumer's buffer; the round then asks for the command lane again,
+without waiting (``_next_round``). A device's requests on different lanes may be decided out of their
+arrival order; that is safe by the domain's own rules: a state report carries the device's sequence
+number (an older one arriving late changes nothing), and commands, acks and lifecycle requests are never
+reordered among themselves (one lane, one partition). Both lanes are committed together, with the same
+journal offset, so the catch-up is as above.
 
 Overload: when a telemetry partition of a batch is more than ``coalesce_after`` records behind its end,
 the batch's state reports are coalesced (coalescing.py) instead of the lag growing without bound.
@@ -151,16 +155,31 @@ class InboxFeed:
         while True:
             await self._assigned.wait()
             generation = self.generation
-            # What the command lane has fetched already, without waiting; else whatever comes first.
-            fetched = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
-            if not fetched:
-                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+            fetched = await self._next_round()
             async with self.lock:
                 if fetched and generation == self.generation:  # else a rebalance came in between
                     for lane in self.lanes:  # each lane's records a batch of its own, in lane order
                         await self._handle({tp: ms for tp, ms in fetched.items() if tp.topic == lane})
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
+
+    async def _next_round(self) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        """What the command lane has fetched already, without waiting; else whatever comes first, and
+        then every command-lane record that came with it.
+
+        The wait returns records in the consumer's buffer order, which is the fetch's partition order
+        (shuffled by aiokafka), cut at ``max_records``: telemetry may fill the batch while a command of
+        the same fetch is left behind, to be decided only after that batch (a worker starting with a
+        backlog met this: 200 of a device's readings decided before its command)."""
+        fetched = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
+        if fetched:
+            return fetched
+        fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+        if fetched:
+            left = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
+            for tp, records in left.items():  # the rest of a partition the batch cut comes after its start
+                fetched.setdefault(tp, []).extend(records)
+        return fetched
 
     async def _handle(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         if not fetched:

@@ -9,9 +9,9 @@ an order in the journal, not a time, so the machine's speed does not decide the 
 
 Fetched together, the command still comes first. The worker's first fetch brings both lanes in one
 answer, its partitions in the order aiokafka shuffled them into the request; a round that waited for
-it once got a whole batch of the commanded device's readings back before the command (1 run in about
-40: telemetry first, and the device's partition first of it, with at most one other device on it). The
-test that fixes that order makes it happen every time.
+it once got a whole batch of the commanded device's readings back before the command (about 1 run in
+50: telemetry first, and the device's partition first of it, with at most one other device on it). The
+test below that fixes that order meets it in every run.
 
 Overload: the same backlog read by a worker told to coalesce once a partition is 100 records behind
 folds reports, and the count is exact: the facts recorded plus the reports coalesced are the reports

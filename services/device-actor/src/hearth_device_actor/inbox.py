@@ -48,6 +48,8 @@ from hearth_device_actor.catch_up import journal_offset_from, journal_offset_met
 
 log = logging.getLogger(__name__)
 
+Fetched = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]  # what getmany returns, per partition
+
 
 class BatchHandler(Protocol):
     """Decides a batch (``DeviceActors.handle_batch``); ``coalesce_reports`` when telemetry is behind."""
@@ -163,7 +165,7 @@ class InboxFeed:
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
 
-    async def _next_round(self) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    async def _next_round(self) -> Fetched:
         """What the command lane has fetched already, without waiting; else whatever comes first, and
         then every command-lane record that came with it.
 
@@ -171,17 +173,21 @@ class InboxFeed:
         (shuffled by aiokafka), cut at ``max_records``: telemetry may fill the batch while a command of
         the same fetch is left behind, to be decided only after that batch (a worker starting with a
         backlog met this: 200 of a device's readings decided before its command)."""
-        fetched = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
+        fetched: Fetched = await self.consumer.getmany(
+            *self.first_lane, timeout_ms=0, max_records=self.batch_size
+        )
         if fetched:
             return fetched
         fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
         if fetched:
-            left = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
+            left: Fetched = await self.consumer.getmany(
+                *self.first_lane, timeout_ms=0, max_records=self.batch_size
+            )
             for tp, records in left.items():  # the rest of a partition the batch cut comes after its start
                 fetched.setdefault(tp, []).extend(records)
         return fetched
 
-    async def _handle(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+    async def _handle(self, fetched: Fetched) -> None:
         if not fetched:
             return
         records = [
@@ -191,7 +197,7 @@ class InboxFeed:
         for tp, messages in fetched.items():
             self.handled[tp] = messages[-1].offset + 1
 
-    def _behind(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> bool:
+    def _behind(self, fetched: Fetched) -> bool:
         """Is a telemetry partition of this batch more than ``coalesce_after`` records behind its end?
         (Never the command lane: commands are never coalesced.)"""
         if not self.coalesce_after:

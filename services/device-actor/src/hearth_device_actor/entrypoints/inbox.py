@@ -16,11 +16,15 @@ not commit is then known, and reading its requests again appends nothing twice.
 Two lanes (``Topics.inbox_lanes``: the command lane, then telemetry), co-partitioned: the worker reads
 partition p of both. Each round hands the actors what is fetched of the command lane first, as a batch
 of its own, and telemetry after it, so a command, an ack or a registration is decided and its facts
-sent without waiting for the readings fetched with it. A device's requests on different lanes may be
-decided out of their arrival order; that is safe by the domain's own rules: a state report carries the
-device's sequence number (an older one arriving late changes nothing), and commands, acks and lifecycle
-requests are never reordered among themselves (one lane, one partition). Both lanes are committed
-together, with the same journal offset, so the catch-up is as above.
+sent without waiting for the readings fetched with it. All of what is fetched: a round that had to wait
+takes what came first, and aiokafka hands a fetch's partitions back in the order it shuffled them into
+its request, up to ``max_records``, so a whole batch of telemetry can come back while the command that
+came in the same fetch stays in the consumer's buffer; the round then asks for the command lane again,
+without waiting (``_next_round``). A device's requests on different lanes may be decided out of their
+arrival order; that is safe by the domain's own rules: a state report carries the device's sequence
+number (an older one arriving late changes nothing), and commands, acks and lifecycle requests are never
+reordered among themselves (one lane, one partition). Both lanes are committed together, with the same
+journal offset, so the catch-up is as above.
 
 Kept offsets: Kafka forgets a group's committed offsets ``offsets.retention.minutes`` after their last
 commit when the group has no subscribed members, which this one never has (default 7 days; Hearth's
@@ -51,6 +55,8 @@ from hearth_device_actor.adapters.catch_up import journal_offset_from, journal_o
 from hearth_device_actor.service.actor import InboxRecord
 
 log = logging.getLogger(__name__)
+
+Fetched = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]  # what getmany returns, per partition
 
 
 class BatchHandler(Protocol):
@@ -164,10 +170,7 @@ class InboxFeed:
         while True:
             await self._assigned.wait()
             generation = self.generation
-            # What the command lane has fetched already, without waiting; else whatever comes first.
-            fetched = await self.consumer.getmany(*self.first_lane, timeout_ms=0, max_records=self.batch_size)
-            if not fetched:
-                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+            fetched = await self._next_round()
             async with self.lock:
                 if fetched and generation == self.generation:  # else a rebalance came in between
                     for lane in self.lanes:  # each lane's records a batch of its own, in lane order
@@ -175,7 +178,29 @@ class InboxFeed:
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
 
-    async def _handle(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+    async def _next_round(self) -> Fetched:
+        """What the command lane has fetched already, without waiting; else whatever comes first, and
+        then every command-lane record that came with it.
+
+        The wait returns records in the consumer's buffer order, which is the fetch's partition order
+        (shuffled by aiokafka), cut at ``max_records``: telemetry may fill the batch while a command of
+        the same fetch is left behind, to be decided only after that batch (a worker starting with a
+        backlog met this: 200 of a device's readings decided before its command)."""
+        fetched: Fetched = await self.consumer.getmany(
+            *self.first_lane, timeout_ms=0, max_records=self.batch_size
+        )
+        if fetched:
+            return fetched
+        fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+        if fetched:
+            left: Fetched = await self.consumer.getmany(
+                *self.first_lane, timeout_ms=0, max_records=self.batch_size
+            )
+            for tp, records in left.items():  # the rest of a partition the batch cut comes after its start
+                fetched.setdefault(tp, []).extend(records)
+        return fetched
+
+    async def _handle(self, fetched: Fetched) -> None:
         if not fetched:
             return
         records = [
@@ -185,7 +210,7 @@ class InboxFeed:
         for tp, messages in fetched.items():
             self.handled[tp] = messages[-1].offset + 1
 
-    def _behind(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> bool:
+    def _behind(self, fetched: Fetched) -> bool:
         """Is a telemetry partition of this batch more than ``coalesce_after`` records behind its end?
         (Never the command lane: commands are never coalesced.)"""
         if not self.coalesce_after:

@@ -13,7 +13,7 @@ import asyncio
 import os
 import signal
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +102,21 @@ async def journal_with_reports(settings: StackSettings, reports: int, timeout_s:
     """The journal once it holds ``reports`` state reports, and a moment more (anything recorded twice by
     the restarted workers would land in it)."""
 
+    seen: Counter[str] = Counter()  # reports in the journal per device, as of the last read
+
     async def all_in() -> bool:
         events = await read_journal(settings)
-        return sum(isinstance(e, StateReported) for e in events) >= reports
+        seen.clear()
+        seen.update(e.device_id for e in events if isinstance(e, StateReported))
+        return seen.total() >= reports
 
-    await eventually(all_in, f"{reports} reports in the journal", timeout_s=timeout_s, every_s=1.0)
+    def shown() -> str:  # a failure says which devices fell short: one partition's, or all of them
+        short = {device: n for device, n in seen.items() if n < reports // DEVICES}
+        return f"{seen.total()} in all; devices short of {reports // DEVICES}: {short}"
+
+    await eventually(
+        all_in, f"{reports} reports in the journal", timeout_s=timeout_s, every_s=1.0, shown=shown
+    )
     await asyncio.sleep(3)
     return await read_journal(settings)
 

@@ -140,11 +140,13 @@ async def test_a_live_hub_stands_aside_for_a_history_and_plays_on_from_its_end(
         assert twin["reported"]["target_c"] == changes[-1].target_c  # taken up from the history
 
     facts = await reports()
-    manual = [
-        (round(f.payload.device_time.timestamp()), f.payload.reported["target_c"])
-        for f in facts
-        if f.payload.device_seq in history_seqs and f.payload.reported.get("panel_changes", 0) > 0
-    ]
+    # A fact holds only what changed: a manual change to the target already in force (the live hub's,
+    # or the history's before it) has no target_c, so the target is carried forward in version order.
+    manual, target = [], None
+    for f in facts:
+        target = f.payload.reported.get("target_c", target)
+        if f.payload.device_seq in history_seqs and f.payload.reported.get("panel_changes", 0) > 0:
+            manual.append((round(f.payload.device_time.timestamp()), target))
     assert manual == [(round(c.t), c.target_c) for c in changes]  # none of the history was dropped
     after = [f for f in facts if f.payload.device_seq > history_seqs[-1]]
     assert after[0].payload.device_time.timestamp() >= history.end  # live again, at the present

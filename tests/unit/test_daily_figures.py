@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from pyspark.sql.types import DoubleType, StringType
 
-from hearth_analytics import charts, schema
-from hearth_analytics.batch import COUNT_COLUMNS
-from hearth_analytics.daily_figures import (
+from hearth_analytics.figures import charts, schema
+from hearth_analytics.jobs.batch import COUNT_COLUMNS
+from hearth_analytics.figures.daily_figures import (
     COUNTS,
     CYCLES_NAMES,
     METRICS,

@@ -29,8 +29,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from hearth.groups.archive_cli import inspect_archive
-from hearth_analytics.jobs.archive import start_archive
 from hearth_analytics.archive_files.archive_table import journal_ranges
+from hearth_analytics.jobs.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack

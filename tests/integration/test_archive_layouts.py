@@ -22,14 +22,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from hearth.groups.archive_cli import inspect_archive
-from hearth_analytics.jobs.archive import archive_rows
 from hearth_analytics.archive_files.archive_compact import compact_archive
-from hearth_analytics.sources.archive_layout import ARCHIVE_COLUMNS, LAYOUT_COLUMN
 from hearth_analytics.archive_files.archive_table import journal_ranges
+from hearth_analytics.jobs.archive import archive_rows
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.archive_layout import ARCHIVE_COLUMNS, LAYOUT_COLUMN
 from hearth_analytics.sources.history import read_archive
 from hearth_analytics.sources.history_facts import FACT_COLUMNS, PARSED_TYPES, archive_facts, journal_facts
 from hearth_analytics.sources.schema import read_journal
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.archive_store import open_store
 from hearth_shared.adapters.settings import StackSettings

@@ -58,8 +58,8 @@ def _poison_journal(spark: Any) -> Any:
 def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
     """Every job reads the journal through ``parse_journal``: what it cannot use is left out or null, never
     a NaN in a mean (a NaN-poisoned model or rollup is one no consumer can read)."""
-    from hearth_analytics.sources.schema import parse_journal, readings
     from hearth_analytics.jobs.train import reading_stats
+    from hearth_analytics.sources.schema import parse_journal, readings
 
     raw = _poison_journal(spark)
     facts = parse_journal(raw)

@@ -12,7 +12,6 @@ import pytest
 from pyspark.sql.types import DoubleType, StringType
 
 from hearth_analytics.figures import charts, schema
-from hearth_analytics.jobs.batch import COUNT_COLUMNS
 from hearth_analytics.figures.daily_figures import (
     COUNTS,
     CYCLES_NAMES,
@@ -21,6 +20,7 @@ from hearth_analytics.figures.daily_figures import (
     STATE_COUNT_NAMES,
     TELEMETRY_SUMS,
 )
+from hearth_analytics.jobs.batch import COUNT_COLUMNS
 from hearth_shared.domain import registry
 from hearth_shared.domain.device_type import DeviceType, StateCount, StateKey, Value
 

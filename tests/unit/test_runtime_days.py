@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from hearth_analytics.rules.runtime_days import HoldsAndZones, Sample, Span, day_pieces, runtime_days, zone_named
+from hearth_analytics.rules.runtime_days import (
+    HoldsAndZones,
+    Sample,
+    Span,
+    day_pieces,
+    runtime_days,
+    zone_named,
+)
 from hearth_shared.domain.home_facts import (
     HoldPayload,
     HomeTimezoneSet,

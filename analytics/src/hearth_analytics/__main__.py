@@ -28,9 +28,9 @@ from hearth_analytics.jobs.archive import run_archive
 from hearth_analytics.jobs.batch import run_batch
 from hearth_analytics.jobs.learn import run_learn
 from hearth_analytics.jobs.runtime_report import run_runtime
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.jobs.stream import run_stream
 from hearth_analytics.jobs.train import run_train
+from hearth_analytics.settings import AnalyticsSettings
 
 
 def make_settings(master: str | None = None) -> AnalyticsSettings:

@@ -24,9 +24,9 @@ from hearth.groups.archive_cli import TableOption, archive_app, table_path
 from hearth.groups.automation_cli import automation_app
 from hearth.groups.campaign_cli import campaign_app
 from hearth.groups.device_cli import device_app
+from hearth.groups.token_cli import token_app
 from hearth.support.needs import needs
 from hearth.support.stack_dir import DEFAULT_HOME, Home
-from hearth.groups.token_cli import token_app
 
 if TYPE_CHECKING:
     from hearth_read_models.rebuild.run import ReplayProgress

@@ -59,6 +59,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import MapType, StringType, StructField, StructType
 
 from hearth_analytics.archive_files.archive_compact import compact_archive
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.archive_layout import (
     ENVELOPE_NAMES,
     LAYOUT,
@@ -69,7 +70,6 @@ from hearth_analytics.sources.archive_layout import (
     TIMESTAMP_NAMES,
 )
 from hearth_analytics.sources.schema import STATE_REPORTED, envelope_struct, stream_journal
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
 from hearth_shared.adapters.archive_store import ArchiveStore, open_store
 

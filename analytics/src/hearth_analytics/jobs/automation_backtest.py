@@ -38,9 +38,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.history import fold_home_journal, history_sources
 from hearth_analytics.sources.schema import envelope_struct
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,

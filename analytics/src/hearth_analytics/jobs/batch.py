@@ -55,6 +55,7 @@ from hearth_analytics.figures.daily_figures import (
     minutes_by_day,
     telemetry_by_day,
 )
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.history_facts import FACT_COLUMNS, TEXT_KEYS, read_history_facts
 from hearth_analytics.sources.schema import (
     ANOMALY_DETECTED,
@@ -64,7 +65,6 @@ from hearth_analytics.sources.schema import (
     METRICS,
     STATE_REPORTED,
 )
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
 
 log = logging.getLogger(__name__)

@@ -38,9 +38,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.history import read_history
 from hearth_analytics.sources.schema import DEVICE_REGISTERED, STATE_REPORTED, finite_struct, read_topic
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.home_facts import (
     HomeFact,
     RoomResponseFitted,

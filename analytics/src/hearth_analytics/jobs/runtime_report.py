@@ -30,11 +30,11 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from hearth_analytics.rules.runtime_days import HoldsAndZones, Sample, Span, runtime_days, zone_named
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.history import fold_home_journal
 from hearth_analytics.sources.history_facts import read_history_facts
-from hearth_analytics.rules.runtime_days import HoldsAndZones, Sample, Span, runtime_days, zone_named
 from hearth_analytics.sources.schema import STATE_REPORTED
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
 from hearth_shared.schema.runtime_records import (
     FIGURES,

@@ -39,11 +39,17 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from hearth_analytics.rules.rollups import METRICS, STATE_KEYS, HomeRollups, Reading
-from hearth_analytics.sources.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, readings, stream_journal
-from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.spark import build_session
 from hearth_analytics.jobs.train import ModelTrainer
+from hearth_analytics.rules.rollups import METRICS, STATE_KEYS, HomeRollups, Reading
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.schema import (
+    DEVICE_REGISTERED,
+    STATE_REPORTED,
+    parse_journal,
+    readings,
+    stream_journal,
+)
+from hearth_analytics.spark import build_session
 
 log = logging.getLogger(__name__)
 

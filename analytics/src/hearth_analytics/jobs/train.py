@@ -44,9 +44,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.history import read_history
 from hearth_analytics.sources.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, read_topic
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.domain.anomaly import SCORED_METRICS
 from hearth_shared.schema.events import AnomalyModel, Baseline, encode
 

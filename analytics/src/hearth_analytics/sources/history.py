@@ -35,9 +35,9 @@ from aiokafka import AIOKafkaConsumer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.archive_layout import ARCHIVE_SCHEMA
 from hearth_analytics.sources.schema import read_journal
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.domain.home_facts import HomeFact, decode_home_fact

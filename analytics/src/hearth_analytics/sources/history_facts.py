@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources.archive_layout import LAYOUT_COLUMN, READING_COLUMNS
 from hearth_analytics.sources.history import history_sources
 from hearth_analytics.sources.schema import (
@@ -51,7 +52,6 @@ from hearth_analytics.sources.schema import (
     envelope_struct,
     finite_struct,
 )
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 # The fact types whose payload a figure reads; every other fact is only counted.

@@ -126,8 +126,8 @@ def timed_spark_job(spark: Any, what: str, job: Callable[[], T]) -> tuple[T, flo
 
 def run_batch_bench(stack: BenchStack, work: Path, *, devices: int, events: int) -> dict[str, Any]:
     from hearth_analytics.jobs.batch import run_batch
-    from hearth_analytics.sources.schema import parse_journal, read_journal
     from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.sources.schema import parse_journal, read_journal
     from hearth_analytics.spark import build_session
 
     settings = stack.settings

@@ -87,9 +87,9 @@ def learned_by_device(learned: Learned) -> dict[str, DeviceLearned]:
 def run_learn_bench(settings: StackSettings, spark: Any, work: Path, params: LearnBench) -> dict[str, Any]:
     """Write, learn, scan, evaluate (module docstring) on the broker of ``settings`` (its topics made)
     with the given SparkSession; the result, not yet written anywhere."""
-    from hearth_analytics.sources.history import read_history
     from hearth_analytics.jobs.learn import learn
     from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.sources.history import read_history
 
     if not 0 < params.train_weeks < params.weeks:
         raise ValueError(

@@ -170,9 +170,9 @@ def run_streaming_bench(
     rollup_trigger_s: float | None,
     train_trigger_s: float | None,
 ) -> dict[str, Any]:
+    from hearth_analytics.jobs.stream import ROLLUP_QUERY, TRAINING_QUERY, start_rollups, start_training
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
-    from hearth_analytics.jobs.stream import ROLLUP_QUERY, TRAINING_QUERY, start_rollups, start_training
 
     settings = stack.settings
     analytics = AnalyticsSettings(

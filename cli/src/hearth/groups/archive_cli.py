@@ -95,7 +95,12 @@ def inspect_archive(
 
     from hearth_analytics.archive_files.archive_check import check_archive
     from hearth_analytics.archive_files.archive_compact import awaiting_purge
-    from hearth_analytics.archive_files.archive_table import METADATA_DIR, committed_files, newest_batch, read_columns
+    from hearth_analytics.archive_files.archive_table import (
+        METADATA_DIR,
+        committed_files,
+        newest_batch,
+        read_columns,
+    )
     from hearth_shared.adapters.archive_store import as_store
 
     store = as_store(table)

@@ -28,9 +28,9 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from hearth.archive_cli import inspect_archive
-from hearth_analytics.archive import start_archive
-from hearth_analytics.archive_table import journal_ranges
+from hearth.groups.archive_cli import inspect_archive
+from hearth_analytics.archive_files.archive_table import journal_ranges
+from hearth_analytics.jobs.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack

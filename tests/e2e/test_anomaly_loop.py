@@ -21,9 +21,9 @@ import httpx
 import msgspec
 import pytest
 
+from hearth_analytics.jobs.stream import start_training
+from hearth_analytics.jobs.train import MODEL_NAME, ModelTrainer
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.stream import start_training
-from hearth_analytics.train import MODEL_NAME, ModelTrainer
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.anomaly import DEFAULT_MODEL

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from hearth_analytics.batch import build_report, print_summary
-from hearth_analytics.schema import read_topic
+from hearth_analytics.jobs.batch import build_report, print_summary
+from hearth_analytics.jobs.train import run_train
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.train import run_train
+from hearth_analytics.sources.schema import read_topic
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
     AnomalyModel,

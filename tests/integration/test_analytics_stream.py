@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hearth_analytics.rollups import figure_names
-from hearth_analytics.schema import read_topic
+from hearth_analytics.jobs.stream import run_stream
+from hearth_analytics.rules.rollups import figure_names
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.stream import run_stream
+from hearth_analytics.sources.schema import read_topic
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
     DeviceRegistered,

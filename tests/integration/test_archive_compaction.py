@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from hearth.archive_cli import archive_app, inspect_archive
-from hearth_analytics.archive import start_archive
-from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
+from hearth.groups.archive_cli import archive_app, inspect_archive
+from hearth_analytics.archive_files.archive_table import committed_files, journal_ranges, read_columns
+from hearth_analytics.jobs.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.adapters.archive_log import log_files
 from hearth_shared.adapters.settings import StackSettings

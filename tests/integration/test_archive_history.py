@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hearth_analytics.archive import start_archive
-from hearth_analytics.batch import KEYS, build_report
-from hearth_analytics.history import read_history
+from hearth_analytics.jobs.archive import start_archive
+from hearth_analytics.jobs.batch import KEYS, build_report
+from hearth_analytics.jobs.train import train_from_history
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.train import train_from_history
+from hearth_analytics.sources.history import read_history
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.known_history import known_history
 from tests.support.topics import produce_facts

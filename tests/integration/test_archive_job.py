@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from hearth.archive_cli import archive_app, inspect_archive
-from hearth_analytics.archive_table import committed_files, journal_ranges, read_columns
+from hearth.groups.archive_cli import archive_app, inspect_archive
+from hearth_analytics.archive_files.archive_table import committed_files, journal_ranges, read_columns
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import decode_event
 from tests.support.archive import (

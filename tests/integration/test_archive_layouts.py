@@ -1,5 +1,5 @@
-"""The archive's typed columns and its two layouts (``hearth_analytics.archive_layout``), on real Spark,
-Kafka, PostgreSQL and Redis:
+"""The archive's typed columns and its two layouts (``hearth_analytics.sources.archive_layout``), on real
+Spark, Kafka, PostgreSQL and Redis:
 
 * ``archive_rows``: a state report's declared readings in typed columns and no payload text; a key no
   type declares, or a value its column cannot hold, keeps the whole payload text; other facts keep
@@ -21,15 +21,15 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth.archive_cli import inspect_archive
-from hearth_analytics.archive import archive_rows
-from hearth_analytics.archive_compact import compact_archive
-from hearth_analytics.archive_layout import ARCHIVE_COLUMNS, LAYOUT_COLUMN
-from hearth_analytics.archive_table import journal_ranges
-from hearth_analytics.history import read_archive
-from hearth_analytics.history_facts import FACT_COLUMNS, PARSED_TYPES, archive_facts, journal_facts
-from hearth_analytics.schema import read_journal
+from hearth.groups.archive_cli import inspect_archive
+from hearth_analytics.archive_files.archive_compact import compact_archive
+from hearth_analytics.archive_files.archive_table import journal_ranges
+from hearth_analytics.jobs.archive import archive_rows
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.archive_layout import ARCHIVE_COLUMNS, LAYOUT_COLUMN
+from hearth_analytics.sources.history import read_archive
+from hearth_analytics.sources.history_facts import FACT_COLUMNS, PARSED_TYPES, archive_facts, journal_facts
+from hearth_analytics.sources.schema import read_journal
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.archive_store import open_store
 from hearth_shared.adapters.settings import StackSettings

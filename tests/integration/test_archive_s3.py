@@ -21,8 +21,8 @@ from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from hearth.archive_cli import archive_app
-from hearth_analytics.archive_table import committed_files
+from hearth.groups.archive_cli import archive_app
+from hearth_analytics.archive_files.archive_table import committed_files
 from hearth_devstack.supervision.process import free_port
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.archive_store import S3Access, open_store

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth_analytics.archive import start_archive
-from hearth_analytics.automation_backtest import automations_from_home_journal, spark_backtest
+from hearth_analytics.jobs.archive import start_archive
+from hearth_analytics.jobs.automation_backtest import automations_from_home_journal, spark_backtest
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.query.backtest_views import read_stretch
 from hearth_shared.adapters.settings import StackSettings

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hearth_analytics.learn import learn
+from hearth_analytics.jobs.learn import learn
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.domain.home_facts import HomeFact, ScheduleSuggestionAccepted, decode_home_fact

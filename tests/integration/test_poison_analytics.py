@@ -58,8 +58,8 @@ def _poison_journal(spark: Any) -> Any:
 def test_poison_facts_neither_fail_nor_poison_the_analytics(spark: Any) -> None:
     """Every job reads the journal through ``parse_journal``: what it cannot use is left out or null, never
     a NaN in a mean (a NaN-poisoned model or rollup is one no consumer can read)."""
-    from hearth_analytics.schema import parse_journal, readings
-    from hearth_analytics.train import reading_stats
+    from hearth_analytics.jobs.train import reading_stats
+    from hearth_analytics.sources.schema import parse_journal, readings
 
     raw = _poison_journal(spark)
     facts = parse_journal(raw)
@@ -78,7 +78,7 @@ def test_the_finite_rebuild_of_a_payload_grows_with_its_fields_not_beyond(spark:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
-    from hearth_analytics.schema import finite_struct
+    from hearth_analytics.sources.schema import finite_struct
 
     def plan_size(doubles: int) -> int:
         reported = StructType([StructField(f"m{i}", DoubleType()) for i in range(doubles)])
@@ -104,8 +104,8 @@ def test_the_report_reads_poison_the_same_from_the_archive_and_from_the_journal(
     ``parse_journal`` does."""
     from pyspark.sql import functions as F
 
-    from hearth_analytics.archive import archive_rows
-    from hearth_analytics.history_facts import FACT_COLUMNS, archive_facts, journal_facts
+    from hearth_analytics.jobs.archive import archive_rows
+    from hearth_analytics.sources.history_facts import FACT_COLUMNS, archive_facts, journal_facts
 
     raw = _poison_journal(spark)
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hearth.cli import app
-from hearth_analytics.archive import start_archive
+from hearth_analytics.jobs.archive import start_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.settings import StackSettings

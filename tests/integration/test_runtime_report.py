@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hearth_analytics.runtime_report import build_runtime_report
+from hearth_analytics.jobs.runtime_report import build_runtime_report
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.settings import StackSettings

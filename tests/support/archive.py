@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch
+from hearth_analytics.archive_files.archive_table import METADATA_DIR, committed_files, newest_batch
 from hearth_read_models.rebuild.run import COMPARED
 from hearth_read_models.rebuild.table_diff import compare_table
 from hearth_read_models.settings import ReadModelSettings

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hearth_analytics.archive_check import OffsetRange, check_archive
-from hearth_analytics.archive_table import committed_files, newest_batch
+from hearth_analytics.archive_files.archive_check import OffsetRange, check_archive
+from hearth_analytics.archive_files.archive_table import committed_files, newest_batch
 
 pytestmark = pytest.mark.unit
 

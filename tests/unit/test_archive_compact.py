@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hearth.archive_cli import inspect_archive
-from hearth_analytics.archive_check import OffsetRange
-from hearth_analytics.archive_compact import compact_archive
-from hearth_analytics.archive_table import committed_files, read_columns
+from hearth.groups.archive_cli import inspect_archive
+from hearth_analytics.archive_files.archive_check import OffsetRange
+from hearth_analytics.archive_files.archive_compact import compact_archive
+from hearth_analytics.archive_files.archive_table import committed_files, read_columns
 from hearth_shared.adapters.archive_log import METADATA_DIR
 from tests.support.archive import write_table_by_hand
 

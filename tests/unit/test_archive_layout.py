@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType
 
-from hearth_analytics.archive_layout import (
+from hearth_analytics.sources.archive_layout import (
     ARCHIVE_COLUMNS,
     ARCHIVE_SCHEMA,
     LAYOUT_COLUMN,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiokafka import TopicPartition
 
-from hearth_analytics.archive_compact import compact_archive
+from hearth_analytics.archive_files.archive_compact import compact_archive
 from hearth_read_models.projection.journal_source import Batching
 from hearth_read_models.rebuild.archive_order import ArchiveOutOfOrder
 from hearth_read_models.rebuild.archive_source import (

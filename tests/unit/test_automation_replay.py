@@ -12,7 +12,7 @@ import pytest
 import typer
 from rich.console import Console
 
-from hearth.automation_cli import MAX_ROWS, buckets, chart, parse_moment
+from hearth.groups.automation_cli import MAX_ROWS, buckets, chart, parse_moment
 from hearth_shared.domain.automation import Action, Automation, NotifyAction, StateTest, Trigger
 from hearth_shared.domain.automation_replay import HomeReplay, Replayed, backtest, record_ms
 

@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from pyspark.sql.types import DoubleType, StringType
 
-from hearth_analytics import charts, schema
-from hearth_analytics.batch import COUNT_COLUMNS
-from hearth_analytics.daily_figures import (
+from hearth_analytics.figures import charts
+from hearth_analytics.figures.daily_figures import (
     COUNTS,
     CYCLES_NAMES,
     METRICS,
@@ -21,6 +20,8 @@ from hearth_analytics.daily_figures import (
     STATE_COUNT_NAMES,
     TELEMETRY_SUMS,
 )
+from hearth_analytics.jobs.batch import COUNT_COLUMNS
+from hearth_analytics.sources import schema
 from hearth_shared.domain import registry
 from hearth_shared.domain.device_type import DeviceType, StateCount, StateKey, Value
 

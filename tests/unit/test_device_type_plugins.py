@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hearth_analytics.schema import REPORTED
+from hearth_analytics.sources.schema import REPORTED
 from hearth_command_api.service.device_book import DeviceBook
 from hearth_device_gateway.service.edge import to_request
 from hearth_read_models.projection.rules import Projection

@@ -1,6 +1,6 @@
 """The rollups' logic through ``HomeRollups``, without Spark: the streaming job hands it a home's readings
 and the watermark per micro-batch and keeps its ``state`` (plain JSON) in Spark's state store; here the
-test is the job. The figures' definitions are in ``hearth_analytics/rollups.py``'s docstring.
+test is the job. The figures' definitions are in ``hearth_analytics/rules/rollups.py``'s docstring.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hearth_analytics.rollups import MINUTE_US, HomeRollups, Reading, clean_metrics
+from hearth_analytics.rules.rollups import MINUTE_US, HomeRollups, Reading, clean_metrics
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import math
 import msgspec
 import pytest
 
-from hearth_analytics.rollups import COUNTS, METRICS, MINUTES, HomeRollups, Reading, figure_names
+from hearth_analytics.rules.rollups import COUNTS, METRICS, MINUTES, HomeRollups, Reading, figure_names
 from hearth_shared.domain.registry import DEVICE_TYPES
 
 pytestmark = pytest.mark.unit

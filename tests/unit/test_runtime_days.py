@@ -1,5 +1,5 @@
-"""The runtime report's day figures for one thermostat (``hearth_analytics.runtime_days``), worked out by
-hand: a heating stretch across the home's midnight is split there, a DST day has 23 or 25 hours of
+"""The runtime report's day figures for one thermostat (``hearth_analytics.rules.runtime_days``), worked out
+by hand: a heating stretch across the home's midnight is split there, a DST day has 23 or 25 hours of
 runtime and degree-days, a silence longer than an hour counts nothing, manual changes are the
 ``panel_changes`` increments on the home's date, holds come from the home journal, and away is a target
 left below the base for a day."""
@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from hearth_analytics.runtime_days import HoldsAndZones, Sample, Span, day_pieces, runtime_days, zone_named
+from hearth_analytics.rules.runtime_days import (
+    HoldsAndZones,
+    Sample,
+    Span,
+    day_pieces,
+    runtime_days,
+    zone_named,
+)
 from hearth_shared.domain.home_facts import (
     HoldPayload,
     HomeTimezoneSet,

@@ -1,17 +1,21 @@
 """Hearth analytics: PySpark jobs over the journal (``python -m hearth_analytics
-stream|batch|runtime|train|learn``, ``hearth analytics ...``).
+stream|archive|batch|runtime|train|learn``, ``hearth analytics ...``).
 
-* ``stream``: windowed telemetry rollups into the compacted rollups topic (``rollups.py`` has the
-  record format and the definitions) and streaming training of the anomaly model (``train.py``).
-* ``batch``: the daily report per home and device from the whole journal (``batch.py``, ``charts.py``).
-* ``runtime``: the runtime report per thermostat, home and local day, to the rollups topic
-  (``runtime_report.py``, its pure rules in ``runtime_days.py``).
-* ``train``: a full retrain from the whole journal, published to the models topic.
-* ``learn``: suggested programs and rooms' responses, published to the home journal (``learn.py``).
-* ``archive``: every journal fact into a Parquet table (``archive.py``; its columns, typed per declared
-  reading, in ``archive_layout.py``; compaction ``archive_compact.py``; read without Spark by
-  ``archive_table.py``).
+Its folders are its roles (each one's contents and reasons: its ``__init__.py``); pyproject.toml's
+"Analytics layers" contract, written over them, holds them in order, highest first: ``__main__`` >
+``jobs/`` > ``figures/ | sources/ | spark`` > ``archive_files/ | rules/ | s3`` > ``settings`` ("a | b":
+neither imports the other), and no module of a folder is in an import cycle. ``archive_files/`` and
+``rules/`` import no Spark (a forbidden contract each). A new module goes in the folder of its role.
 
-``spark.py`` builds the session (master, Kafka connector); ``schema.py`` reads the journal;
-``settings.py`` holds ``AnalyticsSettings`` (env prefix ``HEARTH_ANALYTICS_``).
+* ``jobs/``: the Spark jobs ``__main__`` dispatches, and the automation backtest ``hearth automation
+  backtest --spark`` runs.
+* ``sources/``: what the jobs read: the journal's records as Spark sees them (``schema``), the archive's
+  columns (``archive_layout``), the history (archive, then the journal's tail) and its report facts.
+* ``figures/``: the daily report's figures per declared type, and its charts.
+* ``archive_files/``: the archive table's committed files without Spark: read, checked, compacted.
+* ``rules/``: the pure rules the jobs run per home or device (the streaming rollups, the runtime days).
+
+At the root: ``__main__`` (spark-submit runs it by path, so it stays here), ``spark`` (the session every
+job builds), ``s3`` (that session's s3a part, for an archive on S3) and ``settings``
+(``AnalyticsSettings``, env prefix ``HEARTH_ANALYTICS_``).
 """

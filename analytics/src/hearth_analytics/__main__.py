@@ -2,14 +2,14 @@
 
 * ``stream``: the rollup and training queries, until Ctrl-C (``--once``: process what the journal holds
   now, then exit).
-* ``archive``: the journal into the archive table (``hearth_analytics.archive``), until Ctrl-C
+* ``archive``: the journal into the archive table (``hearth_analytics.jobs.archive``), until Ctrl-C
   (``--once``: what the journal holds now, then exit).
 * ``batch``: the daily report (Parquet, charts, a summary) from the whole journal.
 * ``runtime``: the runtime report (heating and cooling per local day, degree-days, what changed it) from
   the whole journal and the home journal, published to the rollups topic for the query API.
 * ``train``: a full retrain from the whole journal, published as a new model version.
 * ``learn``: suggested programs and rooms' responses from the whole journal, new ones published to the
-  home journal (``hearth_analytics.learn``).
+  home journal (``hearth_analytics.jobs.learn``).
 
 Settings come from ``HEARTH_ANALYTICS_*`` and ``HEARTH_*`` (see ``settings.py``). Under ``spark-submit``
 the master and the Kafka connector come from spark-submit, e.g. ``spark-submit --master
@@ -24,13 +24,13 @@ import logging
 import sys
 from pathlib import Path
 
-from hearth_analytics.archive import run_archive
-from hearth_analytics.batch import run_batch
-from hearth_analytics.learn import run_learn
-from hearth_analytics.runtime_report import run_runtime
+from hearth_analytics.jobs.archive import run_archive
+from hearth_analytics.jobs.batch import run_batch
+from hearth_analytics.jobs.learn import run_learn
+from hearth_analytics.jobs.runtime_report import run_runtime
+from hearth_analytics.jobs.stream import run_stream
+from hearth_analytics.jobs.train import run_train
 from hearth_analytics.settings import AnalyticsSettings
-from hearth_analytics.stream import run_stream
-from hearth_analytics.train import run_train
 
 
 def make_settings(master: str | None = None) -> AnalyticsSettings:

@@ -65,7 +65,7 @@ class AnalyticsSettings(BaseSettings):
     model_threshold: float = Field(4.0, gt=0, description="z-score above which a reading is an anomaly")
     model_min_count: int = Field(30, gt=0, description="Readings a slice needs before scoring trusts it")
 
-    # --- the journal's archive (hearth_analytics.archive)
+    # --- the journal's archive (hearth_analytics.jobs.archive)
     archive_url: str = Field(
         ".hearth/analytics/archive",
         description="Where the archive table lives: a local directory, or s3a://bucket/path",

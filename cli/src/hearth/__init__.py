@@ -1,1 +1,4 @@
-"""Hearth's operator command line, ``hearth`` (see cli.py); the dev packages add their commands to it."""
+"""Hearth's operator command line, ``hearth``: the app (``cli.py``) at the root, its command groups in
+``groups/``, and what they share in ``support/``. pyproject.toml's "CLI layers" contract holds them in
+that order (``cli`` > ``groups/`` > ``support/``). The dev packages add their commands to it.
+"""

@@ -2,7 +2,7 @@
 
 This package (hearth-cli) holds the operator's commands: tokens, rebuild and verify, the archive,
 campaigns, devices (quarantine, connect), automation backtests, the Spark jobs. It is in the services'
-image, so it imports no dev package and nothing of Spark up front (``hearth.needs``). The dev packages
+image, so it imports no dev package and nothing of Spark up front (``hearth.support.needs``). The dev packages
 add their commands to the same ``hearth`` through the entry-point group ``hearth.commands``
 (``add_dev_commands``): in the dev workspace every command of the contract is there, in an image only
 the operator's.
@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hearth.archive_cli import TableOption, archive_app, table_path
-from hearth.automation_cli import automation_app
-from hearth.campaign_cli import campaign_app
-from hearth.device_cli import device_app
-from hearth.needs import needs
-from hearth.stack_dir import DEFAULT_HOME, Home
-from hearth.token_cli import token_app
+from hearth.groups.archive_cli import TableOption, archive_app, table_path
+from hearth.groups.automation_cli import automation_app
+from hearth.groups.campaign_cli import campaign_app
+from hearth.groups.device_cli import device_app
+from hearth.groups.token_cli import token_app
+from hearth.support.needs import needs
+from hearth.support.stack_dir import DEFAULT_HOME, Home
 
 if TYPE_CHECKING:
     from hearth_read_models.rebuild.run import ReplayProgress

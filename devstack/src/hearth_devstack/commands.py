@@ -27,7 +27,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth.stack_dir import DEFAULT_HOME, Home
+from hearth.support.stack_dir import DEFAULT_HOME, Home
 from hearth_device_actor.adapters.serving import Serving, read_serving, serving_file
 from hearth_devstack.local import LocalStack, StackPorts, StartupError
 from hearth_devstack.supervision.stale import UP_PID, running_supervisor, same_process, stop_orphans

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hearth.stack_dir import DEFAULT_HOME, archive_dir, token_secret
+from hearth.support.stack_dir import DEFAULT_HOME, archive_dir, token_secret
 from hearth_devstack.launch.server_startup import (
     ServerStartup,
     kafka_startup,
@@ -99,8 +99,8 @@ def retention_warning(settings: StackSettings, archive: Path) -> str | None:
         return None
     import numpy as np
 
-    from hearth_analytics.archive_check import check_archive
-    from hearth_analytics.archive_table import journal_ranges, read_columns
+    from hearth_analytics.archive_files.archive_check import check_archive
+    from hearth_analytics.archive_files.archive_table import journal_ranges, read_columns
 
     rows = read_columns(archive, ["kafka_partition", "kafka_offset"])
     columns = [

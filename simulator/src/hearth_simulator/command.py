@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
+from hearth.support.stack_dir import DEFAULT_HOME, Home, token_secret
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT

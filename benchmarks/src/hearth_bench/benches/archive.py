@@ -5,7 +5,7 @@ A temporary broker's journal is filled as for ``bench batch`` (``fill_with_telem
 then mostly telemetry, commands, anomalies). The floor is a raw aiokafka read of that journal in the
 same run. Then, in one local SparkSession (the jobs' own settings, ``local[2]``):
 
-1. ``archive``: ``hearth_analytics.archive`` with ``Trigger.AvailableNow`` over the whole backlog, in
+1. ``archive``: ``hearth_analytics.jobs.archive`` with ``Trigger.AvailableNow`` over the whole backlog, in
    micro-batches of ``archive_max_offsets_per_trigger``: the sustained rate of the streaming job when it
    has more to do than it can take (facts / wall time, query start included);
 2. ``scan``: a plain columnar scan of the archive table (the sum of the records' lengths: every value
@@ -43,8 +43,8 @@ console = Console(stderr=True)
 def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from hearth_analytics.archive import start_archive
-    from hearth_analytics.batch import build_report
+    from hearth_analytics.jobs.archive import start_archive
+    from hearth_analytics.jobs.batch import build_report
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 

@@ -112,7 +112,7 @@ def backtest_rates(
     figures: dict[str, Any] = {"in_process_per_s": facts / took, "in_process_complete": complete}
     if not spark:
         return figures
-    from hearth_analytics.automation_backtest import spark_backtest
+    from hearth_analytics.jobs.automation_backtest import spark_backtest
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 

@@ -8,7 +8,7 @@ job's own settings: ``local[2]``, the Kafka connector jars resolved by ``hearth_
 
 1. ``read + parse``: the job's Kafka source (``format("kafka")``, earliest to latest offsets) and its JSON
    parsing (``parse_journal``), counted: what Spark's connector costs before any report is computed;
-2. ``batch report``: ``hearth_analytics.batch.run_batch`` as `hearth analytics batch` runs it: the same
+2. ``batch report``: ``hearth_analytics.jobs.batch.run_batch`` as `hearth analytics batch` runs it: the same
    read, the per-device and per-home daily tables written as Parquet, the charts and the summary.
 
 Rates are journal records (all facts) per second of wall time of each step, session start excluded
@@ -125,9 +125,9 @@ def timed_spark_job(spark: Any, what: str, job: Callable[[], T]) -> tuple[T, flo
 
 
 def run_batch_bench(stack: BenchStack, work: Path, *, devices: int, events: int) -> dict[str, Any]:
-    from hearth_analytics.batch import run_batch
-    from hearth_analytics.schema import parse_journal, read_journal
+    from hearth_analytics.jobs.batch import run_batch
     from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.sources.schema import parse_journal, read_journal
     from hearth_analytics.spark import build_session
 
     settings = stack.settings

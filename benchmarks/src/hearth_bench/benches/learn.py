@@ -5,7 +5,7 @@ did not see, and the learn job's time against a Spark scan of the same facts (is
    ending now, appended straight to a temporary broker's journal as the device path would have written
    them (``hearth_bench.load.learn_history``: the simulator's messages through the gateway's edge and the
    actor's pure decide/stamp/evolve; why not through MQTT is said there).
-2. **Training**: ``hearth analytics learn`` (``hearth_analytics.learn.learn``) over the reports whose
+2. **Training**: ``hearth analytics learn`` (``hearth_analytics.jobs.learn.learn``) over the reports whose
    device time falls in the first ``train_weeks`` (4): the job's own reading, learning and publishing of
    ``schedule.suggested`` and ``room.response_fitted`` to the home journal, timed.
 3. **Floor**: the same Spark session reads the same history (``read_history``, archive plus journal;
@@ -50,7 +50,7 @@ from hearth_bench.load.learn_history import HistoryWritten, homes_of, in_process
 from hearth_shared.adapters.settings import StackSettings
 
 if TYPE_CHECKING:
-    from hearth_analytics.learn import Learned
+    from hearth_analytics.jobs.learn import Learned
 
 console = Console(stderr=True)
 WEEK_S = 7 * 86_400.0
@@ -87,9 +87,9 @@ def learned_by_device(learned: Learned) -> dict[str, DeviceLearned]:
 def run_learn_bench(settings: StackSettings, spark: Any, work: Path, params: LearnBench) -> dict[str, Any]:
     """Write, learn, scan, evaluate (module docstring) on the broker of ``settings`` (its topics made)
     with the given SparkSession; the result, not yet written anywhere."""
-    from hearth_analytics.history import read_history
-    from hearth_analytics.learn import learn
+    from hearth_analytics.jobs.learn import learn
     from hearth_analytics.settings import AnalyticsSettings
+    from hearth_analytics.sources.history import read_history
 
     if not 0 < params.train_weeks < params.weeks:
         raise ValueError(

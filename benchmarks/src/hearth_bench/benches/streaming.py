@@ -1,7 +1,7 @@
 """Streaming capacity: the highest telemetry rate the streaming job keeps up with, and its micro-batch
 latency at that rate, against the floor.
 
-The real queries of `hearth analytics stream` (``hearth_analytics.stream``: ``hearth-rollups`` and
+The real queries of `hearth analytics stream` (``hearth_analytics.jobs.stream``: ``hearth-rollups`` and
 ``hearth-training``, the job's default settings unless told otherwise) run in one local SparkSession in
 this process over a temporary broker's journal. A separate producer process appends journal facts
 (``JournalFacts``, as in the rebuild bench, event time = wall time) open loop at stepped rates, a fixed
@@ -170,9 +170,9 @@ def run_streaming_bench(
     rollup_trigger_s: float | None,
     train_trigger_s: float | None,
 ) -> dict[str, Any]:
+    from hearth_analytics.jobs.stream import ROLLUP_QUERY, TRAINING_QUERY, start_rollups, start_training
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
-    from hearth_analytics.stream import ROLLUP_QUERY, TRAINING_QUERY, start_rollups, start_training
 
     settings = stack.settings
     analytics = AnalyticsSettings(

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import httpx
 
-from hearth.stack_dir import archive_dir
+from hearth.support.stack_dir import archive_dir
 from hearth_device_actor.adapters.serving import serving_file, serving_problem
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.supervision.process import ManagedProcess

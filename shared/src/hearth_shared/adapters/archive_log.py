@@ -1,6 +1,6 @@
 """The archive table's commit log: which Parquet files make the table.
 
-The archive (``hearth_analytics.archive``) is written by Spark's Parquet file sink, whose commit log is
+The archive (``hearth_analytics.jobs.archive``) is written by Spark's Parquet file sink, whose commit log is
 ``<table>/_spark_metadata/``: one file per micro-batch (``<batch id>``), and every
 ``spark.sql.streaming.fileSink.log.compactInterval`` batches a ``<batch id>.compact`` file holding all
 entries up to it (older log files may then be deleted). Each log file is a version line (``v1``) then
@@ -11,14 +11,14 @@ The table is exactly the files named by the newest ``.compact`` file and the bat
 Spark's ``MetadataLogFileIndex`` reads): a Parquet file under the table that no log entry names is the
 output of a micro-batch that was killed before it committed, or a file compaction replaced, and must not
 be read. Hence ``committed_files`` rather than a directory listing, everywhere: the analytics and the
-``hearth archive`` commands (``hearth_analytics.archive_table``) and ``hearth rebuild --from-archive``
-(``hearth_read_models.rebuild.archive_source``) read the table through it. (Spark 4.3's file sink no longer
-writes or honours ``"action": "delete"``; an entry with it is taken as a removal here, which no writer
-of this project produces.)
+``hearth archive`` commands (``hearth_analytics.archive_files.archive_table``) and ``hearth rebuild
+--from-archive`` (``hearth_read_models.rebuild.archive_source``) read the table through it. (Spark 4.3's
+file sink no longer writes or honours ``"action": "delete"``; an entry with it is taken as a removal
+here, which no writer of this project produces.)
 
 The table may be local or on S3 (``archive_store``: one pyarrow filesystem for both); every function
 takes the store, or a local path or URL it opens. ``replace_log_file`` is how compaction
-(``hearth_analytics.archive_compact``) rewrites the newest ``.compact`` file, whole for readers
+(``hearth_analytics.archive_files.archive_compact``) rewrites the newest ``.compact`` file, whole for readers
 (``ArchiveStore.write_whole``).
 """
 

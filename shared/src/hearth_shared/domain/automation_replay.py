@@ -3,7 +3,7 @@ nothing. Pure. Two readers feed it and must count alike, so everything they must
 
 * the query API (``POST /v1/automations/{id}/backtest``: a short stretch, read from the journal in the
   request, ``hearth_read_models.query.backtest_views``);
-* the Spark job for long stretches (``hearth_analytics.automation_backtest``: the archive plus the
+* the Spark job for long stretches (``hearth_analytics.jobs.automation_backtest``: the archive plus the
   journal's tail, one home per partition group), reached from ``hearth automation backtest``.
 
 What they agree on:

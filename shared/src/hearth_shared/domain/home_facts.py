@@ -10,10 +10,10 @@ home's settings and a scheduler's decisions have no device version to take. Thei
 
 Writers: the command API (what a person declares: a zone, a program, a resume, a suggestion accepted or
 rejected), the automations service (what it decided: a transition fired, a hold) and the learning job
-(``hearth_analytics.learn``: a program suggested, a room's response fitted; fact ids derived from what was
-learned, so a re-run on the same evidence writes nothing new). Fact ids are derived where a repeat must be the
-same fact (a transition's fact id is its command id, so two schedulers firing it write one fact id and
-folding it twice changes nothing). Pure: msgspec structs and codecs, no I/O.
+(``hearth_analytics.jobs.learn``: a program suggested, a room's response fitted; fact ids derived from
+what was learned, so a re-run on the same evidence writes nothing new). Fact ids are derived where a
+repeat must be the same fact (a transition's fact id is its command id, so two schedulers firing it
+write one fact id and folding it twice changes nothing). Pure: msgspec structs and codecs, no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Suggested programs: one thermostat's manual changes -> a weekly program, with its evidence.
 
-Pure (no clock, no I/O, no Spark): the learning job (``hearth_analytics.learn``) finds each device's manual
-changes in the journal (a report whose ``panel_changes`` count went up, at its device time, with the
+Pure (no clock, no I/O, no Spark): the learning job (``hearth_analytics.jobs.learn``) finds each device's
+manual changes in the journal (a report whose ``panel_changes`` count went up, at its device time, with the
 ``target_c`` it set) and hands them here, one device at a time.
 
 How a program is found, and why it is robust to what households do:

@@ -1,6 +1,6 @@
 """Each room's physics, learned from its thermostat's reports, and the preheat lead it gives.
 
-Pure (no clock, no I/O, no Spark): the learning job (``hearth_analytics.learn``) hands one device's
+Pure (no clock, no I/O, no Spark): the learning job (``hearth_analytics.jobs.learn``) hands one device's
 reports here; the automations scheduler asks ``preheat_lead`` how early a transition must start.
 
 The model is Newton's law of cooling with a heater: the room's temperature moves at

@@ -1,7 +1,7 @@
 """The runtime report's records (issue 22 point 4): a thermostat's, or a home's, heating and cooling per day
 of the home's own calendar, with the heating degree-days and what changed the runtime.
 
-Written by the Spark batch ``hearth analytics runtime`` (``hearth_analytics.runtime_report``) to the
+Written by the Spark batch ``hearth analytics runtime`` (``hearth_analytics.jobs.runtime_report``) to the
 compacted rollups topic, projected by the read models like every rollup (the ``rollups`` table), and
 served by the query API (``GET /v1/devices/{id}/runtime`` and ``GET /v1/homes/{id}/runtime``). Why the
 rollups topic: it is where analytics already publishes windowed figures per device and per home for
@@ -14,7 +14,7 @@ the same day replaces the one before, even if the home's zone was set in between
 are in the value (``day_start``, ``day_end``, in the home's zone, with their offsets: a DST day is 23 or
 25 hours).
 
-The definitions (``hearth_analytics.runtime_days`` computes them):
+The definitions (``hearth_analytics.rules.runtime_days`` computes them):
 
 * ``heating_min``, ``cooling_min``: minutes of the day the thermostat reported ``hvac_action``
   ``heating`` / ``cooling``. A report's state holds until the device's next report, for at most

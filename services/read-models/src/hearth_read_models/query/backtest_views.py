@@ -6,7 +6,7 @@ record timestamp, ``record_ms``) up to the ones for ``to`` (or their ends), with
 request's own (no group, no commit). The home's facts are put in ``REPLAY_ORDER`` (a home's devices are
 spread over partitions; each device's facts stay in version order) and replayed through the trigger and
 conditions (``hearth_shared.domain.automation_replay``, which says what this and the Spark job for long
-stretches, ``hearth_analytics.automation_backtest``, agree on). Stretches are bounded by ``MAX_FACTS``
+stretches, ``hearth_analytics.jobs.automation_backtest``, agree on). Stretches are bounded by ``MAX_FACTS``
 read: an answer that stopped there says ``complete: false`` (``hearth automation backtest`` then runs
 the Spark job). ``fired_by_hour`` counts every run by the UTC hour of its trigger fact (``fired_at``
 lists the first 100).

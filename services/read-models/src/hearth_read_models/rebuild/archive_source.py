@@ -1,4 +1,4 @@
-"""Records from the journal's archive (Parquet, ``hearth_analytics.archive``) for ``hearth rebuild
+"""Records from the journal's archive (Parquet, ``hearth_analytics.jobs.archive``) for ``hearth rebuild
 --from-archive``: the same batches a ``JournalSource`` gives the projector, read with pyarrow (this
 service never carries Spark).
 
@@ -19,8 +19,8 @@ are, so the projector commits the same offsets with its rows as a replay from Ka
 tail is then read from Kafka from those positions.
 
 A record's value is the exact bytes the journal holds (the archive's ``value`` column, the same in both
-of the archive's layouts, ``hearth_analytics.archive_layout``: archives written before its typed columns
-replay unchanged); its Kafka key and timestamp are not archived and not used by the projection (a
+of the archive's layouts, ``hearth_analytics.sources.archive_layout``: archives written before its typed
+columns replay unchanged); its Kafka key and timestamp are not archived and not used by the projection (a
 record from here has none).
 """
 

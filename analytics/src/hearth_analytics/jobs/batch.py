@@ -1,5 +1,5 @@
 """``hearth analytics batch``: the whole history (the archive, then the journal's tail beyond it; the
-whole journal when there is no archive, see ``hearth_analytics.history``) -> a daily report.
+whole journal when there is no archive, see ``hearth_analytics.sources.history``) -> a daily report.
 
 Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 
@@ -10,14 +10,15 @@ Writes, under ``output_dir`` (default ``.hearth/analytics/reports``):
 * ``charts/*.png``: time in a state (heating, cooling, lights on...), temperature, lock use, commands and
   anomalies per day, the homes with the most, and ``overview.png`` with all six;
 
-and prints a summary per home. The facts come flat and slim from ``hearth_analytics.history_facts`` (the
-archive's typed columns with only the payloads a figure needs parsed, then the journal's tail), cached
-once, then every figure is a pass over that cache. Days are UTC dates of event time (the device's clock
-for readings and anomalies, ``occurred_at`` for other facts).
+and prints a summary per home. The facts come flat and slim from
+``hearth_analytics.sources.history_facts`` (the archive's typed columns with only the payloads a figure
+needs parsed, then the journal's tail), cached once, then every figure is a pass over that cache. Days
+are UTC dates of event time (the device's clock for readings and anomalies, ``occurred_at`` for other
+facts).
 
 Figures (device rows; home rows are sums, with means weighted by their counts):
 
-* Telemetry, as the device types declare it (``hearth_analytics.daily_figures``): ``readings``, every
+* Telemetry, as the device types declare it (``hearth_analytics.figures.daily_figures``): ``readings``, every
   rolled-up metric's ``_mean/_min/_max/_count``, every minutes-in-a-state figure with its ``_cycles``
   (``heating_minutes``, ``cooling_minutes``, a light's ``on_minutes``...) and every state count
   (``locks``, ``unlocks``, ``jams``, ``door_opens``...).
@@ -42,11 +43,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from hearth_analytics import charts
-from hearth_analytics.daily_figures import (
+from hearth_analytics.figures import charts
+from hearth_analytics.figures.daily_figures import (
     KEYS as KEYS,  # the report's row keys, also for its readers (test_archive_history)
 )
-from hearth_analytics.daily_figures import (
+from hearth_analytics.figures.daily_figures import (
     MINUTES_NAMES,
     TELEMETRY_SUMS,
     home_metrics,
@@ -54,8 +55,9 @@ from hearth_analytics.daily_figures import (
     minutes_by_day,
     telemetry_by_day,
 )
-from hearth_analytics.history_facts import FACT_COLUMNS, TEXT_KEYS, read_history_facts
-from hearth_analytics.schema import (
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.history_facts import FACT_COLUMNS, TEXT_KEYS, read_history_facts
+from hearth_analytics.sources.schema import (
     ANOMALY_DETECTED,
     COMMAND_OUTCOMES,
     COMMAND_REQUESTED,
@@ -63,7 +65,6 @@ from hearth_analytics.schema import (
     METRICS,
     STATE_REPORTED,
 )
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.spark import build_session
 
 log = logging.getLogger(__name__)

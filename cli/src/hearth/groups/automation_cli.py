@@ -8,10 +8,11 @@ Two paths, one answer (``hearth_shared.domain.automation_replay`` says what both
   /v1/automations/{id}/backtest`` on the query API (``--api``) with an admin token signed with the local
   stack's secret (``--stack-dir``; HEARTH_TOKEN_SECRET wins). The query API reads the journal in the
   request, up to a bound: an answer that says ``complete: false`` is run again through Spark.
-* **Spark** (``--spark``, or a longer stretch): ``hearth_analytics.automation_backtest`` in this process
+* **Spark** (``--spark``, or a longer stretch): ``hearth_analytics.jobs.automation_backtest`` in this process
   (``local[2]`` unless ``--master``), over the archive plus the journal's tail; the definition comes from
   the home journal. The archive: HEARTH_ANALYTICS_ARCHIVE_URL, else the local stack's. The query API
-  carries no Spark (its image has no pyspark), hence here, with the ``spark`` extra (``hearth.needs``).
+  carries no Spark (its image has no pyspark), hence here, with the ``spark`` extra
+  (``hearth.support.needs``).
 
 ``--json`` prints the result as JSON on stdout instead of the tables.
 """
@@ -31,8 +32,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth.needs import needs
-from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir, token_secret
+from hearth.support.needs import needs
+from hearth.support.stack_dir import DEFAULT_HOME, Home, archive_dir, token_secret
 from hearth_shared.schema.auth import create_token, parse_duration
 
 automation_app = typer.Typer(help="Automations: backtest one over the journal.", no_args_is_help=True)
@@ -145,7 +146,7 @@ def via_spark(
     with needs("automation backtest --spark"):
         from pyspark.sql import SparkSession
 
-        from hearth_analytics.automation_backtest import home_journal_view, spark_backtest
+        from hearth_analytics.jobs.automation_backtest import home_journal_view, spark_backtest
         from hearth_analytics.settings import AnalyticsSettings
         from hearth_analytics.spark import build_session
 

@@ -7,7 +7,7 @@ record's timestamp (the producer's create time, the moment the actor journaled t
 Kafka rather than from the JSON so a record that is not valid JSON still has a day and is still
 archived: the archive holds every offset, poison too.
 
-The columns are ``hearth_analytics.archive_layout``'s (its docstring says what each holds and why):
+The columns are ``hearth_analytics.sources.archive_layout``'s (its docstring says what each holds and why):
 where the record is in the journal, the envelope as typed columns, a state report's ``device_seq`` and
 ``device_time``, one typed column per reported key the device types declare (``reported__ambient_c``...),
 the payload's JSON text only where those columns do not hold it all, the record's exact bytes
@@ -25,8 +25,9 @@ micro-batch's Kafka offsets before it runs, and the file sink records the files 
 ``<table>/_spark_metadata/<batch id>`` only once they are all written; a restarted query re-runs an
 unfinished micro-batch with the same offsets, and a batch id already in the sink's log is not written
 again. Files a killed micro-batch left behind are in no log entry and are not part of the table: Spark
-reads the table through ``_spark_metadata``, other tools through ``hearth_analytics.archive_table``
-(which lists the committed files; pyarrow and DuckDB then read those).
+reads the table through ``_spark_metadata``, other tools through
+``hearth_analytics.archive_files.archive_table`` (which lists the committed files; pyarrow and DuckDB
+then read those).
 
 Parsing: each value is parsed once for the envelope, with the payload as a string field (Spark fills it
 with the payload's JSON text: checked equal to ``get_json_object(value, '$.payload')`` on 430,208 bench
@@ -57,8 +58,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import MapType, StringType, StructField, StructType
 
-from hearth_analytics.archive_compact import compact_archive
-from hearth_analytics.archive_layout import (
+from hearth_analytics.archive_files.archive_compact import compact_archive
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.archive_layout import (
     ENVELOPE_NAMES,
     LAYOUT,
     LAYOUT_COLUMN,
@@ -67,8 +69,7 @@ from hearth_analytics.archive_layout import (
     STATE_FIELDS,
     TIMESTAMP_NAMES,
 )
-from hearth_analytics.schema import STATE_REPORTED, envelope_struct, stream_journal
-from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.schema import STATE_REPORTED, envelope_struct, stream_journal
 from hearth_analytics.spark import build_session
 from hearth_shared.adapters.archive_store import ArchiveStore, open_store
 

@@ -1,5 +1,5 @@
 """``hearth campaign start|status|abort``: firmware campaigns from the command line, over the command API
-with an admin token (``hearth.admin_http``).
+with an admin token (``hearth.support.admin_http``).
 
 ``start`` prints the campaign id on stdout (and nothing else), then with ``--watch`` (the default on a
 terminal) shows each wave's progress live on stderr until the campaign ends; ``status ID`` shows it once
@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from hearth.admin_http import Api, admin_client, checked
-from hearth.stack_dir import DEFAULT_HOME, Home
+from hearth.support.admin_http import Api, admin_client, checked
+from hearth.support.stack_dir import DEFAULT_HOME, Home
 
 campaign_app = typer.Typer(help="Firmware campaigns: start, follow, abort (admin).", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)

@@ -1,5 +1,5 @@
-"""The daily report's facts from the history (``hearth_analytics.history``): one flat row per fact, with
-only the columns the report reads, decoded from each source the cheap way it allows.
+"""The daily report's facts from the history (``hearth_analytics.sources.history``): one flat row per fact,
+with only the columns the report reads, decoded from each source the cheap way it allows.
 
 * The archive: the envelope is already typed columns (``type``, ``device_id``, ``home_id``, ``version``,
   ``occurred_at``), and so are a state report's readings and device time (``archive_layout``: one typed
@@ -38,9 +38,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from hearth_analytics.archive_layout import LAYOUT_COLUMN, READING_COLUMNS
-from hearth_analytics.history import history_sources
-from hearth_analytics.schema import (
+from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.archive_layout import LAYOUT_COLUMN, READING_COLUMNS
+from hearth_analytics.sources.history import history_sources
+from hearth_analytics.sources.schema import (
     ANOMALY_DETECTED,
     COMMAND_OUTCOMES,
     COMMAND_REQUESTED,
@@ -51,13 +52,12 @@ from hearth_analytics.schema import (
     envelope_struct,
     finite_struct,
 )
-from hearth_analytics.settings import AnalyticsSettings
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
 # The fact types whose payload a figure reads; every other fact is only counted.
 PARSED_TYPES = (STATE_REPORTED, ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_OUTCOMES)
 TEXT_KEYS = STATE_KEYS  # reported text keys: the ones minutes and counts are figured from
-# What else the runtime report reads of a thermostat's reports (hearth_analytics.runtime_report).
+# What else the runtime report reads of a thermostat's reports (hearth_analytics.jobs.runtime_report).
 RUNTIME_KEYS = (("target_c", DoubleType()), ("panel_changes", LongType()), ("time_zone", StringType()))
 
 _REPORTED = StructType(

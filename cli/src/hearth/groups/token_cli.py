@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from hearth.stack_dir import DEFAULT_HOME, Home, token_secret
+from hearth.support.stack_dir import DEFAULT_HOME, Home, token_secret
 from hearth_shared.adapters.settings import StackSettings
 
 token_app = typer.Typer(

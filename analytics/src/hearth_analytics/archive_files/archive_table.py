@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from aiokafka import AIOKafkaConsumer
 
-from hearth_analytics.archive_check import OffsetRange
+from hearth_analytics.archive_files.archive_check import OffsetRange
 from hearth_shared.adapters.archive_log import (
     METADATA_DIR,
     ArchiveUnreadable,

@@ -1,14 +1,16 @@
 """``hearth archive verify|status|compact``: the journal's archive table against the journal, and its
-small files compacted, without Spark (but with ``hearth_analytics``, the ``spark`` extra: ``hearth.needs``).
+small files compacted, without Spark (but with ``hearth_analytics``, the ``spark`` extra:
+``hearth.support.needs``).
 
-Both read the table's committed files (``hearth_analytics.archive_table``; only the ``kafka_partition``
-and ``kafka_offset`` columns) and the journal's offset range per partition from Kafka, then
-``hearth_analytics.archive_check`` compares them. ``verify`` exits 0 when every partition checks (1: a
-gap, a duplicate or an offset beyond the journal; with ``--complete`` also a lag), ``status`` prints the
-lag, the table's size and files (exit 0; 1 if the table has no committed file yet).
+Both read the table's committed files (``hearth_analytics.archive_files.archive_table``; only the
+``kafka_partition`` and ``kafka_offset`` columns) and the journal's offset range per partition from Kafka,
+then ``hearth_analytics.archive_files.archive_check`` compares them. ``verify`` exits 0 when every
+partition checks (1: a gap, a duplicate or an offset beyond the journal; with ``--complete`` also a lag),
+``status`` prints the lag, the table's size and files (exit 0; 1 if the table has no committed file yet).
 
-``compact`` rewrites each closed day's files into one (``hearth_analytics.archive_compact``, which says
-why it is safe with the running archive job and its readers) and deletes files it replaced earlier.
+``compact`` rewrites each closed day's files into one (``hearth_analytics.archive_files.archive_compact``,
+which says why it is safe with the running archive job and its readers) and deletes files it replaced
+earlier.
 
 The table: ``--table``, else ``HEARTH_ANALYTICS_ARCHIVE_URL``, else the local stack's
 (``<stack dir>/data/analytics/archive``): a local directory or an ``s3a://bucket/path`` URL, reached with
@@ -28,12 +30,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hearth.needs import needs
-from hearth.stack_dir import DEFAULT_HOME, Home, archive_dir
+from hearth.support.needs import needs
+from hearth.support.stack_dir import DEFAULT_HOME, Home, archive_dir
 from hearth_shared.adapters.settings import StackSettings
 
 if TYPE_CHECKING:
-    from hearth_analytics.archive_check import ArchiveCheck, OffsetRange
+    from hearth_analytics.archive_files.archive_check import ArchiveCheck, OffsetRange
     from hearth_shared.adapters.archive_store import ArchiveStore
 
 archive_app = typer.Typer(
@@ -91,9 +93,14 @@ def inspect_archive(
     """The table's committed rows against the journal's ranges (``journal_ranges``)."""
     import numpy as np
 
-    from hearth_analytics.archive_check import check_archive
-    from hearth_analytics.archive_compact import awaiting_purge
-    from hearth_analytics.archive_table import METADATA_DIR, committed_files, newest_batch, read_columns
+    from hearth_analytics.archive_files.archive_check import check_archive
+    from hearth_analytics.archive_files.archive_compact import awaiting_purge
+    from hearth_analytics.archive_files.archive_table import (
+        METADATA_DIR,
+        committed_files,
+        newest_batch,
+        read_columns,
+    )
     from hearth_shared.adapters.archive_store import as_store
 
     store = as_store(table)
@@ -149,7 +156,7 @@ def archive_verify(
     """Per journal partition: the archived offsets equal the journal's (for the range it still holds),
     nothing missing, nothing twice. Exit 0 if so, 1 if not."""
     with needs("archive verify"):
-        from hearth_analytics.archive_table import journal_ranges
+        from hearth_analytics.archive_files.archive_table import journal_ranges
     store = open_table(table_path(table, home))
     report = inspect_archive(store, asyncio.run(journal_ranges(StackSettings())), complete=complete)
     console.print(_partition_table(report))
@@ -166,7 +173,7 @@ def archive_verify(
 def archive_status(table: TableOption = None, home: Home = DEFAULT_HOME) -> None:
     """Lag behind the journal, the table's size and files."""
     with needs("archive status"):
-        from hearth_analytics.archive_table import journal_ranges
+        from hearth_analytics.archive_files.archive_table import journal_ranges
     store = open_table(table_path(table, home))
     report = inspect_archive(store, asyncio.run(journal_ranges(StackSettings())))
     console.print(_summary(report))
@@ -189,7 +196,7 @@ def archive_compact(
     """Rewrite each closed day's small files as one file (sorted by journal partition and offset), safely
     while the archive job runs; delete files replaced more than --grace seconds ago."""
     with needs("archive compact"):
-        from hearth_analytics.archive_compact import compact_archive
+        from hearth_analytics.archive_files.archive_compact import compact_archive
     store = open_table(table_path(table, home))
     try:
         day = date.fromisoformat(before) if before else None

@@ -2,11 +2,11 @@
 
 * ``hearth-rollups``: telemetry (``device.state_reported``) with an event-time watermark
   (``allowed_lateness_s``), grouped by home and run through ``applyInPandasWithState``
-  (``hearth_analytics.rollups``: 1- and 15-minute windows per device and per home, late events counted,
+  (``hearth_analytics.rules.rollups``: 1- and 15-minute windows per device and per home, late events counted,
   heating/cooling minutes), output mode ``update`` into the compacted rollups topic with
   ``format("kafka")``. Checkpoint: ``<checkpoint_dir>/rollups`` (offsets, state store).
 * ``hearth-training``: registrations and readings in micro-batches to ``foreachBatch``
-  (``hearth_analytics.train.ModelTrainer``), which merges running statistics and publishes a new
+  (``hearth_analytics.jobs.train.ModelTrainer``), which merges running statistics and publishes a new
   ``AnomalyModel`` version to the models topic. Checkpoint: ``<checkpoint_dir>/training`` and
   ``<checkpoint_dir>/training-state``.
 
@@ -39,11 +39,17 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from hearth_analytics.rollups import METRICS, STATE_KEYS, HomeRollups, Reading
-from hearth_analytics.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, readings, stream_journal
+from hearth_analytics.jobs.train import ModelTrainer
+from hearth_analytics.rules.rollups import METRICS, STATE_KEYS, HomeRollups, Reading
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.schema import (
+    DEVICE_REGISTERED,
+    STATE_REPORTED,
+    parse_journal,
+    readings,
+    stream_journal,
+)
 from hearth_analytics.spark import build_session
-from hearth_analytics.train import ModelTrainer
 
 log = logging.getLogger(__name__)
 

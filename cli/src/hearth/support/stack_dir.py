@@ -36,7 +36,7 @@ def token_secret(home: Path) -> str:
 
 
 def archive_dir(data: Path) -> Path:
-    """The local stack's archive table (``hearth_analytics.archive``), under its data directory."""
+    """The local stack's archive table (``hearth_analytics.jobs.archive``), under its data directory."""
     return data / "analytics" / "archive"
 
 

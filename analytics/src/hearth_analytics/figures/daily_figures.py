@@ -1,7 +1,7 @@
 """The daily report's telemetry figures, as the device types declare them: the registry's
 ``rollup_metrics``, ``state_minutes`` and ``state_counts`` (``hearth_shared.domain.registry``), which the
-streaming rollups (``hearth_analytics.rollups``) read too, so a new type's metrics, minutes in a state and
-state counts appear in the report (``batch.py``) and its charts (``charts.py``) with no edit here.
+streaming rollups (``hearth_analytics.rules.rollups``) read too, so a new type's metrics, minutes in a state
+and state counts appear in the report (``jobs/batch.py``) and its charts (``charts.py``) with no edit here.
 
 Per (day, home, device), over ``device.state_reported`` facts (``schema.readings``):
 

@@ -1,5 +1,5 @@
 """``hearth analytics learn``: suggested programs and each room's response, learned from the whole history
-(the archive plus the journal's tail, ``hearth_analytics.history``) and published to the home journal.
+(the archive plus the journal's tail, ``hearth_analytics.sources.history``) and published to the home journal.
 
 Spark reads and groups; the learning itself is the domain's pure functions, run per device in
 ``applyInPandas``:
@@ -38,9 +38,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from hearth_analytics.history import read_history
-from hearth_analytics.schema import DEVICE_REGISTERED, STATE_REPORTED, finite_struct, read_topic
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.history import read_history
+from hearth_analytics.sources.schema import DEVICE_REGISTERED, STATE_REPORTED, finite_struct, read_topic
 from hearth_shared.domain.home_facts import (
     HomeFact,
     RoomResponseFitted,

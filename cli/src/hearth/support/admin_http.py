@@ -11,7 +11,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from hearth.stack_dir import token_secret
+from hearth.support.stack_dir import token_secret
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 

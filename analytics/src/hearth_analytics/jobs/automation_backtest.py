@@ -1,5 +1,5 @@
 """Automation backtests over long stretches, as a Spark batch job: the journal's history (the archive plus
-the journal's tail, ``hearth_analytics.history``) replayed through the automations' triggers and
+the journal's tail, ``hearth_analytics.sources.history``) replayed through the automations' triggers and
 conditions, acting on nothing. ``hearth automation backtest`` runs it for stretches the query API's
 in-process backtest should not read in a request (``POST /v1/automations/{id}/backtest``).
 
@@ -38,9 +38,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.history import fold_home_journal, history_sources
-from hearth_analytics.schema import envelope_struct
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.history import fold_home_journal, history_sources
+from hearth_analytics.sources.schema import envelope_struct
 from hearth_shared.domain.automation import Automation
 from hearth_shared.domain.automation_replay import (
     REPLAY_ORDER,

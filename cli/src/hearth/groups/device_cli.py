@@ -1,8 +1,8 @@
 """``hearth device connect DEVICE_ID --password ...``: be a device from a terminal, over MQTT.
 
 It connects with the device's credential (the one ``POST /v1/devices`` answered) through the device SDK
-(``hearth_device``, the ``device`` extra: ``hearth.needs``), says ``online`` (its will says ``offline``),
-prints every command and error Hearth sends, and reads what the person types:
+(``hearth_device``, the ``device`` extra: ``hearth.support.needs``), says ``online`` (its will says
+``offline``), prints every command and error Hearth sends, and reads what the person types:
 
 * a JSON object, e.g. ``{"lock_state": "unlocked"}``: a state report (seq counts up by itself);
 * ``ack`` / ``ack failed REASON``: acknowledge the last command received;
@@ -12,7 +12,7 @@ Exit code 5 when the broker refuses the credential (as ``mosquitto_pub`` does).
 
 ``hearth device quarantine DEVICE_ID --reason ...`` and ``hearth device release DEVICE_ID`` put a device in
 quarantine (it refuses every non-admin command with ``quarantined``) and take it out, through the command
-API with an admin token (``hearth.admin_http``).
+API with an admin token (``hearth.support.admin_http``).
 
 ``hearth device move-shard DEVICE_ID --to SHARD`` moves a device to another MQTT broker shard (admin):
 ``device.shard_moved``, then new credentials naming the new broker, printed once as JSON (as the
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hearth.admin_http import Api, admin_client, checked, console
-from hearth.needs import needs
-from hearth.stack_dir import DEFAULT_HOME, Home
+from hearth.support.admin_http import Api, admin_client, checked, console
+from hearth.support.needs import needs
+from hearth.support.stack_dir import DEFAULT_HOME, Home
 
 if TYPE_CHECKING:
     from hearth_device import Command, DeviceConnection

@@ -13,7 +13,7 @@ the read (``failOnDataLoss``, its default) rather than report on a history with 
 
 Without an archive table (nothing committed yet, or ``archive_url`` unset) the history is the journal.
 ``history_sources`` gives both parts apart, for a reader that decodes the archive's typed columns
-(``hearth_analytics.history_facts``: the daily report) rather than each record's bytes.
+(``hearth_analytics.sources.history_facts``: the daily report) rather than each record's bytes.
 ``hearth archive verify`` is what says the archive holds each fact once; this module trusts it.
 
 The home journal is not archived (it is small, and compacted by nothing): ``fold_home_journal`` reads it
@@ -35,9 +35,9 @@ from aiokafka import AIOKafkaConsumer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.archive_layout import ARCHIVE_SCHEMA
-from hearth_analytics.schema import read_journal
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.archive_layout import ARCHIVE_SCHEMA
+from hearth_analytics.sources.schema import read_journal
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.domain.home_facts import HomeFact, decode_home_fact

@@ -44,9 +44,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.history import read_history
-from hearth_analytics.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, read_topic
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.history import read_history
+from hearth_analytics.sources.schema import DEVICE_REGISTERED, STATE_REPORTED, parse_journal, read_topic
 from hearth_shared.domain.anomaly import SCORED_METRICS
 from hearth_shared.schema.events import AnomalyModel, Baseline, encode
 
@@ -232,7 +232,7 @@ def publish_model(spark: SparkSession, settings: AnalyticsSettings, model: Anoma
 
 def train_from_history(spark: SparkSession, settings: AnalyticsSettings) -> AnomalyModel:
     """``hearth analytics train``: baselines from every reading in the history (archive, then the journal's
-    tail; ``hearth_analytics.history``), published as a new version."""
+    tail; ``hearth_analytics.sources.history``), published as a new version."""
     facts = parse_journal(read_history(spark, settings)).cache()
     try:
         stats = collect_stats(reading_stats(facts))

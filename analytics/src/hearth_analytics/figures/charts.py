@@ -28,7 +28,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import PercentFormatter
 
-from hearth_analytics.daily_figures import METRICS, MINUTES_NAMES, STATE_COUNT_NAMES, TELEMETRY_SUMS
+from hearth_analytics.figures.daily_figures import METRICS, MINUTES_NAMES, STATE_COUNT_NAMES, TELEMETRY_SUMS
 from hearth_shared.domain.registry import rollup_keys
 
 Chart = Callable[[Axes, pd.DataFrame, pd.DataFrame], None]

@@ -1,5 +1,5 @@
-"""The archive table's columns (``hearth_analytics.archive`` writes them), with the readings' typed columns
-derived from the device types' declarations (``hearth_shared.domain.registry``): a new type, or a new
+"""The archive table's columns (``hearth_analytics.jobs.archive`` writes them), with the readings' typed
+columns derived from the device types' declarations (``hearth_shared.domain.registry``): a new type, or a new
 key of a type, is a new column with no edit here.
 
 Layout 2 (``LAYOUT``, written in every row's ``archive_layout``; issue 24):
@@ -60,7 +60,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from hearth_analytics.schema import envelope_struct
+from hearth_analytics.sources.schema import envelope_struct
 from hearth_shared.domain.device_type import DeviceType
 from hearth_shared.domain.registry import DEVICE_TYPES
 

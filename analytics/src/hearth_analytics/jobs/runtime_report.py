@@ -1,7 +1,7 @@
 """``hearth analytics runtime``: the runtime report (issue 22 point 4), a Spark batch over the whole history
-(the archive, then the journal's tail: ``hearth_analytics.history_facts``) and the home journal, published
-to the compacted rollups topic for the query API (``hearth_shared.schema.runtime_records`` has the record,
-its key and what each figure means).
+(the archive, then the journal's tail: ``hearth_analytics.sources.history_facts``) and the home journal,
+published to the compacted rollups topic for the query API (``hearth_shared.schema.runtime_records`` has
+the record, its key and what each figure means).
 
 1. The thermostats' state reports: every ``device.state_reported`` fact of a device that ever reported
    ``hvac_action`` (all its reports, so telemetry keeps it covered between ``hvac_action`` changes).
@@ -30,11 +30,11 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hearth_analytics.history import fold_home_journal
-from hearth_analytics.history_facts import read_history_facts
-from hearth_analytics.runtime_days import HoldsAndZones, Sample, Span, runtime_days, zone_named
-from hearth_analytics.schema import STATE_REPORTED
+from hearth_analytics.rules.runtime_days import HoldsAndZones, Sample, Span, runtime_days, zone_named
 from hearth_analytics.settings import AnalyticsSettings
+from hearth_analytics.sources.history import fold_home_journal
+from hearth_analytics.sources.history_facts import read_history_facts
+from hearth_analytics.sources.schema import STATE_REPORTED
 from hearth_analytics.spark import build_session
 from hearth_shared.schema.runtime_records import (
     FIGURES,

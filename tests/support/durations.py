@@ -3,7 +3,10 @@
 Every run writes ``.hearth/test-durations.json``: when it ran, on what machine (cores, load at the start
 and at the end, and how busy its cores were over the run: what running tests side by side could gain),
 how many workers ran the tests (pytest-xdist's ``-n``; 1 without it), the pytest wall time, and each
-test's seconds (setup + call + teardown), slowest first, with its outcome and the worker that ran it.
+test's seconds (setup + call + teardown), slowest first, with its outcome, the worker that ran it, and
+the machine's busy CPU seconds over those seconds (``busy_s``: every process on every core; in a run with
+one worker that is the test's own cost, its servers and services included, and ``busy_s`` well below
+``s`` is a test that mostly waits).
 The previous run's file is kept beside it (``test-durations.previous.json``), so what a change made
 slower is one comparison away (``--durations`` shows only one run's slowest, on screen).
 
@@ -33,6 +36,7 @@ KNOWN = Path(".hearth") / "test-seconds.json"
 _seconds: defaultdict[str, float] = defaultdict(float)
 _outcomes: dict[str, str] = {}
 _workers: dict[str, str] = {}
+_busy: defaultdict[str, float] = defaultdict(float)
 _started = {"wall": 0.0, "load": 0.0, "busy": 0.0, "total": 0.0}
 
 
@@ -69,9 +73,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _started["busy"], _started["total"] = _cpu()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """In the process that runs the test: the machine's busy CPU seconds over its setup, call and
+    teardown, carried to the controller in the reports' user properties (xdist sends those along)."""
+    before, _ = _cpu()
+    item.user_properties.append(("busy_at_start", before))
+    return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest builds the report from the user properties
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    if call.when == "teardown":
+        start = dict(item.user_properties).get("busy_at_start")
+        if isinstance(start, float):
+            item.user_properties.append(("busy_s", _cpu()[0] - start))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     name = plain_nodeid(report.nodeid)
     _seconds[name] += report.duration
+    if report.when == "teardown":
+        _busy[name] = float(dict(report.user_properties).get("busy_s", 0.0))
     if report.when == "call" or report.outcome != "passed":
         _outcomes[name] = report.outcome
     gateway = getattr(getattr(report, "node", None), "gateway", None)  # set by xdist's controller
@@ -99,7 +122,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "wall_s": round(time.monotonic() - _started["wall"], 1),
         "exit_status": int(exitstatus),
         "tests": [
-            {"test": t, "s": round(s, 3), "outcome": _outcomes.get(t, "passed"), "worker": _workers[t]}
+            {
+                "test": t,
+                "s": round(s, 3),
+                "busy_s": round(_busy[t], 3),
+                "outcome": _outcomes.get(t, "passed"),
+                "worker": _workers[t],
+            }
             for t, s in tests
         ],
     }

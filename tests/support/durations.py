@@ -94,7 +94,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     name = plain_nodeid(report.nodeid)
     _seconds[name] += report.duration
     if report.when == "teardown":
-        _busy[name] = float(dict(report.user_properties).get("busy_s", 0.0))
+        busy = dict(report.user_properties).get("busy_s")
+        _busy[name] = busy if isinstance(busy, float) else 0.0
     if report.when == "call" or report.outcome != "passed":
         _outcomes[name] = report.outcome
     gateway = getattr(getattr(report, "node", None), "gateway", None)  # set by xdist's controller

@@ -11,8 +11,9 @@ from aiokafka import AIOKafkaConsumer
 
 from hearth_device_actor.adapters.catch_up import JournalCatchUp
 from hearth_device_actor.adapters.kafka_outbox import KafkaOutbox
-from hearth_device_actor.entrypoints.inbox import InboxFeed
+from hearth_device_actor.entrypoints.inbox import InboxFeed, inbox_consumer
 from hearth_device_actor.service.actor import DeviceActors
+from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.adapters.kafka import KafkaWriter, make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topics import PARTITIONS
@@ -43,8 +44,8 @@ class Worker:
             self.actors.catch_up,
         )
         self.feed = InboxFeed(
-            lambda: AIOKafkaConsumer(
-                bootstrap_servers=servers, group_id=f"once-{settings.topic_prefix}", enable_auto_commit=False
+            lambda: inbox_consumer(
+                servers, f"once-{settings.topic_prefix}", fetch_wait_ms=DeviceActorSettings().fetch_wait_ms
             ),
             settings.topics.inbox_lanes,
             self.actors.handle_batch,
@@ -65,7 +66,21 @@ class Worker:
         self.task = asyncio.create_task(self.feed.run())
 
     async def handled(self, count: int) -> None:
-        await eventually(lambda: self.actors.processed >= count, f"{count} requests handled")
+        await eventually(
+            lambda: self.actors.processed >= count, f"{count} requests handled", shown=self.where_it_stands
+        )
+
+    def where_it_stands(self) -> dict[str, object]:
+        """Requests handled, and per partition with records: the offset it is handled (or committed) to,
+        and the broker's end as of the last fetch (a wait that times out says which partition is stuck)."""
+        consumer = self.feed.consumer
+        offsets = self.feed.committed | self.feed.handled
+        partitions = {
+            f"{tp.topic.rsplit('.', 1)[-1]}-{tp.partition}": (offsets.get(tp), end)
+            for tp in sorted(consumer.assignment())
+            if (end := consumer.highwater(tp))
+        }
+        return {"handled": self.actors.processed, "assigned": self.feed.serving, "partitions": partitions}
 
     async def commit(self) -> None:
         await self.feed.revoke()  # commits what was handled (with the journal offsets) and stops reading

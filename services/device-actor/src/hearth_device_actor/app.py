@@ -27,7 +27,7 @@ from hearth_device_actor.adapters.kafka_outbox import KafkaOutbox
 from hearth_device_actor.adapters.keep_fetching import fetch_nothing, period_s
 from hearth_device_actor.adapters.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.adapters.twin_table import TwinTable
-from hearth_device_actor.entrypoints.inbox import InboxFeed
+from hearth_device_actor.entrypoints.inbox import InboxFeed, inbox_consumer
 from hearth_device_actor.service.actor import DeviceActors
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.adapters.kafka import KafkaWriter, ensure_topics
@@ -110,13 +110,9 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
     actors = DeviceActors(twins, KafkaOutbox(kafka_journal), offline_after_s=settings.offline_after_s)
     lock = asyncio.Lock()
     feed = InboxFeed(
-        lambda: AIOKafkaConsumer(
-            bootstrap_servers=stack.kafka_bootstrap_servers,
-            group_id=f"{app.conf.id}-inbox",  # for its commits only: the partitions come from faust
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=4 * 1024 * 1024,
-        ),  # (fetches not held at the broker: see ``held_fetches`` for why the hot path does not)
+        lambda: inbox_consumer(
+            stack.kafka_bootstrap_servers, f"{app.conf.id}-inbox", fetch_wait_ms=settings.fetch_wait_ms
+        ),
         topics.inbox_lanes,
         actors.handle_batch,
         lambda: app.producer.flush(),

@@ -20,6 +20,13 @@ class DeviceActorSettings(BaseSettings):
         description="Records a telemetry partition may be behind its end before a batch's state reports of "
         "one device are coalesced into one (0: never; see service/coalescing.py)",
     )
+    fetch_wait_ms: int = Field(
+        20,
+        gt=0,
+        description="How long the broker may hold the inbox consumer's fetch for records to come (Kafka's "
+        "fetch.max.wait.ms, default 500): while a fetch for the empty command lane is held, telemetry "
+        "already handled cannot be fetched again (see entrypoints/inbox.py, Fetch wait)",
+    )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0

@@ -209,18 +209,19 @@ class InboxFeed:
         (shuffled by aiokafka), cut at ``max_records``: telemetry may fill the batch while a command of
         the same fetch is left behind, to be decided only after that batch (a worker starting with a
         backlog met this: 200 of a device's readings decided before its command)."""
+        if commands := await self._first_lane_fetched():
+            return commands
+        fetched: Fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+        if fetched:
+            for tp, records in (await self._first_lane_fetched()).items():
+                fetched.setdefault(tp, []).extend(records)  # a partition the batch cut: the rest after it
+        return fetched
+
+    async def _first_lane_fetched(self) -> Fetched:
+        """The command lane's records already in the consumer's buffer (no wait)."""
         fetched: Fetched = await self.consumer.getmany(
             *self.first_lane, timeout_ms=0, max_records=self.batch_size
         )
-        if fetched:
-            return fetched
-        fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
-        if fetched:
-            left: Fetched = await self.consumer.getmany(
-                *self.first_lane, timeout_ms=0, max_records=self.batch_size
-            )
-            for tp, records in left.items():  # the rest of a partition the batch cut comes after its start
-                fetched.setdefault(tp, []).extend(records)
         return fetched
 
     async def _handle(self, fetched: Fetched) -> None:

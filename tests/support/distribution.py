@@ -9,6 +9,10 @@ runs with ``--dist loadgroup`` (pyproject's addopts) so a group stays on one wor
 - every test that uses the ``spark`` fixture: one SparkSession (a JVM of 2 GB that takes 6-30 s of two
   busy cores to start) for the whole run;
 - every test that uses the ``browser`` fixture: one Chromium for the whole run;
+- every chaos test (``@pytest.mark.chaos``): one worker runs the chaos modules one after another. Each
+  starts a whole stack of its own (three JVMs for the broker-kill cluster) and kills parts of it on a
+  clock; two of them side by side on two cores starved each other's restarts, and the other worker has
+  the rest of the suite to run meanwhile;
 - the tests of a module with a module-scoped fixture (a supervised stack, an S3 server): it starts once.
 
 The group comes from the fixtures a test uses (directly or through another fixture), so a new Spark or
@@ -50,6 +54,8 @@ def group_of(item: pytest.Item) -> str | None:
     for shared in SHARED_IN_ONE_WORKER:
         if shared in fixtures:
             return shared
+    if item.get_closest_marker("chaos") is not None:
+        return "chaos"  # (after Spark: the retention chaos test archives with the one SparkSession)
     if isinstance(item, pytest.Function):
         definitions = item._fixtureinfo.name2fixturedefs.values()
         if any(defs and defs[-1].scope in SHARED_SCOPES for defs in definitions):

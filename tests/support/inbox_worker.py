@@ -6,6 +6,7 @@ every writer does (``Topics.lane_of``)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer
 
@@ -80,7 +81,15 @@ class Worker:
             for tp in sorted(consumer.assignment())
             if (end := consumer.highwater(tp))
         }
-        return {"handled": self.actors.processed, "assigned": self.feed.serving, "partitions": partitions}
+        reading = "not started" if self.task is None else "running" if not self.task.done() else "ended"
+        if self.task is not None and self.task.done() and not self.task.cancelled():
+            reading = f"ended: {self.task.exception()!r}"
+        return {
+            "handled": self.actors.processed,
+            "assigned": self.feed.serving,
+            "reading": reading,
+            "partitions": partitions,
+        }
 
     async def commit(self) -> None:
         await self.feed.revoke()  # commits what was handled (with the journal offsets) and stops reading
@@ -106,7 +115,7 @@ async def _no_catch_up(since: dict[int, int]) -> int:
     return 0
 
 
-async def submit(settings: StackSettings, requests: list[Inbound]) -> None:
+async def submit(settings: StackSettings, requests: Sequence[Inbound]) -> None:
     producer = make_producer(settings.kafka_bootstrap_servers, "once-fleet")
     await producer.start()
     try:

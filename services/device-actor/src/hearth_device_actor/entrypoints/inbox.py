@@ -140,9 +140,16 @@ class InboxFeed:
         await self._started.wait()
 
     async def stop(self) -> None:
+        """Commit what was handled, so a restart need not redo it, and stop reading.
+
+        No unassignment first (as ``revoke`` does): aiokafka's fetch routine, woken by it, awaits its
+        cancelled fetches and swallows the close's cancel there (aio-libs/aiokafka#983), so a worker
+        stopped right after a broker came back hung in ``consumer.stop()`` until it was killed (20 s in
+        test_broker_kill's teardown, every run)."""
         if self._consumer is not None:
             try:
-                await self.revoke()  # commit what was handled, so a restart need not redo it
+                async with self.lock:
+                    await self._pause_and_commit()
             finally:
                 await self._consumer.stop()
 
@@ -182,11 +189,15 @@ class InboxFeed:
         if not self._started.is_set():
             return
         async with self.lock:
-            self.generation += 1
-            self._assigned.clear()
-            await self._commit()
+            await self._pause_and_commit()
             self.committed = {}  # not ours to keep any longer
             self.consumer.assign([])
+
+    async def _pause_and_commit(self) -> None:
+        """(Under the lock.) No round in hand is handled any more; what was handled is committed."""
+        self.generation += 1
+        self._assigned.clear()
+        await self._commit()
 
     async def run(self) -> None:
         """Read and handle batches for as long as the worker runs."""
@@ -195,7 +206,9 @@ class InboxFeed:
             generation = self.generation
             fetched = await self._next_round()
             async with self.lock:
-                if fetched and generation == self.generation:  # else a rebalance came in between
+                if fetched and generation != self.generation:  # a rebalance came in between
+                    fetched = await self._still_in_place(fetched)
+                if fetched:
                     for lane in self.lanes:  # each lane's records a batch of its own, in lane order
                         await self._handle({tp: ms for tp, ms in fetched.items() if tp.topic == lane})
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
@@ -216,6 +229,22 @@ class InboxFeed:
             for tp, records in (await self._first_lane_fetched()).items():
                 fetched.setdefault(tp, []).extend(records)  # a partition the batch cut: the rest after it
         return fetched
+
+    async def _still_in_place(self, fetched: Fetched) -> Fetched:
+        """The records of a round that an assignment came in the middle of, which are still the next to
+        handle: their partition is assigned, and no seek moved its position since they were fetched.
+
+        Dropping the whole round lost requests: the round may have begun before ``assign`` and got its
+        records after it, fetched from the positions ``assign`` had just set. The consumer's positions
+        are past them then, so they were never read again (a test's worker handled none of 32 reports
+        sent right after its re-assignment). Records fetched before the assignment are dropped here: its
+        seek put their partition's position back at the group's committed offset, and they come again."""
+        assigned = self.consumer.assignment()
+        return {
+            tp: records
+            for tp, records in fetched.items()
+            if tp in assigned and await self.consumer.position(tp) == records[-1].offset + 1
+        }
 
     async def _first_lane_fetched(self) -> Fetched:
         """The command lane's records already in the consumer's buffer (no wait)."""

@@ -25,6 +25,7 @@ from tests.support.waiting import eventually, twin_when
 pytestmark = pytest.mark.integration
 
 DAYS = 2
+STAND_ASIDE_S = 10.0  # the live hub's silence after another writer's report (30 s by default)
 
 
 def homes_at_home(prefix: str, count: int, span_s: float, seed: int) -> list[str]:
@@ -124,7 +125,11 @@ async def test_a_live_hub_stands_aside_for_a_history_and_plays_on_from_its_end(
         journal = await read_journal(platform.settings, skip_unreadable=True)
         return [f for f in journal if isinstance(f, StateReported) and f.device_id == device_id]
 
-    async with playing(platform, {device_id}, mqtt, rate=2.0), platform.client(platform.query_api) as query:
+    # The test waits out the hub's silence after the history's last report (30 s of its 33 at the
+    # default); the history's reports reach the journal far less than STAND_ASIDE_S apart (172 within
+    # 0.7 s here, 0.1 s apart at most), so the hub never speaks between them.
+    hub = playing(platform, {device_id}, mqtt, rate=2.0, stand_aside_s=STAND_ASIDE_S)
+    async with hub, platform.client(platform.query_api) as query:
         await twin_when(query, device_id, lambda t: bool(t["connectivity"]["online"] and t["reported"]), 60)
         history, _ = await simulate_history(
             platform.command_api, platform.token(), mqtt, [home_id], 1, 86_400, seed=3

@@ -24,7 +24,6 @@ from hearth_shared.schema.events import (
 from hearth_simulator.devices.sim_lock import SimLock
 from hearth_simulator.devices.sim_thermostat import SimThermostat
 from hearth_simulator.fleet import Fleet, FleetOptions
-from hearth_simulator.fleet_core import STAND_ASIDE_S
 from hearth_simulator.registration import fleet_devices
 from hearth_simulator.settings import SimulatorSettings
 
@@ -159,6 +158,7 @@ def test_a_playing_hub_stands_aside_while_another_writer_reports_its_device() ->
     """``hearth simulate --history`` writes reports for a device the hub plays, seqs above the hub's: the
     hub falls silent while they come, then plays on from the last one, its seqs above it."""
     gateway = fleet(rate=1.0)
+    aside = gateway.options.stand_aside_s
     gateway.learn(registered("t1", "thermostat"), T0)
     own = reports(play(gateway, T0, T0 + 3), "t1")
     assert own
@@ -167,8 +167,8 @@ def test_a_playing_hub_stands_aside_while_another_writer_reports_its_device() ->
     assert gateway.stats["stood_aside"] == 0
     history_seq = own[-1].device_seq + 10**10
     gateway.learn(reported_fact("t1", history_seq, {"target_c": 17.5}, T0 - 3600), T0 + 3, live=True)
-    assert reports(play(gateway, T0 + 3, T0 + 3 + STAND_ASIDE_S - 1), "t1") == []
-    after = reports(play(gateway, T0 + 3 + STAND_ASIDE_S - 1, T0 + 3 + STAND_ASIDE_S + 3), "t1")
+    assert reports(play(gateway, T0 + 3, T0 + 3 + aside - 1), "t1") == []
+    after = reports(play(gateway, T0 + 3 + aside - 1, T0 + 3 + aside + 3), "t1")
     assert after and after[0].device_seq == history_seq + 1
     assert (
         after[-1].state.get("target_c", 17.5) == 17.5

@@ -45,7 +45,6 @@ from hearth_simulator.options import FleetOptions
 Record = tuple[str, bytes]  # (MQTT topic, payload) to publish
 
 MIN_TICK_S = 0.01  # a device played is next due this long after now at the soonest
-STAND_ASIDE_S = 30.0  # silent this long after another writer's report of a device (``learn``)
 
 
 @dataclass(eq=False, slots=True)
@@ -103,8 +102,8 @@ class FleetCore:
         ``live``: a fact read while playing (not catching up). A report with a seq above the last one the
         hub sent was not the hub's: another writer speaks for the device (``hearth simulate --history``,
         whose seqs lie above, history.py). The hub stands aside: takes up what it said and its seq, and
-        stays silent until ``STAND_ASIDE_S`` after its latest such report, then plays the device on from
-        there (so a history ends in the live device, its seqs above the history's)."""
+        stays silent until ``options.stand_aside_s`` after its latest such report, then plays the device
+        on from there (so a history ends in the live device, its seqs above the history's)."""
         if isinstance(event, DeviceRegistered) and event.payload.simulated:
             self.add_device(event.device_id, event.payload.device_type, now)
         elif isinstance(event, StateReported) and (player := self.players.get(event.device_id)):
@@ -114,7 +113,7 @@ class FleetCore:
             player.firmware.restore(event.payload.reported)
             player.seq = max(player.seq, event.payload.device_seq)
             if live:
-                player.silent_until = max(player.silent_until, now + STAND_ASIDE_S)
+                player.silent_until = max(player.silent_until, now + self.options.stand_aside_s)
                 player.held = None
                 self.stats["stood_aside"] += 1
 

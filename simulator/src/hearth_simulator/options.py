@@ -29,6 +29,9 @@ class FleetOptions:
     fault_rates: Mapping[str, float] = field(default_factory=dict)  # by name, as a model documents them
     seed: int = 0
     client_id: str = "hearth-simulator"  # the journal reader's Kafka client id
+    # How long the hub stays silent after another writer's report of a device it plays (FleetCore.learn):
+    # longer than any pause in that writer's stream, or the hub would speak between its reports.
+    stand_aside_s: float = 30.0
     firmware: FirmwareOptions = field(
         default_factory=FirmwareOptions
     )  # installs, reboots and their failure modes (firmware.py)

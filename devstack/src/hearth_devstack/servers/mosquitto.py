@@ -139,6 +139,12 @@ class MosquittoBroker:
         return self.data_dir / "mosquitto.conf"
 
     @property
+    def persistence_file(self) -> Path:
+        """Its saved sessions and retained messages (Mosquitto's default name, in ``persistence_location``),
+        written every ``autosave_interval`` and on a clean stop."""
+        return self.data_dir / "persistence" / "mosquitto.db"
+
+    @property
     def cafile(self) -> Path:
         """What a client passes as ``--cafile`` to trust the TLS listener."""
         return self.certfile or self.data_dir / "tls" / "server.crt"
@@ -207,7 +213,7 @@ class MosquittoBroker:
     def write_config(self) -> Path:
         cert, key = self.ensure_certificate()
         self.write_service_access()
-        persistence = self.data_dir / "persistence"
+        persistence = self.persistence_file.parent
         persistence.mkdir(parents=True, exist_ok=True)
         lines = [
             "# Written by hearth_devstack.servers.mosquitto on every start: edit that module, not this file.",

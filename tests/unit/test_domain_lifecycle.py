@@ -343,7 +343,21 @@ def test_the_will_takes_a_device_offline_at_once_and_online_brings_it_back() -> 
     assert device.status(held) == "accepted"  # held while offline
     assert device.availability(at(9), online=True) == [DeviceCameOnline, CommandDispatched]
     assert (device.state.online, device.state.last_seen, device.status(held)) == (True, at(9), "dispatched")
-    assert device.availability(at(10), online=True) == []  # already online
+
+
+def test_online_from_an_online_device_dispatches_again_what_it_has_not_acknowledged() -> None:
+    """It (re)connected, maybe where what was dispatched did not reach it (decide._availability)."""
+    device = online_device()
+    device.report(at(5), ambient_c=19.5)
+    assert device.availability(at(6), online=True) == []  # nothing in flight: nothing to repeat
+    unacknowledged, acknowledged = device.command(at(7), 22.0), device.command(at(7), 23.0)
+    device.ack(at(8), acknowledged)
+    assert device.availability(at(9), online=True) == [CommandDispatched]
+    assert device.journal[-1].correlation_id == unacknowledged
+    assert (device.status(unacknowledged), device.status(acknowledged)) == ("dispatched", "acknowledged")
+    device.ack(at(10), unacknowledged)
+    assert device.ack(at(11), unacknowledged) == []  # the repeat's second ack is nothing
+    assert device.availability(at(12), online=True) == []
 
 
 def test_availability_of_an_unregistered_device_changes_nothing() -> None:

@@ -226,12 +226,22 @@ def _come_online(twin: Twin, now: datetime, changes: list[Change]) -> list[Comma
 
 def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> list[Change]:
     """``online`` brings an offline device back (and dispatches what was held for it); ``offline`` (the
-    will of a dropped connection) takes an online one offline at once. Anything else changes nothing, so
-    a redelivered or repeated availability message is harmless."""
+    will of a dropped connection) takes an online one offline at once.
+
+    ``online`` from a device the twin has online already says it has (re)connected, maybe where the
+    commands dispatched to it did not reach it: right after a shard move, a report through its old
+    broker (before that broker reloads, or through the simulator's hub there) brings the twin online and
+    its held commands go out on the new broker before the device is subscribed there. So the commands
+    dispatched and not yet acknowledged are dispatched again (a device tells a repeat by its
+    ``command_id``; the actor decides a second ack as nothing). A redelivered or repeated availability
+    message so costs at most a repeat of those commands."""
     changes: list[Change] = []
     if request.online and not twin.online:
         _come_online(twin, now, changes)
-    elif not request.online and twin.online:
+    elif request.online:
+        unacknowledged = [c for c in twin.commands.values() if c.status == "dispatched" and c.expires_at > now]
+        changes += [_about(c.command_id, CommandDispatched) for c in unacknowledged]
+    elif twin.online:
         changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
     return changes
 

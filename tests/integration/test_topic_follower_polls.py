@@ -3,10 +3,13 @@ there): it is awaited after each poll's records were handed over, a poll holds a
 ``caught_up`` is set only after the poll that read the last record was flushed, and a failing
 ``after_poll`` stops the feed: ``wait_caught_up`` raises, ``failure`` says why, ``stop`` still stops.
 ``on_caught_up`` (broker access writes its first files there) runs once, after that last poll's
-``after_poll`` and before ``caught_up``, also when there was nothing to read."""
+``after_poll`` and before ``caught_up``, also when there was nothing to read. With ``after`` (the
+automations engine's journal feed after its home-journal feed), a record is handed over only once the
+other follower has handed over what was written on its topic before it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -152,3 +155,40 @@ async def test_a_failing_after_poll_stops_the_feed_and_says_why(kafka: KafkaBrok
     finally:
         await follower.stop()
     assert isinstance(follower.failure(), ConnectionError)
+
+
+async def test_with_after_a_record_waits_until_the_other_follower_has_read_what_was_written_before_it(
+    kafka: KafkaBroker, broker_only: StackSettings
+) -> None:
+    topics = broker_only.topics
+    fetched, gate = asyncio.Event(), asyncio.Event()
+    first_read: list[bytes | None] = []
+    second_read: list[tuple[bytes | None, list[bytes | None]]] = []  # (record, what the first had read)
+
+    async def on_first(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        fetched.set()
+        await gate.wait()  # the first follower is slow: it has fetched the record, not handed it over
+        first_read.append(value)
+
+    async def on_second(topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        second_read.append((value, list(first_read)))
+
+    first = TopicFollower(kafka.bootstrap, [topics.home_journal], on_first, "first")
+    second = TopicFollower(kafka.bootstrap, [topics.journal], on_second, "second", after=first)
+    await first.start()
+    await second.start()
+    producer = make_producer(kafka.bootstrap, "test-follower")
+    await producer.start()
+    try:
+        await asyncio.gather(first.wait_caught_up(), second.wait_caught_up())
+        await producer.send_and_wait(topics.home_journal, b"automation", key=b"home-0")
+        await asyncio.wait_for(fetched.wait(), 30)
+        await producer.send_and_wait(topics.journal, b"trigger", key=b"device-0")
+        asyncio.get_running_loop().call_later(1.0, gate.set)  # without ``after``, the trigger is read now
+        await eventually(lambda: len(second_read) == 1, "the trigger handed over")
+        assert second_read == [(b"trigger", [b"automation"])]
+    finally:
+        gate.set()
+        await producer.stop()
+        await second.stop()
+        await first.stop()

@@ -20,8 +20,13 @@ state and the positions of both feeds, taken at one instant: the journal feed sa
 journal feed's ``positions()`` read in the same synchronous step. Why one and not one per feed: the engine
 applies its own run facts to the view as it decides, so view and engine are one state; two snapshots
 taken apart would each need the other's moment. At start the journal feed restores it and seeks; its
-records wait (``_journal_record``) until the home-journal feed, started at the saved positions, has read
-to its end, as before the snapshots.
+records wait until the home-journal feed, started at the saved positions, has read to its end.
+
+**The two feeds in order.** The journal and the home journal are not ordered one against the other, so
+each journal poll waits, before its records are evaluated, until the home-journal feed has read what
+that topic held when the poll came back (``TopicFollower(after=...)``): a trigger fact written after an
+automation was created (or switched, or its zone changed) is evaluated against it, however far apart
+the two feeds' fetches were. It costs a ListOffsets request per journal poll.
 
 Saved: the view (zones, webhooks, schedules, automations with their switches and suspensions, the
 latest runs per automation, the notifications without an outcome), the scheduler's pending resumes, the
@@ -145,6 +150,7 @@ class AutomationsService:
             stack.kafka_bootstrap_servers, [stack.topics.journal], self._journal_record, "journal",
             after_poll=self.engine.settle, max_records=settings.poll_records,
             snapshots=snapshot_policy(stack, self.snapshot_name, self.state, store=snapshots),
+            after=self.homes_feed,  # a trigger after the automation written a moment before it
         )  # fmt: skip
         self.heartbeat = Path(settings.heartbeat_file) if settings.heartbeat_file else None
 
@@ -165,8 +171,6 @@ class AutomationsService:
         await self.scheduler.on_home_fact(fact)
 
     async def _journal_record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
-        if not self.homes_feed.caught_up.is_set():  # the home journal first, to its end
-            await self.homes_feed.caught_up.wait()
         try:
             event = decode_fact(value)
         except MalformedRecord as error:  # the projector dead-letters it; here it is only skipped

@@ -28,6 +28,12 @@ Invariants:
   a consumer whose first output needs the whole fold (broker access writes the broker's files and
   reloads it) does it there, so ``caught_up`` means that output is done. It raising stops the feed as
   ``after_poll`` raising does;
+* ``after`` (optional, another follower): each poll's records wait, before any is handed over, until
+  ``after`` has handed over every record its topics had when the poll came back (``read_to_end``). Two
+  topics are not ordered one against the other; a consumer whose records must be seen after what was
+  written before them on another topic (the automations engine: a trigger fact after the automation
+  created a moment before it, on the home journal) says so here. The price is one ListOffsets request
+  per poll that brought records, and a wait only when ``after`` is behind;
 * with ``HEARTH_FOLLOWER_REPORTS`` set to a directory (the local stack sets one per part), the follower
   writes its ``RestartReport`` there as ``{name}.json`` once caught up and after each snapshot, which
   ``hearth status`` shows (snapshot age, what the last start read);
@@ -173,6 +179,7 @@ class TopicFollower:
         poll_ms: int = 200,
         snapshots: SnapshotPolicy | None = None,
         consumer_settings: dict[str, Any] | None = None,
+        after: TopicFollower | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topics = topics
@@ -184,6 +191,7 @@ class TopicFollower:
         self.name = name
         self.snapshots = snapshots
         self.consumer_settings = consumer_settings or {}
+        self.after = after
         self.caught_up = asyncio.Event()
         self.skipped = 0
         self.restart = RestartReport()
@@ -191,6 +199,7 @@ class TopicFollower:
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._started = 0.0
+        self._readers: list[tuple[dict[TopicPartition, int], asyncio.Future[None]]] = []  # read_to_end's
 
     # ------------------------------------------------------------------------------------ start, stop
 
@@ -309,6 +318,27 @@ class TopicFollower:
         if self._consumer is not None:
             await self._consumer.stop()
 
+    async def read_to_end(self) -> None:
+        """Until every record the topics hold now has been handed over (and its poll's ``after_poll``
+        awaited); waits for the start-up's catch-up first. Raises what stopped the feed if it stops
+        first."""
+        await self.caught_up.wait()
+        consumer, task = self._consumer, self._task
+        assert consumer is not None and task is not None
+        progress = self._progress
+        ends = await consumer.end_offsets(list(progress.positions))
+        behind = {tp: end for tp, end in ends.items() if end > progress.positions[tp]}
+        if not behind:
+            return
+        reached = asyncio.get_running_loop().create_future()
+        self._readers.append((behind, reached))
+        try:
+            await asyncio.wait({reached, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reached.cancel()
+        if not reached.done() or reached.cancelled():
+            raise RuntimeError(f"{self.name} stopped before it read to the end") from self.failure()
+
     # ------------------------------------------------------------------------------------ positions
 
     def positions(self) -> Positions:
@@ -357,6 +387,8 @@ class TopicFollower:
         await self._check_caught_up()
         while True:
             batches = await consumer.getmany(timeout_ms=self.poll_ms, max_records=self.max_records)
+            if batches and self.after is not None:
+                await self.after.read_to_end()
             for tp, records in batches.items():
                 for record in records:
                     try:
@@ -374,18 +406,36 @@ class TopicFollower:
             if self.after_poll is not None and batches:
                 await self.after_poll()
             if progress.pending:
-                await self._past_compacted_ends(consumer, batches)
+                await self._past_compacted_ends(consumer, batches, progress.pending)
                 await self._check_caught_up()
+            if self._readers:
+                await self._answer_readers(consumer, batches)
             if self._snapshot_due():
                 await self.save_snapshot()
 
-    async def _past_compacted_ends(self, consumer: AIOKafkaConsumer, batches: dict[Any, Any]) -> None:
-        """A pending partition that gave nothing this poll may be a compacted one whose last records were
-        removed: its fetch position then already stands at (or past) the end seen at start."""
+    async def _answer_readers(self, consumer: AIOKafkaConsumer, batches: dict[Any, Any]) -> None:
+        progress, waiting = self._progress, []
+        for ends, reached in self._readers:
+            await self._past_compacted_ends(consumer, batches, ends)
+            if all(progress.positions[tp] >= end for tp, end in ends.items()):
+                if not reached.done():
+                    reached.set_result(None)
+            else:
+                waiting.append((ends, reached))
+        self._readers = waiting
+
+    async def _past_compacted_ends(
+        self, consumer: AIOKafkaConsumer, batches: dict[Any, Any], ends: dict[TopicPartition, int]
+    ) -> None:
+        """A partition behind ``ends`` that gave nothing this poll may be a compacted one whose last
+        records were removed (or one whose last offset is a transaction marker): its fetch position then
+        already stands at (or past) the end."""
         progress = self._progress
-        for tp in list(progress.pending):
-            if tp not in batches and await consumer.position(tp) >= progress.pending[tp]:
-                progress.positions[tp] = max(progress.positions[tp], await consumer.position(tp))
+        for tp in list(ends):
+            if tp not in batches and progress.positions[tp] < ends[tp]:
+                position = await consumer.position(tp)
+                if position >= ends[tp]:
+                    progress.positions[tp] = max(progress.positions[tp], position)
 
     async def _check_caught_up(self) -> None:
         progress = self._progress

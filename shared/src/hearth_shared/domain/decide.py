@@ -239,8 +239,8 @@ def _availability(twin: Twin, request: ReportAvailability, now: datetime) -> lis
     if request.online and not twin.online:
         _come_online(twin, now, changes)
     elif request.online:
-        unacknowledged = [c for c in twin.commands.values() if c.status == "dispatched" and c.expires_at > now]
-        changes += [_about(c.command_id, CommandDispatched) for c in unacknowledged]
+        sent = [c for c in twin.commands.values() if c.status == "dispatched" and c.expires_at > now]
+        changes += [_about(c.command_id, CommandDispatched) for c in sent]
     elif twin.online:
         changes.append(Change(DeviceWentOffline, ConnectivityPayload(last_seen=twin.last_seen or now)))
     return changes

@@ -132,9 +132,8 @@ async def test_restarted_from_its_snapshot_after_retention_it_reads_only_the_tai
         def fired(instant: datetime) -> Any:
             return lambda f: isinstance(f, ScheduleTransitionFired) and f.payload.instant == instant
 
-        # The first transition says the engine has read the automation too (the same home's partition,
-        # written before it): a trigger the journal feed reads before the home-journal feed has read its
-        # automation is not the automation's (the two feeds are not ordered one against the other).
+        # The engine is live and has fired the first transition before the trigger is sent (the
+        # trigger's own order after its automation is the engine's: TopicFollower(after=...)).
         await eventually(lambda: has(settings, fired(soon)), "the first transition", timeout_s=40)
         before = anomaly("watched")
         await produce_facts(settings, [before])

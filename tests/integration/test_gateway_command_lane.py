@@ -24,7 +24,6 @@ from hearth_device import Command, DeviceConnection
 from hearth_device_gateway.app import make_app
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.servers.mosquitto import MosquittoBroker
-from hearth_shared.adapters.mqtt_link import MqttLink
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
@@ -33,29 +32,13 @@ from hearth_shared.schema.events import (
     decode_inbound,
     utcnow,
 )
-from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription
+from tests.support.gateway_sessions import sessions_left_behind
 from tests.support.mqtt_devices import read_topic
 
 pytestmark = pytest.mark.integration
 
 DEVICES = 40
 FLOOD = 10_000  # state reports waiting for the gateway: 250 per device
-
-
-async def sessions_left_behind(settings: DeviceGatewaySettings, mosquitto: MosquittoBroker) -> None:
-    """The gateway's two persistent sessions, subscribed, as a gateway killed a moment ago leaves them."""
-    subscriptions = {"": (STATE,), "-lane": (ACKS, AVAILABILITY)}
-    for suffix, channels in subscriptions.items():
-        link = MqttLink(
-            client_id=f"hearth-gateway-{settings.instance}{suffix}",
-            username=settings.mqtt_username,
-            password=settings.mqtt_password,
-        )
-        await link.connect(settings.mqtt_host, settings.mqtt_port)
-        for channel in channels:
-            link.subscribe(shared_subscription(settings.mqtt_group(), channel))
-        await link.subscribed()
-        await link.disconnect()  # the session stays (and gets what is published meanwhile)
 
 
 async def test_an_ack_overtakes_a_flood_of_reports_waiting_for_the_gateway(
@@ -67,7 +50,7 @@ async def test_an_ack_overtakes_a_flood_of_reports_waiting_for_the_gateway(
         instance=f"{stack.topic_prefix}-1",
         stack=stack,
     )
-    await sessions_left_behind(settings, mosquitto)
+    await sessions_left_behind(settings)
     hub = DeviceConnection(
         username=mosquitto.admin.username,
         password=mosquitto.admin.password,

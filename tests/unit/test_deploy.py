@@ -431,6 +431,14 @@ def test_the_overlays_replicas(overlay: str) -> None:
             assert w["spec"]["replicas"] == replicas, name
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_gateways_slices_are_their_replicas(overlay: str) -> None:
+    """Each gateway of a broker takes one device slice (hearth_device_gateway/service/slices.py): as many
+    slices as replicas, so every device has a gateway and no device two."""
+    env = env_of(overlay, container(overlay, "device-gateway"))
+    assert int(env.get("HEARTH_DEVICE_GATEWAY_SLICES", "1")) == SHAPES[overlay]["device-gateway"]
+
+
 @pytest.mark.parametrize("service", ["device-actor", "device-gateway"])
 def test_stable_instances_are_the_pods_names(service: str) -> None:
     assert WORKLOADS[service][0] == "StatefulSet"

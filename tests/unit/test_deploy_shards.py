@@ -16,6 +16,7 @@ from tests.unit.test_deploy import env_of, find
 pytestmark = pytest.mark.unit
 
 GATEWAYS = {"0": "device-gateway", "1": "device-gateway-shard-1"}
+POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"
 
 
 def named(workload: dict[str, Any], name: str) -> dict[str, Any]:
@@ -39,5 +40,8 @@ def test_each_shard_of_the_ha_overlay_is_a_broker_its_follower_and_its_gateways(
         assert gateway.get("HEARTH_DEVICE_GATEWAY_SHARD", DEFAULT_SHARD) == shard
         assert gateway["HEARTH_DEVICE_GATEWAY_MQTT_HOST"] == f"mosquitto-shard-{shard}-platform"
         assert gateways["spec"]["replicas"] == 2
+        # Each gateway takes a device slice: its pod's index, of as many as there are replicas.
+        assert gateway["HEARTH_DEVICE_GATEWAY_SLICES"] == "2"
+        assert gateway["HEARTH_DEVICE_GATEWAY_SLICE"] == {"fieldRef": {"fieldPath": POD_INDEX}}
         assert shards[shard].platform_url == f"mqtt://mosquitto-shard-{shard}-platform:1884"
         find("ha", "Service", f"mosquitto-shard-{shard}-devices")  # where its devices connect

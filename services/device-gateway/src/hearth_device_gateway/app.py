@@ -5,12 +5,12 @@ connects until ``run``. ``make_follower(settings)`` builds the broker-access fol
 One gateway process holds two MQTT connections (each a persistent MQTT 5 session named after its instance),
 one Kafka producer (the inbox and the dead letters) and one Kafka consumer (the device-bound topic, in
 the gateways' consumer group). It subscribes to every device's ``state``, ``acks`` and ``availability``
-through MQTT 5 shared subscriptions (``$share/<group>/hearth/devices/+/<channel>``), so each device
-message goes to one gateway of the group (entrypoints/uplink.py, in batches: one per read of the socket,
-acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes the commands
-of the partitions it was given (entrypoints/downlink.py). Several processes with distinct instances share
-the work; with ``slices`` > 1, each takes the devices of its slice instead, over plain subscriptions,
-so a device's messages keep their order (service/slices.py says why and what it costs).
+(``hearth/devices/+/<channel>``, plain subscriptions of its persistent sessions) and takes the devices of
+its slice (all of them with ``slices`` 1: service/slices.py says why slices and not MQTT 5 shared
+subscriptions, and what they cost) to the inbox (entrypoints/uplink.py, in batches: one per read of the
+socket, acknowledged together once Kafka has them, hearth_shared.adapters.mqtt_batches), and publishes the
+commands of the partitions it was given (entrypoints/downlink.py). Several processes with distinct
+instances share the commands; each slice has one gateway.
 
 Two connections, one per lane, because the broker queues per connection: a session's queued messages and
 its in-flight window (``receive_maximum``) are first in, first out across all its subscriptions, and its
@@ -96,15 +96,8 @@ class DeviceGateway:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=1_000,
         )
-        device_slice = Slice(s.slice, s.slices) if s.slices > 1 else None
-
-        def device_filter(channel: str) -> str:  # each device's messages to one gateway: service/slices.py
-            return wildcard(channel) if device_slice else shared_subscription(s.mqtt_group(), channel)
-
-        subscriptions = {
-            telemetry: [device_filter(STATE)],
-            lane: [device_filter(ACKS), device_filter(AVAILABILITY)],
-        }
+        device_slice = Slice(s.slice, s.slices) if s.slices > 1 else None  # service/slices.py
+        subscriptions = {telemetry: [wildcard(STATE)], lane: [wildcard(ACKS), wildcard(AVAILABILITY)]}
         await journal.start()
         try:
             # The uplinks send dead letters concurrently: sends that wait for a topic's first metadata
@@ -128,9 +121,14 @@ class DeviceGateway:
             for link in (lane, telemetry):  # the lane first: what its session kept comes in first
                 await link.connect(s.mqtt_host, s.mqtt_port)
             # A session an older gateway left behind may still hold the lane's subscriptions on the
-            # telemetry connection: drop them, so acks come only through the lane.
-            for topic_filter in subscriptions[lane]:
+            # telemetry connection, or the shared subscriptions gateways had before slices: drop them,
+            # so acks come only through the lane, and each message once.
+            group = f"{s.stack.topic_prefix}-gateway"
+            before_slices = [shared_subscription(group, c) for c in (STATE, ACKS, AVAILABILITY)]
+            for topic_filter in [*subscriptions[lane], *before_slices]:
                 telemetry.unsubscribe(topic_filter)
+            for topic_filter in before_slices:
+                lane.unsubscribe(topic_filter)
             for link, topic_filters in subscriptions.items():
                 for topic_filter in topic_filters:
                     link.subscribe(topic_filter)
@@ -167,7 +165,7 @@ class DeviceGateway:
     async def _serve(self, stop: asyncio.Event, uplinks: list[Uplink], downlink: Downlink) -> None:
         self.ready.set()
         s = self.settings
-        log.info("%s (instance %s, group %s, shard %s)", READY, s.instance, s.mqtt_group(), s.shard)
+        log.info("%s (instance %s, slice %d of %d, shard %s)", READY, s.instance, s.slice, s.slices, s.shard)
         async with asyncio.TaskGroup() as tasks:
             commands = tasks.create_task(downlink.run())
             stats = tasks.create_task(self._log_stats())

@@ -1,8 +1,9 @@
 """Device gateway settings, env prefix ``HEARTH_DEVICE_GATEWAY_``.
 
-Every gateway process of a deployment shares ``share_group`` (the MQTT 5 shared subscription group, so the
-broker hands each device message to one of them) and ``consumer_group`` (the Kafka consumer group of the
-device-bound topic, so each dispatched command is published by one of them). ``instance`` must be unique
+The gateways of one broker take its devices in ``slices`` (each gateway its own ``slice``, so each device's
+messages go through one of them, in order: service/slices.py) and share ``consumer_group`` (the Kafka
+consumer group of the device-bound topic, so each dispatched command is published by one of them).
+``instance`` must be unique
 per process and stable across its restarts: it names the process's persistent MQTT sessions, so messages
 the broker handed to a gateway that was killed before acknowledging them come back when it restarts.
 """
@@ -38,9 +39,6 @@ class DeviceGatewaySettings(BaseSettings):
         "publishes only the commands of that shard's devices",
     )
     instance: str = Field("gateway-1", pattern=IDENTIFIER_PATTERN, description="Unique, stable per process")
-    share_group: str | None = Field(
-        None, pattern=IDENTIFIER_PATTERN, description="MQTT share group; None: '<prefix>-gateway'"
-    )
     consumer_group: str | None = Field(None, description="Kafka group; None: '<topic prefix>-device-gateway'")
     batch_size: int = Field(5000, gt=0, description="Device messages put on the inbox in one batch at most")
     linger_ms: float = Field(2.0, ge=0, description="How long a batch waits for more messages")
@@ -50,16 +48,12 @@ class DeviceGatewaySettings(BaseSettings):
     slices: int = Field(
         1,
         ge=1,
-        description="1: share the devices' messages (MQTT 5 shared subscriptions); n: n gateways on this "
-        "broker, each taking the devices of its slice, so a device's messages stay in order "
-        "(service/slices.py)",
+        description="The gateways on this broker: each takes the devices of its slice, so a device's "
+        "messages stay in order (service/slices.py); 1: this gateway takes every device",
     )
-    slice: int = Field(0, ge=0, description="This gateway's slice, 0 .. slices - 1 (with slices > 1)")
+    slice: int = Field(0, ge=0, description="This gateway's slice, 0 .. slices - 1")
     log_level: str = "info"
     stack: StackSettings = Field(default_factory=StackSettings)
-
-    def mqtt_group(self) -> str:
-        return self.share_group or f"{self.stack.topic_prefix}-gateway"
 
     def kafka_group(self) -> str:
         """Each shard's gateways are a consumer group of their own: every group reads every dispatched

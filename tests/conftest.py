@@ -10,6 +10,7 @@ session or the one browser run on one worker (tests/support/distribution.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -28,6 +29,13 @@ from hearth_devstack.supervision.process import free_port
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.platform import Platform, make_settings
+
+# Every JVM the tests start (the session's Kafka, the chaos stacks' brokers, the Spark driver) compiles
+# with C1 only: measured on these 2 cores, the same tests took the brokers about half their CPU and the
+# Spark driver 86 -> 50 CPU-s, and passed as before. Their JVMs live minutes and handle little data, so the
+# C2 compiler's work never paid back; and a suite with 2 workers is bound by the machine's CPU. Only here:
+# a platform run (`make up`, the benchmarks) keeps the JDK's defaults.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 pytest_plugins = [
     "tests.support.durations",  # per-test durations kept from each run

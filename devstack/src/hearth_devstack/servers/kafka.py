@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -29,7 +28,6 @@ KAFKA_VERSION = "4.4.0"
 _HERE = Path(__file__).resolve().parent
 POM = _HERE / "kafka-pom.xml"
 LOG4J_CONFIG = _HERE / "kafka-log4j2.xml"
-JAVA_OPTS_VARIABLE = "HEARTH_KAFKA_JAVA_OPTS"  # more JVM options for every broker started here
 DEFAULT_ROOT = REPO_ROOT / ".hearth"
 _COMPLETE = ".complete"
 
@@ -217,8 +215,7 @@ class KafkaBroker:
 
 
 def _jvm(java: str, libs: Path, *options: str) -> list[str]:
-    """The java command line shared by the broker and the storage tool, up to the main class.
-    ``HEARTH_KAFKA_JAVA_OPTS`` adds options (as Kafka's own scripts read ``KAFKA_OPTS``)."""
+    """The java command line shared by the broker and the storage tool, up to the main class."""
     return [
         java,
         # Measured on 2 cores: the serial collector and the class-data archive together cut a start from
@@ -227,7 +224,6 @@ def _jvm(java: str, libs: Path, *options: str) -> list[str]:
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
-        *shlex.split(os.environ.get(JAVA_OPTS_VARIABLE, "")),
         *options,
         "-cp",
         f"{libs}/*",

@@ -416,9 +416,11 @@ class TopicFollower:
     async def _answer_readers(self, consumer: AIOKafkaConsumer, batches: dict[Any, Any]) -> None:
         progress, waiting = self._progress, []
         for ends, reached in self._readers:
+            if reached.done():  # its reader went away (cancelled)
+                continue
             await self._past_compacted_ends(consumer, batches, ends)
             if all(progress.positions[tp] >= end for tp, end in ends.items()):
-                if not reached.done():
+                if not reached.done():  # (or cancelled while this awaited the positions)
                     reached.set_result(None)
             else:
                 waiting.append((ends, reached))

@@ -4,13 +4,12 @@ UV_VERSION := 0.13.8
 # uv from PyPI: the one on PATH, else the one pip installs into python3 (see the `uv` target).
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test` (0: one process). The tests mostly wait (on services starting,
-# consumer groups, timeouts), so several workers keep two cores busy, each with its own servers (about
-# 2 GB of memory each); `make test WORKERS=2` runs so. Measured on this 2-core machine, quiet, fresh
-# clones of the same tests (d113d33, 6b6e3b3): one process 25 min 0 s, 2 workers 19 min 49 s (1,257
-# passed both). The default stays 0 until 2 workers pass three runs in a row (one so far; the run
-# before, 4 workers at load up to 52 from other work, had 7 tests time out).
-WORKERS ?= 0
+# pytest-xdist workers for `make test` (0: one process). Each worker has its own servers (about 2 GB of
+# memory); the Spark, browser and chaos tests keep to one worker each (tests/support/distribution.py).
+# Measured on this 2-core machine, fresh clones, quiet: one process 19 min 59 s (dcffc5d, cores 53 %
+# busy: the tests mostly wait); 2 workers 12 min 5 s (1,277 passed; c1-only JIT for the tests' JVMs,
+# tests/conftest.py; cores 79 % busy), where the same 2 workers took 13 min 30 s before that JIT change.
+WORKERS ?= 2
 
 .PHONY: up down test check lint setup uv deps jars browser mosquitto clean
 

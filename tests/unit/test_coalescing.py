@@ -112,3 +112,20 @@ async def test_the_actor_coalesces_only_when_told_and_the_twin_ends_the_same() -
     assert sum(isinstance(e, StateReported) for e in fewer.events) == 1
     assert (coalesced.coalesced.reports, one_by_one.coalesced.reports) == (4, 0)
     assert coalesced.processed == one_by_one.processed == 6  # every record read is counted
+
+
+async def test_a_report_that_comes_after_a_newer_one_is_no_fact_and_is_counted() -> None:
+    """An ack's report on the command lane can overtake its device's telemetry: the older report then
+    changes nothing (its seq is not above the twin's) and is counted, not lost without a trace."""
+    outbox = FakeOutbox()
+    actors = DeviceActors({}, outbox, offline_after_s=60, clock=lambda: NOW)
+    registration = RegisterDevice(
+        request_id=uuid.uuid4(), device_id="th-1", sent_at=NOW, home_id="h", device_type="thermostat",
+        name="Hall",
+    )  # fmt: skip
+    await actors.handle_batch([InboxRecord("lane", 0, 0, b"th-1", encode(registration))])
+    newer, older = report("th-1", 2, target_c=21.0), report("th-1", 1, ambient_c=19.5)
+    await actors.handle_batch([InboxRecord("lane", 0, 1, b"th-1", encode(newer))])
+    await actors.handle_batch([InboxRecord("inbox", 0, 0, b"th-1", encode(older))])
+    assert sum(isinstance(e, StateReported) for e in outbox.events) == 1
+    assert actors.late_reports == 1

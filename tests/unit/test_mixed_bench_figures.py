@@ -75,10 +75,11 @@ def test_no_commands_have_empty_figures() -> None:
     }
 
 
-def test_every_reading_sent_is_a_fact_or_coalesced() -> None:
+def test_every_reading_sent_is_a_fact_coalesced_or_late() -> None:
     assert reading_account(1_000, 700, 300)["unaccounted"] == 0
     assert reading_account(1_000, 690, 300)["unaccounted"] == 10  # lost
-    folded_more = {"sent": 1_000, "facts": 700, "coalesced": 305, "unaccounted": -5}
+    assert reading_account(1_000, 690, 300, late=10)["unaccounted"] == 0  # no fact, counted
+    folded_more = {"sent": 1_000, "facts": 700, "coalesced": 305, "late": 0, "unaccounted": -5}
     assert reading_account(1_000, 700, 305) == folded_more
 
 

@@ -116,11 +116,13 @@ def test_status_shows_the_inbox_lanes_lag_and_the_reports_coalesced(
         serving_file(tmp_path / "data" / "device-actor"), group="g", changelog="c", partitions=12
     )
     serving.lag, serving.coalesced_reports = {"hearth.command-lane": 0, "hearth.inbox": 48_210}, 9_031
+    serving.late_reports = 417
     serving.serve({0, 1})
     document = json.loads(CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path), "--json"]).stdout)
     assert document["inbox"] == {
         "lag": {"hearth.command-lane": 0, "hearth.inbox": 48_210},
         "coalesced_reports": 9_031,
+        "late_reports": 417,
     }
     table = CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path)]).stdout
-    assert "48,210" in table and "9,031" in table
+    assert "48,210" in table and "9,031" in table and "417" in table

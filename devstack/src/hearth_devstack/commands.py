@@ -228,7 +228,11 @@ def status_document(home: Path, current: StackStatus | None, running: bool) -> d
     document = current.to_json()
     inbox = read_serving(serving_file(home / "data" / "device-actor"))
     if inbox is not None:
-        document["inbox"] = {"lag": inbox.lag, "coalesced_reports": inbox.coalesced_reports}
+        document["inbox"] = {
+            "lag": inbox.lag,
+            "coalesced_reports": inbox.coalesced_reports,
+            "late_reports": inbox.late_reports,
+        }
     for part, status in zip(document["parts"], current.parts, strict=True):
         part["followers"] = [
             {k: v for k, v in asdict(report).items() if k != "part"}
@@ -274,8 +278,10 @@ def inbox_table(state: Serving) -> Table:
         table.add_column(column, justify="right" if column != "lane" else "left")
     for lane, lag in state.lag.items():
         table.add_row(lane, f"{lag:,}")
-    coalesced = f"{state.coalesced_reports:,}"
-    table.caption = f"state reports coalesced under overload since the worker started: {coalesced}"
+    table.caption = (
+        f"since the worker started: {state.coalesced_reports:,} state reports coalesced under overload, "
+        f"{state.late_reports:,} came after a newer one of their device (no fact)"
+    )
     return table
 
 

@@ -46,7 +46,9 @@ its fact's ``recorded_at``.
 
 Nothing lost: every reading of the load and trigger thermostats the bench sent in a phase is a
 ``device.state_reported`` fact (found by device and ``device_seq``; a coalesced one carries the newest
-seq) or was coalesced (the actor's count in its serving file, before and after the phase): the account's
+seq), or was coalesced, or came after a newer report of its device and is no fact (the actor's counts in
+its serving file, before and after the phase; such a late report is a simulated thermostat's reading
+that its ack's report overtook on the command lane): the account's
 ``unaccounted`` is 0. The count is the actor's, of every device, so the simulated thermostats' reports of
 the phase count too: those on the telemetry lane with a ``sent_at`` in the phase's window (from its start
 to when the actor had caught up after it; the actor is caught up at both ends, so no batch straddles
@@ -168,6 +170,7 @@ class Phase:
     seconds: float = 0.0
     lags: list[int] = field(default_factory=list)
     coalesced: int = 0
+    late: int = 0  # state reports the actor got after a newer one of their device (no fact)
     cpu: dict[str, float] = field(default_factory=dict)
     api: dict[uuid.UUID, dict[str, float]] = field(default_factory=dict)
     http: dict[str, int] = field(default_factory=dict)
@@ -312,7 +315,7 @@ async def _run_phase(
 ) -> None:
     """One phase (or search step, without ``client``): telemetry (and commands), then caught up."""
     await _caught_up(stack)
-    coalesced_before, cpu_before = _serving(stack).coalesced_reports, stack.cpu_seconds()
+    before, cpu_before = _serving(stack), stack.cpu_seconds()
     began, wall = time.monotonic(), time.time()
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_lag, args=(stack, phase.lags, stop), daemon=True)
@@ -329,7 +332,9 @@ async def _run_phase(
     phase.cpu = cpu_share(cpu_before, stack.cpu_seconds(), phase.seconds)
     stack.check_running()
     await _caught_up(stack)
-    phase.coalesced = _serving(stack).coalesced_reports - coalesced_before
+    after = _serving(stack)
+    phase.coalesced = after.coalesced_reports - before.coalesced_reports
+    phase.late = after.late_reports - before.late_reports
     phase.window = (wall, time.time())
 
 
@@ -453,7 +458,10 @@ def _summary(
         "telemetry_lag_records": {"max": max(phase.lags, default=0), "samples": phase.lags},
         "reading_to_fact_ms": latency_ms(reports["lag_s"]),
         "readings": reading_account(
-            sent + reports["simulated_sent"], reports["facts"] + reports["simulated_facts"], phase.coalesced
+            sent + reports["simulated_sent"],
+            reports["facts"] + reports["simulated_facts"],
+            phase.coalesced,
+            phase.late,
         ),
         "simulated_reports": reports["simulated_sent"],
         "cpu_percent_of_one_core": phase.cpu,
@@ -494,7 +502,8 @@ def _goals(phases: list[dict[str, Any]]) -> str:
         unfinished = p["api"]["unfinished"] + p["automations"]["unfinished"]
         said.append(
             f"{name}: {account['sent']:,} readings sent, {account['facts']:,} facts, "
-            f"{account['coalesced']:,} coalesced, {account['unaccounted']:,} unaccounted; "
+            f"{account['coalesced']:,} coalesced, {account['late']:,} after a newer report of their "
+            f"device (no fact), {account['unaccounted']:,} unaccounted; "
             f"{unfinished:,} commands without a terminal status"
         )
     return "; ".join(said) + "."

@@ -85,7 +85,10 @@ def command_figures(times: Iterable[Mapping[str, float]]) -> dict[str, Any]:
     }
 
 
-def reading_account(sent: int, facts: int, coalesced: int) -> dict[str, int]:
-    """Every reading sent is a fact or was coalesced into one: ``unaccounted`` is 0 when nothing was lost
-    (more than 0: readings lost; less: the actor coalesced reports of devices not counted in ``sent``)."""
-    return {"sent": sent, "facts": facts, "coalesced": coalesced, "unaccounted": sent - facts - coalesced}
+def reading_account(sent: int, facts: int, coalesced: int, late: int = 0) -> dict[str, int]:
+    """Every reading sent is a fact, was coalesced into one, or came after a newer report of its device
+    (``late``: the actor's count; no fact, its values older than the twin's): ``unaccounted`` is 0 when
+    nothing was lost (more than 0: readings lost; less: the actor counted reports of devices not counted
+    in ``sent``)."""
+    unaccounted = sent - facts - coalesced - late
+    return {"sent": sent, "facts": facts, "coalesced": coalesced, "late": late, "unaccounted": unaccounted}

@@ -164,6 +164,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             if feed.serving:
                 serving.lag = await feed.lags()
             serving.coalesced_reports = actors.coalesced.reports
+            serving.late_reports = actors.late_reports
             serving.write()
 
     fetch_every_s = period_s(settings.max_poll_interval_s)
@@ -222,13 +223,14 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         if ticks % 20 == 0 and actors.batches:
             log.info(
                 "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines; "
-                "%d state reports coalesced in %d batches",
+                "%d state reports coalesced in %d batches; %d came after a newer one (no fact)",
                 actors.processed,
                 actors.batches,
                 actors.processed / actors.batches,
                 len(actors.deadlines),
                 actors.coalesced.reports,
                 actors.coalesced.batches,
+                actors.late_reports,
             )
 
     app.timer(interval=settings.tick_interval_s)(deadlines)

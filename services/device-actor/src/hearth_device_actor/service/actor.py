@@ -90,6 +90,9 @@ class DeviceActors:
         self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
         self.coalesced = Coalesced()  # state reports folded into newer ones under overload (coalescing.py)
+        # State reports that came after a newer one of their device (its seq not above the twin's), so no
+        # fact: a telemetry report an ack's report overtook on the command lane, or a redelivery.
+        self.late_reports = 0
 
     def use_model(self, model: AnomalyModel) -> None:
         if model.version > self.model.version:
@@ -155,6 +158,12 @@ class DeviceActors:
         commands: list[DeviceCommand] = []
         changes = decide(twin, request, now)
         if not changes:
+            if (
+                isinstance(request, ReportState)
+                and twin is not None
+                and request.device_seq <= twin.last_device_seq
+            ):
+                self.late_reports += 1
             return twin, out, commands
         if (
             twin is not None

@@ -36,7 +36,7 @@ from hearth_shared.schema.events import (
     utcnow,
 )
 from hearth_shared.schema.mqtt import acks_topic, state_topic
-from tests.support.mqtt_devices import read_topic
+from tests.support.mqtt_devices import platform_hub, read_topic
 from tests.support.waiting import eventually, poll_until
 
 pytestmark = pytest.mark.integration
@@ -64,15 +64,7 @@ async def gateway(stack: StackSettings, mosquitto: MosquittoBroker) -> AsyncIter
 @pytest.fixture
 async def hub(mosquitto: MosquittoBroker) -> AsyncIterator[DeviceConnection]:
     """A hub on Hearth's own account (it may act for any device id: no registration needed here)."""
-    account = mosquitto.admin
-    connection = DeviceConnection(
-        username=account.username,
-        password=account.password,
-        port=mosquitto.platform_port,
-        hub=True,
-        client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
-    )
-    await connection.connect()
+    connection = await platform_hub(mosquitto)
     yield connection
     await connection.close()
 

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from hearth_device import DeviceConnection
 from hearth_device_gateway.app import make_app
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.launch.server_startup import MOSQUITTO_STARTUP_S, start_healthy, start_mosquitto
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import ReportState, decode_inbound
 from tests.support.gateway_sessions import sessions_left_behind
-from tests.support.mqtt_devices import read_topic
+from tests.support.mqtt_devices import platform_hub, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +40,7 @@ async def test_a_report_published_after_a_broker_restart_before_the_gateway_is_b
         process = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
 
         device_id = f"restart-{uuid.uuid4().hex[:8]}"
-        hub = DeviceConnection(
-            username=broker.admin.username,
-            password=broker.admin.password,
-            port=broker.platform_port,
-            hub=True,
-            client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
-        )
-        await hub.connect()
+        hub = await platform_hub(broker)
         try:
             await hub.report({"ambient_c": 19.5}, device_id=device_id, seq=1)  # the broker has it
         finally:

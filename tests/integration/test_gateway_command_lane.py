@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from hearth_device import Command, DeviceConnection
+from hearth_device import Command
 from hearth_device_gateway.app import make_app
 from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.servers.mosquitto import MosquittoBroker
@@ -33,7 +33,7 @@ from hearth_shared.schema.events import (
     utcnow,
 )
 from tests.support.gateway_sessions import sessions_left_behind
-from tests.support.mqtt_devices import read_topic
+from tests.support.mqtt_devices import platform_hub, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -51,14 +51,7 @@ async def test_an_ack_overtakes_a_flood_of_reports_waiting_for_the_gateway(
         stack=stack,
     )
     await sessions_left_behind(settings)
-    hub = DeviceConnection(
-        username=mosquitto.admin.username,
-        password=mosquitto.admin.password,
-        port=mosquitto.platform_port,
-        hub=True,
-        client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
-    )
-    await hub.connect()
+    hub = await platform_hub(mosquitto)
     prefix = uuid.uuid4().hex[:6]
     flooding, control = [f"flood-{prefix}-{i}" for i in range(DEVICES)], f"control-{prefix}"
     commanded = f"commanded-{prefix}"

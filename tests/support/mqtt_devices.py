@@ -1,8 +1,10 @@
 """Devices over the real MQTT broker, for tests: register one through the command API and connect with
-the credential it was issued (the SDK), and read a Kafka topic (mosquitto_pub/sub: mosquitto_clients.py)."""
+the credential it was issued (the SDK), a hub on Hearth's own account, and read a Kafka topic
+(mosquitto_pub/sub: mosquitto_clients.py)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +47,19 @@ async def connected(
 
     await eventually(connects, f"{device_id} connected with its credential", timeout_s=timeout_s, every_s=0.2)
     return connections[0]
+
+
+async def platform_hub(broker: MosquittoBroker) -> DeviceConnection:
+    """A hub on Hearth's own account, connected (it may act for any device id: no registration needed)."""
+    hub = DeviceConnection(
+        username=broker.admin.username,
+        password=broker.admin.password,
+        port=broker.platform_port,
+        hub=True,
+        client_id=f"test-hub-{uuid.uuid4().hex[:8]}",
+    )
+    await hub.connect()
+    return hub
 
 
 async def read_topic(

@@ -88,17 +88,23 @@ def test_a_single_report_and_other_requests_pass_unchanged() -> None:
     assert coalesce(batch, never_seen) == (batch, 0)
 
 
+async def registered(outbox: FakeOutbox) -> DeviceActors:
+    """The actors with thermostat ``th-1`` registered."""
+    actors = DeviceActors({}, outbox, offline_after_s=60, clock=lambda: NOW)
+    registration = RegisterDevice(
+        request_id=uuid.uuid4(), device_id="th-1", sent_at=NOW, home_id="h", device_type="thermostat",
+        name="Hall",
+    )  # fmt: skip
+    await actors.handle_batch([InboxRecord("lane", 0, 0, b"th-1", encode(registration))])
+    return actors
+
+
 async def test_the_actor_coalesces_only_when_told_and_the_twin_ends_the_same() -> None:
     reports = [report("th-1", seq, ambient_c=19.0 + seq, humidity_pct=40.0 + seq) for seq in range(1, 6)]
 
     async def decided(coalesce_reports: bool) -> tuple[DeviceActors, FakeOutbox]:
         outbox = FakeOutbox()
-        actors = DeviceActors({}, outbox, offline_after_s=60, clock=lambda: NOW)
-        registration = RegisterDevice(
-            request_id=uuid.uuid4(), device_id="th-1", sent_at=NOW, home_id="h", device_type="thermostat",
-            name="Hall",
-        )  # fmt: skip
-        await actors.handle_batch([InboxRecord("lane", 0, 0, b"th-1", encode(registration))])
+        actors = await registered(outbox)
         records = [InboxRecord("inbox", 0, i, b"th-1", encode(r)) for i, r in enumerate(reports)]
         await actors.handle_batch(records, coalesce_reports=coalesce_reports)
         return actors, outbox
@@ -118,12 +124,7 @@ async def test_a_report_that_comes_after_a_newer_one_is_no_fact_and_is_counted()
     """An ack's report on the command lane can overtake its device's telemetry: the older report then
     changes nothing (its seq is not above the twin's) and is counted, not lost without a trace."""
     outbox = FakeOutbox()
-    actors = DeviceActors({}, outbox, offline_after_s=60, clock=lambda: NOW)
-    registration = RegisterDevice(
-        request_id=uuid.uuid4(), device_id="th-1", sent_at=NOW, home_id="h", device_type="thermostat",
-        name="Hall",
-    )  # fmt: skip
-    await actors.handle_batch([InboxRecord("lane", 0, 0, b"th-1", encode(registration))])
+    actors = await registered(outbox)
     newer, older = report("th-1", 2, target_c=21.0), report("th-1", 1, ambient_c=19.5)
     await actors.handle_batch([InboxRecord("lane", 0, 1, b"th-1", encode(newer))])
     await actors.handle_batch([InboxRecord("inbox", 0, 0, b"th-1", encode(older))])

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from hearth_device_gateway.app import make_app
-from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.launch.server_startup import MOSQUITTO_STARTUP_S, start_healthy, start_mosquitto
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import ReportState, decode_inbound
@@ -29,13 +28,7 @@ async def test_a_report_published_after_a_broker_restart_before_the_gateway_is_b
     started = start_mosquitto(tmp_path)
     broker, process = started.server, started.process
     try:
-        settings = DeviceGatewaySettings(
-            mqtt_port=broker.platform_port,
-            mqtt_password=broker.admin.password,
-            instance=f"{stack.topic_prefix}-1",
-            stack=stack,
-        )
-        await sessions_left_behind(settings)
+        settings = await sessions_left_behind(stack, broker)
         process.stop()  # SIGTERM: Mosquitto saves its sessions, then it comes back from them
         process = start_healthy(broker.process(), MOSQUITTO_STARTUP_S)
 

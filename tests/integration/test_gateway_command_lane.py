@@ -22,7 +22,6 @@ import pytest
 
 from hearth_device import Command
 from hearth_device_gateway.app import make_app
-from hearth_device_gateway.settings import DeviceGatewaySettings
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import (
@@ -44,13 +43,7 @@ FLOOD = 10_000  # state reports waiting for the gateway: 250 per device
 async def test_an_ack_overtakes_a_flood_of_reports_waiting_for_the_gateway(
     stack: StackSettings, mosquitto: MosquittoBroker
 ) -> None:
-    settings = DeviceGatewaySettings(
-        mqtt_port=mosquitto.platform_port,
-        mqtt_password=mosquitto.admin.password,
-        instance=f"{stack.topic_prefix}-1",
-        stack=stack,
-    )
-    await sessions_left_behind(settings)
+    settings = await sessions_left_behind(stack, mosquitto)
     hub = await platform_hub(mosquitto)
     prefix = uuid.uuid4().hex[:6]
     flooding, control = [f"flood-{prefix}-{i}" for i in range(DEVICES)], f"control-{prefix}"

@@ -22,6 +22,21 @@ Check = Callable[[], bool] | Callable[[], Awaitable[object]] | Callable[[], obje
 T = TypeVar("T")
 
 
+# A wait polls every ``every_s`` at first; once it has waited long enough, a tenth of the time it has
+# waited, at most ``SLOWEST_S``: a condition that takes seconds (a stack's parts settling, a simulated
+# device's next report) is checked a few times a second instead of twenty, each check a request to a
+# service or a read of a topic on the same busy cores, and is seen at most a tenth (or SLOWEST_S) late.
+LATE_SHARE = 0.1
+SLOWEST_S = 0.25
+
+
+def pause_s(every_s: float, waited_s: float) -> float:
+    """How long a wait that has waited ``waited_s`` sleeps before its next check."""
+    if every_s <= 0 or every_s >= SLOWEST_S:
+        return every_s
+    return min(SLOWEST_S, max(every_s, waited_s * LATE_SHARE))
+
+
 class NotInTime(AssertionError):
     """What was awaited did not come within the wait's deadline."""
 
@@ -49,7 +64,7 @@ async def eventually(
         if loop.time() >= started + timeout_s:
             last = f"; last: {shown()!r:.2000}" if shown is not None else ""
             raise NotInTime(f"timed out after {timeout_s:g} s waiting for {what}{last}")
-        await asyncio.sleep(every_s)
+        await asyncio.sleep(pause_s(every_s, loop.time() - started))
 
 
 async def poll_until(

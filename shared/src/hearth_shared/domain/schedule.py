@@ -171,10 +171,23 @@ def transitions(
 
 
 def in_force(program: list[ProgramEntry], tz: ZoneInfo, now: datetime) -> Transition | None:
-    """The latest transition at or before ``now`` (None for an empty program)."""
-    latest = None
-    for t in transitions(program, tz, now - timedelta(days=_HORIZON_DAYS), now):
-        latest = t
+    """The latest transition at or before ``now`` and within ``_HORIZON_DAYS`` of it (None for an empty
+    program). The days are read backwards from ``now``'s, so a schedule checked every minute reads one or
+    two days, not the horizon's nine (the scheduler asks this of every schedule on every check)."""
+    start = now - timedelta(days=_HORIZON_DAYS)
+    day = now.astimezone(tz).date() + timedelta(days=1)  # a day's transitions may fall before its date
+    first = start.astimezone(tz).date() - timedelta(days=1)
+    latest: Transition | None = None
+    while day >= first:
+        found = [t for t in _on_date(program, day, tz) if start < t.instant <= now]
+        if found:
+            best = max(found, key=lambda t: t.instant)
+            if latest is not None and latest.instant >= best.instant:
+                return latest  # the day after had the later one (a day's transitions precede its date)
+            latest = best
+        elif latest is not None:
+            return latest
+        day -= timedelta(days=1)
     return latest
 
 

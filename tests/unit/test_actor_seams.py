@@ -209,3 +209,36 @@ async def test_a_newer_command_for_the_same_setting_supersedes_a_held_one() -> N
     assert lifecycle(outbox.events, first.command_id)[-1] == "command.superseded"
     await a.handle_batch(records(report_request("t1", 2, at=clock.now, ambient_c=19.5)))
     assert [(c.command_id, c.params) for c in outbox.commands] == [(second.command_id, {"target_c": 22.0})]
+
+
+async def test_a_command_that_comes_while_telemetry_is_decided_is_decided_before_the_rest_of_it() -> None:
+    """``commands_meanwhile``: asked while a telemetry batch is decided (here after every request), its
+    command is decided and sent before the readings after it, on the twin the readings before it left;
+    the versions stay one sequence, and nothing is decided twice."""
+    outbox, clock = FakeOutbox(), FakeClock(T0)
+    a = DeviceActors({}, outbox, offline_after_s=60, clock=clock, check_commands_s=0)
+    await a.handle_batch(
+        records(register_request("t1", at=T0), report_request("t1", 1, at=T0, ambient_c=20.0))
+    )
+    telemetry = records(*(report_request("t1", seq, at=T0, ambient_c=20.0 + seq) for seq in range(2, 12)))
+    command = command_request("t1", "set_target_temperature", {"target_c": 21.0}, at=T0)
+    waiting = [InboxRecord("commands", 0, 0, None, encode(command))]
+    asked = 0
+
+    async def commands_meanwhile() -> list[InboxRecord]:
+        nonlocal asked
+        asked += 1
+        return waiting if asked == 3 else []  # once, after the third reading
+
+    before = len(outbox.events)
+    await a.handle_batch(telemetry, commands_meanwhile=commands_meanwhile)
+    sent = [wire_name(type(e)) for e in outbox.events[before:]]
+    reported = [i for i, name in enumerate(sent) if name == "device.state_reported"]
+    dispatched = sent.index(wire_name(CommandDispatched))
+    assert len(reported) == 10 and reported[2] < dispatched < reported[3]
+    assert [c.name for c in outbox.commands] == ["set_target_temperature"]
+    assert versions(outbox.events, "t1") == list(range(1, len(versions(outbox.events, "t1")) + 1))
+    twin = a.load("t1")
+    assert twin is not None and twin.reported["ambient_c"] == 31.0 and twin.last_device_seq == 11
+    assert [c.status for c in twin.commands.values()] == ["dispatched"]
+    assert asked == 10  # after each of the ten readings, the command's own batch not asked

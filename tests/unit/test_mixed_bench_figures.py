@@ -7,6 +7,7 @@ import pytest
 from hearth_bench.figures.mixed_figures import (
     command_figures,
     highest_sustained,
+    p99_by_window,
     reading_account,
     search_rates,
     sender_short,
@@ -63,12 +64,24 @@ def test_command_figures_time_each_command_from_its_request_and_count_how_it_end
     assert figures["to_converged_ms"]["p50"] == pytest.approx(100.0)
     assert figures["ended"] == {"converged": 2, "superseded": 1}
     assert figures["unfinished"] == 1
+    # windows of 10 s from the first request: 10-20 s, 20-30 s, 30-40 s
+    assert figures["dispatched_p99_ms_by_window"] == [
+        pytest.approx(20.0),
+        pytest.approx(40.0),
+        pytest.approx(500.0),
+    ]
+
+
+def test_a_window_with_no_command_dispatched_has_no_p99() -> None:
+    times = [{"submitted": 0.0, "dispatched": 0.1}, {"submitted": 25.0}]
+    assert p99_by_window(times) == [pytest.approx(100.0), None, None]
 
 
 def test_no_commands_have_empty_figures() -> None:
     assert command_figures([]) == {
         "commands": 0,
         "to_dispatched_ms": {"count": 0},
+        "dispatched_p99_ms_by_window": [],
         "to_converged_ms": {"count": 0},
         "ended": {},
         "unfinished": 0,

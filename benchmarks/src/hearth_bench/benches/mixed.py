@@ -36,7 +36,11 @@ highest rate achieved in a step sustained. Then the actor is restarted with coal
 Each phase: load readings at the phase's share of the ceiling minus the trigger readings, the trigger
 readings, and the API's commands (``POST /v1/devices/{id}/commands``, no wait, open loop at
 ``--command-rate``, ``LeanHttp``), for ``--duration`` s; then the bench waits until the actor has caught up
-and the commands have settled (the floor phase's commands are the same, with no load telemetry). Where
+and the commands have settled (the floor phase's commands are the same, with no load telemetry). Every
+phase and search step starts on a quiet machine (``_quiet``): the actor's lanes at no lag, and the
+journal's other readers (projector, automations) done with what the step before left them, which the
+first runs did not wait for. Each group of commands also has its dispatch p99 per 10 s of the phase, to
+tell a tail spread over the phase from one stretch of it. Where
 each time comes from (all processes share the machine's clock):
 requested is the request's ``sent_at`` on the command lane (the command API's, or the automations
 service's); dispatched and converged are the actor's ``recorded_at`` on ``command.dispatched`` and
@@ -116,6 +120,7 @@ OWN_DEVICES = device_id(0)[:-7].encode()  # what the ids of the bench's own ther
 NEVER = 10**9  # ``reading``'s cross_every for the load: none of its readings is hot
 CALM_S = 2.0  # the actor counts as caught up after this long at no lag
 SETTLE_TIMEOUT_S = 120.0
+QUIET_CORES = 0.5  # a phase starts once the machine is less busy than this (cores) for CALM_S
 CONNECTIONS = 64
 # Every command's deadline (the API's and the automations'): one not converged by then expires, so every
 # command of the run has ended when the bench reads them back (it waits this long after the last phase).
@@ -175,6 +180,7 @@ class Phase:
     api: dict[uuid.UUID, dict[str, float]] = field(default_factory=dict)
     http: dict[str, int] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)  # wall clock: the phase's start, and when it settled
+    quiet_after_s: float | None = None  # the wait for a quiet machine before it (None: never quiet)
 
 
 def _automations(fleet: Fleet) -> list[Automation]:
@@ -264,6 +270,26 @@ async def _caught_up(stack: BenchStack) -> None:
         await asyncio.sleep(0.5)
 
 
+async def _quiet(stack: BenchStack) -> float | None:
+    """Wait until the machine has been quiet (under ``QUIET_CORES`` busy) for ``CALM_S``: the projector,
+    the automations service and Kafka done with what the step before left them (the actor's lanes at no
+    lag say nothing of the journal's other readers). Returns the seconds waited, None if it never was
+    quiet within ``SETTLE_TIMEOUT_S`` (the phase then runs anyway, and its figures say so)."""
+    began = time.monotonic()
+    calm_since, last = None, stack.cpu_seconds()["machine"]
+    while time.monotonic() - began < SETTLE_TIMEOUT_S:
+        await asyncio.sleep(1.0)
+        now, busy = time.monotonic(), stack.cpu_seconds()["machine"]
+        if busy - last > QUIET_CORES:  # (busy CPU-seconds over the last second)
+            calm_since = None
+        elif calm_since is None:
+            calm_since = now
+        elif now - calm_since >= CALM_S:
+            return round(now - began, 1)
+        last = busy
+    return None
+
+
 async def _telemetry(stack: BenchStack, fleet: Fleet, phase: Phase) -> None:
     """The phase's readings: the load's and the triggers', each group from its own producer."""
     trigger_rate = 2 * fleet.triggers / TRIGGER_PERIOD_S
@@ -315,6 +341,7 @@ async def _run_phase(
 ) -> None:
     """One phase (or search step, without ``client``): telemetry (and commands), then caught up."""
     await _caught_up(stack)
+    phase.quiet_after_s = await _quiet(stack)
     before, cpu_before = _serving(stack), stack.cpu_seconds()
     began, wall = time.monotonic(), time.time()
     stop = threading.Event()
@@ -352,6 +379,7 @@ async def _search(stack: BenchStack, fleet: Fleet, args: MixedBench) -> tuple[fl
         found.append({
             "offered_per_s": rate, "achieved_per_s": round(achieved), "sender_late_s": step.late_s["load"],
             "lag_records": step.lags, "sustained": kept_up, "cpu_percent_of_one_core": step.cpu,
+            "quiet_after_s": step.quiet_after_s,
         })  # fmt: skip
         if not kept_up or sender_short(rate, achieved):
             break
@@ -451,6 +479,7 @@ def _summary(
         "telemetry_sent_per_s": round(sent / phase.seconds),
         "sender_late_s": phase.late_s,
         "seconds": round(phase.seconds, 1),
+        "quiet_after_s": phase.quiet_after_s,
         "api": command_figures(phase.api.values()),
         "api_http": phase.http,
         "automations": command_figures(mine),

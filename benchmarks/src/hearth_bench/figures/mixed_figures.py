@@ -18,6 +18,7 @@ from hearth_bench.harness.load_client import latency_ms
 from hearth_shared.schema.events import TERMINAL_STATUSES
 
 LAG_BOUND_S = 1.0
+WINDOW_S = 10.0  # the stretch of a phase each p99 of ``p99_by_window`` covers
 SENDER_SHORT = 0.05
 
 
@@ -61,6 +62,7 @@ def command_figures(times: Iterable[Mapping[str, float]]) -> dict[str, Any]:
     """A group of commands' figures from their times (``mark_commands``: ``submitted``, the request's
     ``sent_at``; each status's fact's ``recorded_at``): requested -> dispatched and -> converged, the
     statuses they ended in, and how many reached none."""
+    times = list(times)
     dispatched: list[float] = []
     converged: list[float] = []
     ended: dict[str, int] = {}
@@ -79,10 +81,28 @@ def command_figures(times: Iterable[Mapping[str, float]]) -> dict[str, Any]:
     return {
         "commands": count,
         "to_dispatched_ms": latency_ms(dispatched),
+        "dispatched_p99_ms_by_window": p99_by_window(times),
         "to_converged_ms": latency_ms(converged),
         "ended": dict(sorted(ended.items())),
         "unfinished": unfinished,
     }
+
+
+def p99_by_window(times: Sequence[Mapping[str, float]], window_s: float = WINDOW_S) -> list[float | None]:
+    """requested -> dispatched p99 (ms) of the commands requested in each ``window_s`` of the phase, in
+    order (None for a window with none dispatched): whether a phase's tail is spread over it, or one
+    stretch of it (its start, a pause of some part)."""
+    sent = [t for t in times if "submitted" in t]
+    if not sent:
+        return []
+    first = min(t["submitted"] for t in sent)
+    windows: list[list[float]] = [
+        [] for _ in range(int((max(t["submitted"] for t in sent) - first) // window_s) + 1)
+    ]
+    for t in sent:
+        if "dispatched" in t:
+            windows[int((t["submitted"] - first) // window_s)].append(t["dispatched"] - t["submitted"])
+    return [latency_ms(w)["p99"] if w else None for w in windows]
 
 
 def reading_account(sent: int, facts: int, coalesced: int, late: int = 0) -> dict[str, int]:

@@ -107,7 +107,12 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         changelog=twins.changelog_topic.get_topic_name(),
         partitions=PARTITIONS,
     )
-    actors = DeviceActors(twins, KafkaOutbox(kafka_journal), offline_after_s=settings.offline_after_s)
+    actors = DeviceActors(
+        twins,
+        KafkaOutbox(kafka_journal),
+        offline_after_s=settings.offline_after_s,
+        check_commands_s=settings.check_commands_ms / 1000,
+    )
     lock = asyncio.Lock()
     feed = InboxFeed(
         lambda: inbox_consumer(

@@ -27,6 +27,13 @@ class DeviceActorSettings(BaseSettings):
         "fetch.max.wait.ms, default 500): while a fetch for the empty command lane is held, telemetry "
         "already handled cannot be fetched again (see entrypoints/inbox.py, Fetch wait)",
     )
+    check_commands_ms: int = Field(
+        20,
+        gt=0,
+        description="While a batch of telemetry is decided, how often the worker takes the command-lane "
+        "records that came meanwhile and decides them first (a command waits this long behind telemetry "
+        "at most, not for the whole batch; see entrypoints/inbox.py, Two lanes)",
+    )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
     session_timeout_s: float = 8.0

@@ -16,7 +16,11 @@ not commit is then known, and reading its requests again appends nothing twice.
 Two lanes (``Topics.inbox_lanes``: the command lane, then telemetry), co-partitioned: the worker reads
 partition p of both. Each round hands the actors what is fetched of the command lane first, as a batch
 of its own, and telemetry after it, so a command, an ack or a registration is decided and its facts
-sent without waiting for the readings fetched with it. All of what is fetched: a round that had to wait
+sent without waiting for the readings fetched with it. A command that comes while a batch of telemetry
+is decided (up to ``batch_size`` readings: more than a second under load) does not wait for the batch
+either: every ``check_commands_ms`` the actor asks for the command-lane records fetched meanwhile
+(``commands_meanwhile``), records what it has decided so far, decides them, and goes on with the rest.
+All of what is fetched: a round that had to wait
 takes what came first, and aiokafka hands a fetch's partitions back in the order it shuffled them into
 its request, up to ``max_records``, so a whole batch of telemetry can come back while the command that
 came in the same fetch stays in the consumer's buffer; the round then asks for the command lane again,
@@ -61,7 +65,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from hearth_device_actor.adapters.catch_up import journal_offset_from, journal_offset_metadata
-from hearth_device_actor.service.actor import InboxRecord
+from hearth_device_actor.service.actor import CommandsMeanwhile, InboxRecord
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +87,16 @@ def inbox_consumer(bootstrap_servers: str, group_id: str, *, fetch_wait_ms: int)
 
 
 class BatchHandler(Protocol):
-    """Decides a batch (``DeviceActors.handle_batch``); ``coalesce_reports`` when telemetry is behind."""
+    """Decides a batch (``DeviceActors.handle_batch``); ``coalesce_reports`` when telemetry is behind;
+    ``commands_meanwhile`` to ask, while it decides, for commands that came meanwhile."""
 
-    def __call__(self, records: list[InboxRecord], *, coalesce_reports: bool = False) -> Awaitable[None]: ...
+    def __call__(
+        self,
+        records: list[InboxRecord],
+        *,
+        coalesce_reports: bool = False,
+        commands_meanwhile: CommandsMeanwhile | None = None,
+    ) -> Awaitable[None]: ...
 
 
 class InboxFeed:
@@ -210,7 +221,8 @@ class InboxFeed:
                     fetched = await self._still_in_place(fetched)
                 if fetched:
                     for lane in self.lanes:  # each lane's records a batch of its own, in lane order
-                        await self._handle({tp: ms for tp, ms in fetched.items() if tp.topic == lane})
+                        lane_fetched = {tp: ms for tp, ms in fetched.items() if tp.topic == lane}
+                        await self._handle(lane_fetched, first_lane=lane == self.lanes[0])
                 if time.monotonic() - self._last_commit >= self.commit_interval_s:
                     await self._commit()
 
@@ -253,13 +265,25 @@ class InboxFeed:
         )
         return fetched
 
-    async def _handle(self, fetched: Fetched) -> None:
+    async def _handle(self, fetched: Fetched, *, first_lane: bool) -> None:
         if not fetched:
             return
-        records = [
-            InboxRecord(m.topic, m.partition, m.offset, m.key, m.value) for ms in fetched.values() for m in ms
-        ]
-        await self.handle(records, coalesce_reports=self._behind(fetched))
+        await self.handle(
+            _records(fetched),
+            coalesce_reports=self._behind(fetched),
+            commands_meanwhile=None if first_lane else self._commands_meanwhile,
+        )
+        self._handled(fetched)
+
+    async def _commands_meanwhile(self) -> list[InboxRecord]:
+        """(Under the lock, while a telemetry batch is decided.) The command lane's records fetched
+        meanwhile, counted handled: the actor decides them before it goes on, and the offsets are
+        committed after the round, as any other."""
+        fetched = await self._first_lane_fetched()
+        self._handled(fetched)
+        return _records(fetched)
+
+    def _handled(self, fetched: Fetched) -> None:
         for tp, messages in fetched.items():
             self.handled[tp] = messages[-1].offset + 1
 
@@ -310,3 +334,9 @@ class InboxFeed:
         )
         self.committed.update(offsets)
         self._last_write = now
+
+
+def _records(fetched: Fetched) -> list[InboxRecord]:
+    return [
+        InboxRecord(m.topic, m.partition, m.offset, m.key, m.value) for ms in fetched.values() for m in ms
+    ]

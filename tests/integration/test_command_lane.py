@@ -13,6 +13,11 @@ it once got a whole batch of the commanded device's readings back before the com
 50: telemetry first, and the device's partition first of it, with at most one other device on it). The
 test below that fixes that order meets it in every run.
 
+A command that comes while a batch of telemetry is decided is decided before the rest of that batch:
+the test sends it as the worker begins to decide one device's 4,000 readings, fetched in one round, and
+it is decided ahead of most of them; the control, a worker that never looks for commands meanwhile,
+decides it after all of them.
+
 Overload: the same backlog read by a worker told to coalesce once a partition is 100 records behind
 folds reports, and the count is exact: the facts recorded plus the reports coalesced are the reports
 sent, and each twin ends at its newest report.
@@ -23,11 +28,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.consumer import fetcher
 
+from hearth_device_actor.service.actor import InboxRecord
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import CommandRequested, Event, Inbound, StateReported, SubmitCommand, encode
@@ -40,6 +47,7 @@ pytestmark = pytest.mark.integration
 DEVICES = 24  # two per partition
 REPORTS = 300  # per device: 7,200 reports of backlog
 BATCH = 200  # records a worker round takes: the backlog is 36 rounds
+LONG_BATCH = 4_000  # one device's readings fetched in one round (about a second of deciding)
 
 
 async def registered_fleet(
@@ -163,3 +171,53 @@ async def test_an_overloaded_worker_coalesces_reports_and_counts_every_one(stack
         twin = worker.actors.load(device_id)
         assert twin is not None and twin.last_device_seq == REPORTS
         assert twin.reported["ambient_c"] == 20.0 + REPORTS / 100
+
+
+async def reports_before_a_command_sent_mid_batch(settings: StackSettings, check_commands_s: float) -> int:
+    """One device's ``LONG_BATCH`` readings, fetched by the worker in one round; the command sent as the
+    worker begins to decide them: how many of them were decided before it."""
+    (device,), changelog = await registered_fleet(settings, 1)
+    backlog = [report_request(device, seq, ambient_c=20.0 + seq / 1000) for seq in range(1, LONG_BATCH + 1)]
+    await submit(settings, backlog)
+    command = command_request(
+        device, "set_target_temperature", {"target_c": 22.5}, home_id="lane", expires_in_s=3600
+    )
+    worker = Worker(
+        settings, changelog, catch_up=True, batch_size=LONG_BATCH, check_commands_s=check_commands_s
+    )
+    decide = worker.actors.handle_batch
+    sent = False
+
+    async def sending_the_command_first(records: list[InboxRecord], **options: Any) -> None:
+        nonlocal sent
+        if options.get("commands_meanwhile") is not None and not sent:  # the telemetry batch
+            sent = True
+            await submit(settings, [command])
+        await decide(records, **options)
+
+    worker.feed.handle = sending_the_command_first
+    await worker.start()
+    try:
+        await worker.handled(len(backlog) + 1)
+    finally:
+        await worker.stop()
+    assert sent, "no batch of telemetry was decided"
+    facts = [e for e in await read_journal(settings) if e.device_id == device]
+    assert sum(isinstance(e, StateReported) for e in facts) == LONG_BATCH, "every report is decided"
+    return decided_before(facts, command)
+
+
+async def test_a_command_that_comes_while_telemetry_is_decided_waits_for_little_of_it(
+    stack: StackSettings,
+) -> None:
+    before = await reports_before_a_command_sent_mid_batch(stack, check_commands_s=0.02)
+    assert before < LONG_BATCH // 2, (
+        f"the command waited behind {before} of the batch's {LONG_BATCH} readings"
+    )
+
+
+async def test_a_worker_that_never_looks_meanwhile_decides_it_after_the_whole_batch(
+    stack: StackSettings,
+) -> None:
+    before = await reports_before_a_command_sent_mid_batch(stack, check_commands_s=3600)
+    assert before == LONG_BATCH, "the command was not sent while the batch was decided: the test is blind"

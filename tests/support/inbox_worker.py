@@ -35,9 +35,12 @@ class Worker:
         coalesce_after: int = 0,
         commit_interval_s: float = 3600,  # commits only when the test says so
         recommit_after_s: float = 3600,
+        check_commands_s: float = DeviceActorSettings().check_commands_ms / 1000,
     ) -> None:
         self.journal = KafkaWriter(settings.kafka_bootstrap_servers, settings.topics, client_id="once")
-        self.actors = DeviceActors(twins, KafkaOutbox(self.journal), offline_after_s=3600)
+        self.actors = DeviceActors(
+            twins, KafkaOutbox(self.journal), offline_after_s=3600, check_commands_s=check_commands_s
+        )
         servers = settings.kafka_bootstrap_servers
         reader = JournalCatchUp(
             lambda: AIOKafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False),

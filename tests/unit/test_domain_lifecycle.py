@@ -111,12 +111,20 @@ class Device:
         self.submit(now, target, command_id=command_id, expires_in_s=expires_in_s)
         return command_id
 
-    def report(self, now: datetime, seq: int | None = None, **state: Any) -> list[type[Event]]:
+    def report(
+        self, now: datetime, seq: int | None = None, *, sent_at: datetime | None = None, **state: Any
+    ) -> list[type[Event]]:
+        """A report decided at ``now``, sent (by the gateway) at ``sent_at`` (``now`` unless given)."""
         if seq is None:
             self.seq += 1
             seq = self.seq
         request = ReportState(
-            request_id=uuid.uuid4(), device_id="t1", sent_at=now, device_seq=seq, device_time=now, state=state
+            request_id=uuid.uuid4(),
+            device_id="t1",
+            sent_at=sent_at or now,
+            device_seq=seq,
+            device_time=now,
+            state=state,
         )
         return self.send(request, now)
 
@@ -343,6 +351,30 @@ def test_the_will_takes_a_device_offline_at_once_and_online_brings_it_back() -> 
     assert device.status(held) == "accepted"  # held while offline
     assert device.availability(at(9), online=True) == [DeviceCameOnline, CommandDispatched]
     assert (device.state.online, device.state.last_seen, device.status(held)) == (True, at(9), "dispatched")
+
+
+def test_a_report_sent_before_the_device_went_offline_records_its_state_but_does_not_bring_it_back() -> None:
+    """The will (command lane) decided before a report sent just before it (telemetry lane): the device
+    stays offline and its held command stays held; a report sent after the will brings it back."""
+    device = online_device()
+    assert device.availability(at(6), online=False) == [DeviceWentOffline]
+    held = device.command(at(7), 22.0)
+    assert device.report(at(8), sent_at=at(5.9), ambient_c=19.5) == [StateReported]
+    assert (device.state.online, device.state.reported["ambient_c"], device.status(held)) == (
+        False,
+        19.5,
+        "accepted",
+    )
+    assert device.report(at(9), sent_at=at(9), ambient_c=19.6) == [
+        DeviceCameOnline,
+        CommandDispatched,
+        StateReported,
+    ]
+    assert device.state.online and device.status(held) == "dispatched"
+    device.tick(at(9 + OFFLINE_AFTER_S + 1))  # silent: offline by the tick, the same rule after it
+    assert not device.state.online
+    assert device.report(at(80), sent_at=at(9.5), ambient_c=19.7) == [StateReported]
+    assert not device.state.online
 
 
 def test_online_from_an_online_device_dispatches_again_what_it_has_not_acknowledged() -> None:

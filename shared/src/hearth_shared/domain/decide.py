@@ -189,11 +189,17 @@ def _converged(kind: DeviceType, command: CommandState, reported: JSON) -> bool:
 
 
 def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
+    """A newer report records what changed, and brings an offline twin online, unless it was sent (the
+    gateway's ``sent_at``) before the twin went offline: the command lane is served first, so a device's
+    will (``offline``, when its hub's connection drops) can be decided before a report it sent just
+    before, still queued on the telemetry lane; that report must not bring a gone device back. Its state
+    is still recorded. (``sent_at`` is the gateway's clock, ``offline_at`` the actor's: one machine's, or
+    NTP's few milliseconds apart; a device that reconnects says ``online`` and is back regardless.)"""
     if request.device_seq <= twin.last_device_seq:
         return []  # a duplicate, or an older report arriving late: never overwrite newer state
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
-    if not twin.online:
+    if not twin.online and (twin.offline_at is None or request.sent_at >= twin.offline_at):
         in_flight += _come_online(twin, now, changes)
     changed = {
         key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value

@@ -118,8 +118,10 @@ def _device_changes(twin: Twin, event: Event, payload: Any) -> dict[str, Any] | 
         return {"quarantine": Quarantine(reason=payload.reason, since=payload.since)}
     if isinstance(event, DeviceReleased):
         return {"quarantine": None}
-    if isinstance(event, DeviceCameOnline | DeviceWentOffline):
-        return {"online": isinstance(event, DeviceCameOnline), "last_seen": payload.last_seen}
+    if isinstance(event, DeviceCameOnline):
+        return {"online": True, "last_seen": payload.last_seen}
+    if isinstance(event, DeviceWentOffline):
+        return {"online": False, "last_seen": payload.last_seen, "offline_at": event.recorded_at}
     return None
 
 

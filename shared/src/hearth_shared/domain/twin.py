@@ -54,6 +54,9 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     version: int  # the version of the last fact applied
     online: bool = False
     last_seen: datetime | None = None
+    # When it last went offline (that fact's recorded_at): a state report sent before then does not bring
+    # it back online (decide.py, _report).
+    offline_at: datetime | None = None
     updated_at: datetime
     last_device_seq: int = -1  # the highest device_seq applied; older reports are ignored
     commands: dict[str, CommandState] = msgspec.field(default_factory=dict)  # by str(command_id)

@@ -14,7 +14,7 @@ it once got a whole batch of the commanded device's readings back before the com
 test below that fixes that order meets it in every run.
 
 A command that comes while a batch of telemetry is decided is decided before the rest of that batch:
-the test sends it as the worker begins to decide one device's 4,000 readings, fetched in one round, and
+the test sends it as the worker begins to decide one device's 12,000 readings, fetched in one round, and
 it is decided ahead of most of them; the control, a worker that never looks for commands meanwhile,
 decides it after all of them.
 
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.integration
 DEVICES = 24  # two per partition
 REPORTS = 300  # per device: 7,200 reports of backlog
 BATCH = 200  # records a worker round takes: the backlog is 36 rounds
-LONG_BATCH = 4_000  # one device's readings fetched in one round (about a second of deciding)
+LONG_BATCH = 12_000  # one device's readings, fetched in one round (3 MB: under one fetch's 4 MB a partition)
 
 
 async def registered_fleet(

@@ -57,9 +57,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(480)]
 NODES = 3
 DEVICES = 6
 RATE_PER_S = 6.0  # commands per second over all devices: one a second per device
-BEFORE_S = 8.0  # steady load before the kill
+BEFORE_S = 4.0  # steady load before the kill
 DOWN_S = 10.0  # how long the broker stays dead
-AFTER_S = 8.0  # steady load once it is back in the ISR
+AFTER_S = 5.0  # steady load once it is back in the ISR
 RESULTS = Path(os.environ.get("HEARTH_CHAOS_RESULTS", "")) if os.environ.get("HEARTH_CHAOS_RESULTS") else None
 
 

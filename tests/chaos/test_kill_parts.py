@@ -58,7 +58,7 @@ MQTT_PARTS = {"device-gateway", "broker-access", "mosquitto"}
 DEVICES = 6
 RATE = 4.0  # commands per second, spread over the devices
 HEARTBEAT_S = 5.0
-SETTLE_S = 3.0  # steady commands between one part's recovery and the next kill
+SETTLE_S = 1.5  # steady commands between one part's recovery and the next kill
 # Each run's recovery times, beside the suite's durations (untracked: a test run leaves the checkout clean;
 # bench/results/chaos.json is the copy docs/BENCHMARKS.md was written from).
 RESULTS = Path(__file__).resolve().parents[2] / ".hearth" / "chaos.json"

@@ -53,7 +53,7 @@ SHARDS = (DEFAULT_SHARD, "1")
 KILLED = ("device-actor.2", "device-gateway-1", "query-api.2")
 DEVICES_PER_SHARD = 3  # the first of each shard is its probe, the others take the load
 RATE = 3.0  # commands per second over the load devices
-SETTLE_S = 3.0  # steady commands between one part's recovery and the next kill
+SETTLE_S = 1.5  # steady commands between one part's recovery and the next kill
 
 
 @pytest.fixture(scope="module")

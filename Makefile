@@ -8,7 +8,10 @@ PYTEST_ARGS ?=
 # memory); the Spark, browser and chaos tests keep to one worker each (tests/support/distribution.py).
 # Measured on this 2-core machine, fresh clones, quiet: one process 19 min 59 s (dcffc5d, cores 53 %
 # busy: the tests mostly wait); 2 workers 12 min 5 s (1,277 passed; c1-only JIT for the tests' JVMs,
-# tests/conftest.py; cores 79 % busy), where the same 2 workers took 13 min 30 s before that JIT change.
+# tests/conftest.py; cores 79 % busy), where the same 2 workers took 13 min 30 s before that JIT change;
+# 11 min 34 s, 11 min 38 s and 11 min 28 s (1,285 passed, 020f22a, 0ff4af8 twice; cores 79 % busy) after
+# waits that poll less often, the tests' Spark without generated code and shorter steady stretches in the
+# chaos tests.
 WORKERS ?= 2
 
 .PHONY: up down test check lint setup uv deps jars browser mosquitto clean

@@ -67,6 +67,28 @@ async def eventually(
         await asyncio.sleep(pause_s(every_s, loop.time() - started))
 
 
+async def steadily(
+    check: Check, what: str, *, for_s: float, timeout_s: float = 60.0, every_s: float = 0.5
+) -> float:
+    """Wait until ``check()`` has held at every check for ``for_s`` on end (a backlog drained and staying
+    so, a machine gone quiet); raise ``NotInTime`` as ``eventually`` does. Returns the seconds it took."""
+    loop = asyncio.get_running_loop()
+    since: float | None = None
+
+    async def held_long_enough() -> bool:
+        nonlocal since
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if not result:
+            since = None
+            return False
+        since = loop.time() if since is None else since
+        return loop.time() - since >= for_s
+
+    return await eventually(held_long_enough, f"{what} for {for_s:g} s", timeout_s=timeout_s, every_s=every_s)
+
+
 async def poll_until(
     fetch: Callable[[], Awaitable[T]],
     ready: Callable[[T], bool],

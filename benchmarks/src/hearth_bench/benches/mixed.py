@@ -101,6 +101,7 @@ from hearth_bench.load.automation_fleet import (
 )
 from hearth_bench.load.automation_latency import send_readings
 from hearth_device_actor.adapters.serving import Serving, read_serving, serving_file
+from hearth_devstack.waiting import NotInTime, steadily
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
 from hearth_shared.domain.home_facts import encode_home_fact
@@ -254,20 +255,14 @@ def _sample_lag(stack: BenchStack, into: list[int], stop: threading.Event) -> No
 
 
 async def _caught_up(stack: BenchStack) -> None:
-    """Wait until both lanes have been at no lag for ``CALM_S``."""
-    deadline, calm_since = time.monotonic() + SETTLE_TIMEOUT_S, None
-    while True:
-        now = time.monotonic()
-        if any(_serving(stack).lag.values()) or not _serving(stack).lag:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= CALM_S:
-            return
-        if now > deadline:
-            raise TimeoutError(f"the device actor did not catch up within {SETTLE_TIMEOUT_S:g} s")
+    """Wait until both lanes have been at no lag for ``CALM_S`` (the stack's parts still running)."""
+
+    def no_lag() -> bool:
         stack.check_running()
-        await asyncio.sleep(0.5)
+        lag = _serving(stack).lag
+        return bool(lag) and not any(lag.values())
+
+    await steadily(no_lag, "the device actor caught up", for_s=CALM_S, timeout_s=SETTLE_TIMEOUT_S)
 
 
 async def _quiet(stack: BenchStack) -> float | None:
@@ -275,19 +270,21 @@ async def _quiet(stack: BenchStack) -> float | None:
     the automations service and Kafka done with what the step before left them (the actor's lanes at no
     lag say nothing of the journal's other readers). Returns the seconds waited, None if it never was
     quiet within ``SETTLE_TIMEOUT_S`` (the phase then runs anyway, and its figures say so)."""
-    began = time.monotonic()
-    calm_since, last = None, stack.cpu_seconds()["machine"]
-    while time.monotonic() - began < SETTLE_TIMEOUT_S:
-        await asyncio.sleep(1.0)
+    last: list[float] = []
+
+    def quiet() -> bool:  # busy CPU-seconds per second since the check before (none at the first)
         now, busy = time.monotonic(), stack.cpu_seconds()["machine"]
-        if busy - last > QUIET_CORES:  # (busy CPU-seconds over the last second)
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= CALM_S:
-            return round(now - began, 1)
-        last = busy
-    return None
+        cores = (busy - last[1]) / (now - last[0]) if last else None
+        last[:] = [now, busy]
+        return cores is not None and cores < QUIET_CORES
+
+    try:
+        waited = await steadily(
+            quiet, "a quiet machine", for_s=CALM_S, timeout_s=SETTLE_TIMEOUT_S, every_s=1.0
+        )
+    except NotInTime:
+        return None
+    return round(waited, 1)
 
 
 async def _telemetry(stack: BenchStack, fleet: Fleet, phase: Phase) -> None:

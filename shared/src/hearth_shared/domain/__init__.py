@@ -19,7 +19,7 @@ Imports only ``hearth_shared.schema`` and the standard library (and msgspec): no
 """
 
 from hearth_shared.domain.anomaly import DEFAULT_MODEL, detect_anomalies
-from hearth_shared.domain.decide import Change, decide, stamp, tick
+from hearth_shared.domain.decide import Change, decide, late_report, stamp, tick
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.evolve import evolve
 from hearth_shared.domain.registry import device_type_names, validate_command
@@ -36,6 +36,7 @@ __all__ = [
     "detect_anomalies",
     "device_type_names",
     "evolve",
+    "late_report",
     "stamp",
     "tick",
     "twin_delta",

@@ -74,6 +74,14 @@ def _about(command_id: uuid.UUID, event_type: type[Event], payload: Payload | No
     return Change(event_type, payload, correlation_id=command_id)
 
 
+def late_report(twin: Twin | None, request: Inbound) -> bool:
+    """A state report at or below its twin's ``device_seq``: a duplicate, or one that came after a newer
+    one; ``decide`` makes nothing of it (the actor counts them)."""
+    return (
+        isinstance(request, ReportState) and twin is not None and request.device_seq <= twin.last_device_seq
+    )
+
+
 def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
     """The facts ``request`` leads to; [] when it changes nothing (a duplicate, an old report...)."""
     if isinstance(request, RegisterDevice):
@@ -195,8 +203,8 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
     before, still queued on the telemetry lane; that report must not bring a gone device back. Its state
     is still recorded. (``sent_at`` is the gateway's clock, ``offline_at`` the actor's: one machine's, or
     NTP's few milliseconds apart; a device that reconnects says ``online`` and is back regardless.)"""
-    if request.device_seq <= twin.last_device_seq:
-        return []  # a duplicate, or an older report arriving late: never overwrite newer state
+    if late_report(twin, request):
+        return []  # never overwrite newer state
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online and (twin.offline_at is None or request.sent_at >= twin.offline_at):

@@ -28,7 +28,16 @@ from typing import Protocol
 import msgspec
 
 from hearth_device_actor.service.coalescing import Coalesced, coalesce
-from hearth_shared.domain import DEFAULT_MODEL, Twin, decide, detect_anomalies, evolve, stamp, tick
+from hearth_shared.domain import (
+    DEFAULT_MODEL,
+    Twin,
+    decide,
+    detect_anomalies,
+    evolve,
+    late_report,
+    stamp,
+    tick,
+)
 from hearth_shared.domain.storable import decode_request
 from hearth_shared.schema.events import (
     AnomalyModel,
@@ -191,11 +200,7 @@ class DeviceActors:
         commands: list[DeviceCommand] = []
         changes = decide(twin, request, now)
         if not changes:
-            if (
-                isinstance(request, ReportState)
-                and twin is not None
-                and request.device_seq <= twin.last_device_seq
-            ):
+            if late_report(twin, request):
                 self.late_reports += 1
             return twin, out, commands
         if (

@@ -377,6 +377,14 @@ def test_a_report_sent_before_the_device_went_offline_records_its_state_but_does
     assert not device.state.online
 
 
+def test_a_report_with_a_sent_at_without_a_zone_is_read_as_utc_not_failed() -> None:
+    device = online_device()
+    device.availability(at(6), online=False)
+    naive = at(5).replace(tzinfo=None)
+    assert device.report(at(8), sent_at=naive, ambient_c=19.5) == [StateReported]  # before: stays offline
+    assert device.report(at(9), sent_at=at(7).replace(tzinfo=None), ambient_c=19.6)[0] is DeviceCameOnline
+
+
 def test_online_from_an_online_device_dispatches_again_what_it_has_not_acknowledged() -> None:
     """It (re)connected, maybe where what was dispatched did not reach it (decide._availability)."""
     device = online_device()

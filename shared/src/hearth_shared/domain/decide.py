@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from hearth_shared.domain import admin
 from hearth_shared.domain.change import Change as Change  # re-exported: decide returns them
@@ -207,7 +207,7 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
         return []  # never overwrite newer state
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
-    if not twin.online and (twin.offline_at is None or request.sent_at >= twin.offline_at):
+    if not twin.online and not _sent_before_offline(twin, request):
         in_flight += _come_online(twin, now, changes)
     changed = {
         key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value
@@ -228,6 +228,15 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
         elif command.status == "acknowledged" and _converged(kind, command, reported):
             changes.append(_about(command.command_id, CommandConverged))
     return changes
+
+
+def _sent_before_offline(twin: Twin, request: ReportState) -> bool:
+    """Was the report sent before the twin went offline? (A ``sent_at`` without a zone, which no Hearth
+    writer sends, is read as UTC rather than failing the comparison.)"""
+    if twin.offline_at is None:
+        return False
+    sent = request.sent_at if request.sent_at.tzinfo is not None else request.sent_at.replace(tzinfo=UTC)
+    return sent < twin.offline_at
 
 
 def _come_online(twin: Twin, now: datetime, changes: list[Change]) -> list[CommandState]:

@@ -247,6 +247,7 @@ def _figures(a: Arrivals) -> dict[str, Any]:
 async def _floor(stack: BenchStack, ids: list[str], reports: int, publishers: int) -> dict[str, Any]:
     jobs = _publish_jobs(stack, ids, reports, FLOOR_ROOT, "floor", publishers)
     expected = sum(job["reports"] for job in jobs)
+    quiet_after_s = await stack.quiet()  # the connections' registrations and `online`s folded
     counter = await _started(
         "count",
         {
@@ -267,7 +268,12 @@ async def _floor(stack: BenchStack, ids: list[str], reports: int, publishers: in
         counter.close()
     counted = json.loads(line)
     a = Arrivals(counted["received"], counted["first"], counted["last"], counted["first_batch"])
-    return {**_figures(a), "publishers": generator, "cpu_percent_of_one_core": cpu}
+    return {
+        **_figures(a),
+        "publishers": generator,
+        "cpu_percent_of_one_core": cpu,
+        "quiet_after_s": quiet_after_s,
+    }
 
 
 def _more_gateways(stack: BenchStack, gateways: int) -> list[str]:
@@ -300,6 +306,7 @@ async def _through_gateway(
     expected = sum(job["reports"] for job in jobs)
     actor = stack.parts[ACTOR]
     actor.stop()  # see the module: the gateway alone first, then the actor folds what it wrote
+    quiet_after_s = await stack.quiet()
     inbox = OffsetCounter(stack, topics.inbox)
     journal = TopicCounter(stack, topics.journal, STATE_FACT)
     await inbox.start()
@@ -342,6 +349,7 @@ async def _through_gateway(
         "publishers": generator,
         "cpu_percent_of_one_core": cpu,
         "gateways": len(gateways),
+        "quiet_after_s": quiet_after_s,
         "gateway_us_per_report": round(used / max(1, inbox.arrivals.count) * 1e6, 1),
         "gateway_reports_per_cpu_second": round(inbox.arrivals.count / used) if used > 0 else 0,
     }

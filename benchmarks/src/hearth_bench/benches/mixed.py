@@ -37,7 +37,7 @@ Each phase: load readings at the phase's share of the ceiling minus the trigger 
 readings, and the API's commands (``POST /v1/devices/{id}/commands``, no wait, open loop at
 ``--command-rate``, ``LeanHttp``), for ``--duration`` s; then the bench waits until the actor has caught up
 and the commands have settled (the floor phase's commands are the same, with no load telemetry). Every
-phase and search step starts on a quiet machine (``_quiet``): the actor's lanes at no lag, and the
+phase and search step starts on a quiet machine (``BenchStack.quiet``): the actor's lanes at no lag, and the
 journal's other readers (projector, automations) done with what the step before left them, which the
 first runs did not wait for. Each group of commands also has its dispatch p99 per 10 s of the phase, to
 tell a tail spread over the phase from one stretch of it. Where
@@ -101,7 +101,7 @@ from hearth_bench.load.automation_fleet import (
 )
 from hearth_bench.load.automation_latency import send_readings
 from hearth_device_actor.adapters.serving import Serving, read_serving, serving_file
-from hearth_devstack.waiting import NotInTime, steadily
+from hearth_devstack.waiting import steadily
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
 from hearth_shared.domain.home_facts import encode_home_fact
@@ -121,7 +121,6 @@ OWN_DEVICES = device_id(0)[:-7].encode()  # what the ids of the bench's own ther
 NEVER = 10**9  # ``reading``'s cross_every for the load: none of its readings is hot
 CALM_S = 2.0  # the actor counts as caught up after this long at no lag
 SETTLE_TIMEOUT_S = 120.0
-QUIET_CORES = 0.5  # a phase starts once the machine is less busy than this (cores) for CALM_S
 CONNECTIONS = 64
 # Every command's deadline (the API's and the automations'): one not converged by then expires, so every
 # command of the run has ended when the bench reads them back (it waits this long after the last phase).
@@ -265,28 +264,6 @@ async def _caught_up(stack: BenchStack) -> None:
     await steadily(no_lag, "the device actor caught up", for_s=CALM_S, timeout_s=SETTLE_TIMEOUT_S)
 
 
-async def _quiet(stack: BenchStack) -> float | None:
-    """Wait until the machine has been quiet (under ``QUIET_CORES`` busy) for ``CALM_S``: the projector,
-    the automations service and Kafka done with what the step before left them (the actor's lanes at no
-    lag say nothing of the journal's other readers). Returns the seconds waited, None if it never was
-    quiet within ``SETTLE_TIMEOUT_S`` (the phase then runs anyway, and its figures say so)."""
-    last: list[float] = []
-
-    def quiet() -> bool:  # busy CPU-seconds per second since the check before (none at the first)
-        now, busy = time.monotonic(), stack.cpu_seconds()["machine"]
-        cores = (busy - last[1]) / (now - last[0]) if last else None
-        last[:] = [now, busy]
-        return cores is not None and cores < QUIET_CORES
-
-    try:
-        waited = await steadily(
-            quiet, "a quiet machine", for_s=CALM_S, timeout_s=SETTLE_TIMEOUT_S, every_s=1.0
-        )
-    except NotInTime:
-        return None
-    return round(waited, 1)
-
-
 async def _telemetry(stack: BenchStack, fleet: Fleet, phase: Phase) -> None:
     """The phase's readings: the load's and the triggers', each group from its own producer."""
     trigger_rate = 2 * fleet.triggers / TRIGGER_PERIOD_S
@@ -338,7 +315,7 @@ async def _run_phase(
 ) -> None:
     """One phase (or search step, without ``client``): telemetry (and commands), then caught up."""
     await _caught_up(stack)
-    phase.quiet_after_s = await _quiet(stack)
+    phase.quiet_after_s = await stack.quiet()
     before, cpu_before = _serving(stack), stack.cpu_seconds()
     began, wall = time.monotonic(), time.time()
     stop = threading.Event()

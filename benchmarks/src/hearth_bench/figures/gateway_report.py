@@ -32,6 +32,13 @@ HISTORY = (
 )
 
 
+def _waited(run: dict[str, Any]) -> str:
+    if "quiet_after_s" not in run:
+        return "not measured"  # a result from before the wait
+    waited = run["quiet_after_s"]
+    return "never quiet within 120 s" if waited is None else f"{waited} s"
+
+
 def _shares(cpu: dict[str, float]) -> str:
     return ", ".join(f"{k} {v}" for k, v in cpu.items())
 
@@ -81,6 +88,8 @@ def gateway_result(
         f"Counted: floor {floor['received']:,}, inbox {gw['inbox']['received']:,}, facts "
         f"{gw['journal']['received']:,} (the actor coalesces a backlog: the latest report of a device wins "
         "within a batch, every one counted). "
+        f"Each run started once the machine had been under half a core busy for 2 s ({_waited(floor)} "
+        f"before the floor, {_waited(gw)} before the gateway's). "
         f"Floor run, CPU in % of one core: {_shares(floor['cpu_percent_of_one_core'])}; the publishers "
         f"wrote {pub_floor['published']:,} reports in {pub_floor['seconds']} s (to their last PUBACK). "
         f"Gateway run (device actor stopped, then started to fold the backlog): "

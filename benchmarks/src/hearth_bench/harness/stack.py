@@ -47,7 +47,7 @@ from hearth_devstack.launch.server_startup import (
 from hearth_devstack.launch.service_processes import Services, services_running
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
-from hearth_devstack.waiting import eventually
+from hearth_devstack.waiting import NotInTime, eventually, steadily
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
@@ -56,6 +56,10 @@ from hearth_simulator.fleet import MqttEndpoint
 from hearth_simulator.registration import register_fleet
 
 console = Console(stderr=True)
+
+QUIET_CORES = 0.5  # a measurement starts once the machine is less busy than this (cores) ...
+CALM_S = 2.0  # ... for this long
+QUIET_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -109,6 +113,28 @@ class BenchStack:
 
         await eventually(while_running, what, timeout_s=timeout_s, every_s=every_s)
         return found[0]
+
+    async def quiet(
+        self, *, below_cores: float = QUIET_CORES, for_s: float = CALM_S, timeout_s: float = QUIET_TIMEOUT_S
+    ) -> float | None:
+        """Wait until the whole machine has been less busy than ``below_cores`` for ``for_s``: what a step
+        before left the stack's parts to digest (a backlog, a journal's other readers) is done, so the next
+        measurement has the machine to itself. Returns the seconds waited, None if it never was quiet
+        within ``timeout_s`` (the measurement then runs anyway, and its figures say so)."""
+        last: list[float] = []
+
+        def quiet() -> bool:  # busy CPU-seconds per second since the check before (none at the first)
+            self.check_running()
+            now, busy = time.monotonic(), self.cpu_seconds()["machine"]
+            cores = (busy - last[1]) / (now - last[0]) if last else None
+            last[:] = [now, busy]
+            return cores is not None and cores < below_cores
+
+        try:
+            waited = await steadily(quiet, "a quiet machine", for_s=for_s, timeout_s=timeout_s, every_s=1.0)
+        except NotInTime:
+            return None
+        return round(waited, 1)
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) used so far by each part, its child processes included, by this

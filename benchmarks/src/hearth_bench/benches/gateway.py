@@ -306,7 +306,7 @@ async def _through_gateway(
     expected = sum(job["reports"] for job in jobs)
     actor = stack.parts[ACTOR]
     actor.stop()  # see the module: the gateway alone first, then the actor folds what it wrote
-    quiet_after_s = await stack.quiet()
+    quiet_after_s = await stack.quiet(but=ACTOR)
     inbox = OffsetCounter(stack, topics.inbox)
     journal = TopicCounter(stack, topics.journal, STATE_FACT)
     await inbox.start()

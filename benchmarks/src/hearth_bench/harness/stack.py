@@ -115,16 +115,22 @@ class BenchStack:
         return found[0]
 
     async def quiet(
-        self, *, below_cores: float = QUIET_CORES, for_s: float = CALM_S, timeout_s: float = QUIET_TIMEOUT_S
+        self,
+        *,
+        below_cores: float = QUIET_CORES,
+        for_s: float = CALM_S,
+        timeout_s: float = QUIET_TIMEOUT_S,
+        but: str = "",
     ) -> float | None:
         """Wait until the whole machine has been less busy than ``below_cores`` for ``for_s``: what a step
         before left the stack's parts to digest (a backlog, a journal's other readers) is done, so the next
         measurement has the machine to itself. Returns the seconds waited, None if it never was quiet
-        within ``timeout_s`` (the measurement then runs anyway, and its figures say so)."""
+        within ``timeout_s`` (the measurement then runs anyway, and its figures say so). ``but``: a part
+        stopped on purpose (``check_running``)."""
         last: list[float] = []
 
         def quiet() -> bool:  # busy CPU-seconds per second since the check before (none at the first)
-            self.check_running()
+            self.check_running(but=but)
             now, busy = time.monotonic(), self.cpu_seconds()["machine"]
             cores = (busy - last[1]) / (now - last[0]) if last else None
             last[:] = [now, busy]

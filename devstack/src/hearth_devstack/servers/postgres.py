@@ -50,6 +50,12 @@ SETTINGS = {
     "listen_addresses": "127.0.0.1",
     "fsync": "on",
     "shared_buffers": "128MB",
+    # A rebuild writes gigabytes of history (and as much WAL) in a minute: with the defaults (1 GB of WAL
+    # between checkpoints, 4 MB of WAL buffers, new WAL segments zero-filled and synced) its COPYs waited
+    # on WAL segment creation and writes (pg_stat_activity: WalInitSync, WALWrite) instead of running.
+    "max_wal_size": "8GB",
+    "wal_buffers": "64MB",
+    "wal_init_zero": "off",
     "max_connections": "200",
     "max_worker_processes": "4",  # 2 cores: few background and parallel workers
     "max_parallel_workers": "2",

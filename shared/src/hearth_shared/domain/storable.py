@@ -155,7 +155,10 @@ def _suspect(wire: bytes | None) -> bool:
     """Could the JSON ``wire`` hold a control character (see above)? Unknown (None): yes. Any byte
     beyond ASCII counts (one fast pass for the C1 controls' lead byte 0xC2 and all others): records with
     non-ASCII text take the walk, which finds nothing in them unless a control character is there."""
-    return wire is None or not wire.isascii() or b"\\" in wire or b"\x7f" in wire
+    return wire is None or not wire.isascii() or _BACKSLASH in wire or _DEL in wire
+
+
+_BACKSLASH, _DEL = ord("\\"), 0x7F  # searched as byte values: a memchr (a one-byte bytes needle is 5x slower)
 
 
 def _ids_problem(device_id: str, home_id: str | None) -> MalformedRecord | None:

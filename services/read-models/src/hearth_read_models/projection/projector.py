@@ -53,7 +53,10 @@ from hearth_shared.schema.events import TERMINAL_STATUSES, Event, MalformedRecor
 log = logging.getLogger(__name__)
 
 MAX_CACHED_TWINS = 200_000  # beyond this the cache is emptied (and refilled from the views as needed)
-YIELD_EVERY = 2000  # records folded between two turns of the event loop (a write in flight goes on)
+# Records decoded or folded between two turns of the event loop. A batch's write (the sink's COPY) runs
+# on the same loop meanwhile and sends only when the loop turns: with 2,000 (about 20 ms of work) the
+# PostgreSQL backend waited for data most of the time (measured: a rebuild process idle 45 %).
+YIELD_EVERY = 250
 
 
 def tune_gc() -> None:
@@ -215,11 +218,13 @@ class Projector:
                 continue
             self.stats.events += len(rs)
             append = events.append  # (locals: this loop and the next run once per record)
-            for r in rs:
-                try:
-                    append((r, decode_fact(r.value)))  # decoded, and storable in the views
-                except MalformedRecord as error:
-                    await self.dead_letter(r, error)
+            for start in range(0, len(rs), YIELD_EVERY):
+                await asyncio.sleep(0)  # a write in flight goes on
+                for r in rs[start : start + YIELD_EVERY]:
+                    try:
+                        append((r, decode_fact(r.value)))  # decoded, and storable in the views
+                    except MalformedRecord as error:
+                        await self.dead_letter(r, error)
         if not self.complete:
             await self._load_missing([e for _, e in events])
         projection = self.projection()

@@ -3,9 +3,9 @@ twins and commands its caches lack) and how a batch is written.
 
 A batch is written in the caller's transaction with its offsets: twins, commands, rollups, runs and
 notification outcomes are COPYed into temporary staging tables and moved with one ``INSERT ... ON
-CONFLICT`` per table (a run already there is kept: runs never change); history (in PostgreSQL's binary
-COPY format, one buffer per batch: history_copy.py) and alerts are COPYed straight in. The version guard
-makes the appends safe: a twin at or above a row's version is never written over by an older one.
+CONFLICT`` per table (a run already there is kept: runs never change); history (in
+PostgreSQL's binary COPY format) and alerts are COPYed straight in. The version guard makes the appends
+safe: a twin at or above a row's version is never written over by an older one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import BytesBinaryDumper
 
-from hearth_read_models.projection.history_copy import encode_history
 from hearth_read_models.projection.home_rules import OUTCOME_COLUMNS, RUN_COLUMNS, HomeRows
 from hearth_read_models.projection.journal_source import Offsets
 from hearth_read_models.projection.rules import (
@@ -29,7 +28,6 @@ from hearth_read_models.projection.rules import (
     HISTORY_TYPES,
     ROLLUP_COLUMNS,
     TWIN_COLUMNS,
-    HistoryRow,
     Projection,
     RollupRow,
     TwinRow,
@@ -128,7 +126,7 @@ class ViewStore:
         await self._merge(
             "twins", TWIN_COLUMNS, batch.twin_rows, "device_id", "WHERE twins.version < EXCLUDED.version"
         )
-        await self._copy_history(p.history)
+        await self._copy("device_events", HISTORY_COLUMNS, p.history, HISTORY_TYPES)
         await self._copy("alerts", ALERT_COLUMNS, p.alerts)
         rows = [_command_row(p.commands[c]) for c in p.changed_commands]
         await self._merge("commands", COMMAND_COLUMNS, rows, "command_id")
@@ -163,18 +161,6 @@ class ViewStore:
                 copy.set_types(list(binary_types))
             for row in rows:
                 await copy.write_row(row)
-
-    async def _copy_history(self, rows: Sequence[HistoryRow]) -> None:
-        """COPY the history rows in as one buffer encoded by history_copy.py (psycopg's row by row only
-        for a batch with a timestamp that has no zone)."""
-        data = encode_history(rows) if rows else None
-        if data is None:
-            return await self._copy("device_events", HISTORY_COLUMNS, rows, HISTORY_TYPES)
-        statement = sql.SQL("COPY device_events ({}) FROM STDIN (FORMAT BINARY)").format(
-            _columns(HISTORY_COLUMNS)
-        )
-        async with self.conn.cursor() as cur, cur.copy(statement) as copy:
-            await copy.write(data)
 
     async def _merge(
         self,

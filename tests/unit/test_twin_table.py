@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faust
 import pytest
+from faust.types import TP
 
 from hearth_device_actor.adapters.twin_table import TwinTable
 from hearth_shared.adapters.kafka import partition_of
@@ -24,3 +25,29 @@ def test_a_worker_forgets_the_twins_of_partitions_it_no_longer_holds() -> None:
     kept = set(table.data.data)
     assert kept == {k for k in keys if partition_of(k) in {0, 5, 11}}
     assert 0 < len(kept) < len(keys)
+
+
+async def test_a_recovery_that_a_newer_assignment_cut_short_is_not_acted_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust tells the tables a recovery completed before it checks for a newer rebalance: the worker
+    must act only on the recovery of the assignment it has now (a drill found the other journaling a
+    stale twin's facts)."""
+    app = faust.App("unit-twins-gen", store="memory://", web_enabled=False)
+    table = TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
+    app.tables.add(table)
+    changelog = table.changelog_topic.get_topic_name()
+    told: list[set[int]] = []
+
+    async def on_recovered(partitions: set[int]) -> None:
+        told.append(partitions)
+
+    table.on_recovered = on_recovered
+    now = {TP(changelog, 1), TP(changelog, 4), TP("some-other-topic", 3)}
+    monkeypatch.setattr(app.assignor, "assigned_actives", lambda: now)
+
+    await table.on_recovery_completed({TP(changelog, 1), TP(changelog, 3)}, set())  # the older assignment's
+    assert told == []
+
+    await table.on_recovery_completed({TP(changelog, 1), TP(changelog, 4)}, set())  # the current one's
+    assert told == [{1, 4}]

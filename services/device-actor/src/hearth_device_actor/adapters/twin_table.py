@@ -4,16 +4,32 @@ Its changelog is partitioned by the same murmur2 key hash as the inbox, so the t
 with the inbox and the journal: the worker that holds a table partition reads the inbox partition with the
 same number. faust assigns the table's partitions among the workers and recovers them after a rebalance;
 this table then forgets the twins of partitions it no longer holds and tells the worker which it holds.
+
+Only a recovery of the current assignment counts: faust tells the tables that a recovery completed before
+it checks whether another rebalance began meanwhile, so a recovery cut short by a newer assignment also
+ends in ``on_recovery_completed``, its twins possibly far behind the changelog. Acting on it, a worker
+read inbox partitions that were no longer its own and ticked deadlines of stale twins: in a drill
+(2026-11-28) it journaled ``device.went_offline`` at version 15 after the device's version 154. Such a
+completion is logged and ignored; the newer assignment's recovery follows and tells again.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import faust
 
 from hearth_shared.adapters.kafka import partition_of
+
+log = logging.getLogger(__name__)
+
+
+def outlived(recovered: set[int], assigned: set[int] | None) -> bool:
+    """Whether a recovery of ``recovered`` belongs to an assignment that is no longer the current one
+    (``assigned``; None: unknown, taken as current)."""
+    return assigned is not None and recovered != assigned
 
 
 class TwinTable(faust.Table[bytes, bytes]):
@@ -32,9 +48,29 @@ class TwinTable(faust.Table[bytes, bytes]):
     async def on_recovery_completed(self, active_tps: set[Any], standby_tps: set[Any]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
         held = {tp.partition for tp in active_tps}
-        self._forget_twins_not_in(held)
-        if self.on_recovered is not None:
-            await self.on_recovered(held)
+        assigned = self._assigned_now()
+        if not outlived(held, assigned):
+            self._forget_twins_not_in(held)
+            if self.on_recovered is not None:
+                await self.on_recovered(held)
+            return
+        # the end of a recovery a newer assignment cut short (see the module)
+        log.warning(
+            "twins: a recovery of partitions %s completed after the assignment changed to %s; ignored "
+            "(the new assignment's recovery follows)",
+            sorted(held),
+            sorted(assigned or ()),
+        )
+
+    def _assigned_now(self) -> set[int] | None:
+        """The changelog partitions faust's assignor gave this worker in the current generation (None:
+        not known)."""
+        try:
+            actives = self.app.assignor.assigned_actives()
+        except Exception:  # (an app without an assignor: unit tests of the table alone)
+            return None
+        topic = self.changelog_topic.get_topic_name()
+        return {tp.partition for tp in actives if tp.topic == topic}
 
     def _forget_twins_not_in(self, held: set[int]) -> None:
         """Drop the twins of partitions this worker no longer holds, from memory only (no tombstones).

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hearth_device_actor.service.actor import DeviceActors, InboxRecord
+from hearth_device_actor.service.actor import DeviceActors, InboxRecord, JournalGap
 from hearth_shared.schema.events import (
     CommandDispatched,
     CommandExpired,
@@ -242,3 +242,19 @@ async def test_a_command_that_comes_while_telemetry_is_decided_is_decided_before
     assert twin is not None and twin.reported["ambient_c"] == 31.0 and twin.last_device_seq == 11
     assert [c.status for c in twin.commands.values()] == ["dispatched"]
     assert asked == 10  # after each of the ten readings, the command's own batch not asked
+
+
+async def test_a_gap_between_a_twin_and_the_journal_stops_the_catch_up_before_any_twin_is_written() -> None:
+    table: dict[bytes, bytes] = {}
+    first, first_out, _ = actors(table)
+    await first.handle_batch(records(register_request("t1", at=T0), register_request("t2", at=T0)))
+    stale = dict(table)  # the twins at version 1
+    await first.handle_batch(
+        records(report_request("t2", 1, at=T0, ambient_c=20), report_request("t1", 1, at=T0, ambient_c=20))
+    )
+    await first.handle_batch(records(report_request("t1", 2, at=T0, ambient_c=21)))
+    successor, _, _ = actors(stale)
+    later = [e for e in first_out.events if e.version > 1 and not (e.device_id == "t1" and e.version == 2)]
+    with pytest.raises(JournalGap, match="t1: twin at v1, next fact v3"):
+        successor.catch_up(later)  # t1's v2 is missing: its twin is not the journal's
+    assert successor.load("t2") == actors(stale)[0].load("t2")  # nothing written, t2 neither

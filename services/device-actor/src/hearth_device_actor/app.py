@@ -28,7 +28,7 @@ from hearth_device_actor.adapters.keep_fetching import fetch_nothing, period_s
 from hearth_device_actor.adapters.serving import WRITE_EVERY_S, ServingFile, serving_file
 from hearth_device_actor.adapters.twin_table import TwinTable
 from hearth_device_actor.entrypoints.inbox import InboxFeed, inbox_consumer
-from hearth_device_actor.service.actor import DeviceActors
+from hearth_device_actor.service.actor import DeviceActors, JournalGap
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.adapters.kafka import KafkaWriter, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
@@ -193,7 +193,12 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
             await feed.run()
 
     async def on_recovered(partitions: set[int]) -> None:
-        await feed.assign(partitions)
+        try:
+            await feed.assign(partitions)
+        except JournalGap as gap:  # its twins are not the journal's: it must not decide from them
+            log.critical("%s; the worker stops (its restart recovers the twins again)", gap)
+            await app.crash(gap)
+            return
         async with lock:
             actors.rescan()  # the deadlines of the twins this worker holds now
         serving.serve(partitions)  # recovered, caught up with the journal, read: it serves them

@@ -47,7 +47,7 @@ from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
-from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested
+from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested, Event
 from tests.support.device_link import DeviceLink
 from tests.support.platform import SECRET, Platform
 from tests.support.waiting import eventually
@@ -327,13 +327,13 @@ async def test_a_broker_killed_under_load_loses_and_doubles_nothing(
 
     # every call got its 202 in the end (retried with its key), and every 202'd command ended
     assert all(c.command_id for c in load.sent)
+    events = await read_journal(settings)
     statuses = Counter(v["status"] for v in views)
-    assert set(statuses) <= {"converged", "superseded"}, (statuses, platform.logs())
+    assert set(statuses) <= {"converged", "superseded"}, unfinished(load, views, events, killed_at)
     last = {c.device_id: v["status"] for c, v in zip(load.sent, views, strict=True)}
     assert set(last.values()) == {"converged"}, last
 
     # nothing doubled: one command per key, every fact once, versions 1..N per device in journal order
-    events = await read_journal(settings)
     ids = Counter(e.event_id for e in events)
     doubled = {str(i): n for i, n in ids.items() if n > 1}
     assert doubled == {}, f"{len(doubled)} event ids appear more than once"
@@ -349,6 +349,26 @@ async def test_a_broker_killed_under_load_loses_and_doubles_nothing(
     read_models = ReadModelSettings(stack=settings, schema_name=chaos_schema(settings))
     result = await verify(read_models, processes=1)
     assert result.differences == [], result.differences[:5]
+
+
+def unfinished(load: Load, views: list[dict[str, Any]], events: list[Event], killed_at: float) -> str:
+    """What each command that did not end well went through: its call, its statuses, its facts."""
+    lines = []
+    for command, view in zip(load.sent, views, strict=True):
+        if view["status"] in {"converged", "superseded"}:
+            continue
+        sent_s, answer_s = command.sent - killed_at, command.answered - command.sent
+        steps = ", ".join(f"{step['status']} {step['at']}" for step in view.get("history", []))
+        lines.append(
+            f"{command.command_id} on {command.device_id}: sent {sent_s:+.2f} s from the kill, "
+            f"202 after {answer_s:.2f} s ({command.attempts} calls), {view['status']}: {steps}"
+        )
+        lines.extend(
+            f"  v{e.version} {e.type} recorded {e.recorded_at.isoformat()}"
+            for e in events
+            if str(getattr(getattr(e, "payload", None), "command_id", "")) == command.command_id
+        )
+    return "\n".join(lines)
 
 
 def measured(

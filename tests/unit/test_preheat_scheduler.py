@@ -102,6 +102,17 @@ async def test_a_preheat_entry_starts_as_early_as_the_room_needs_once() -> None:
     assert len(path.requests) == 1
 
 
+async def test_a_schedule_set_inside_the_window_starts_its_preheat_on_the_second_not_a_look_later() -> None:
+    reported = {"ambient_c": 17.0, "outdoor_c": 5.0, "target_c": 17.0}
+    lead = preheat_lead(RoomResponse(heating=FIT, fitted_from=START, fitted_to=START), 17.0, 5.0, 21.0)
+    starts = WAKE - timedelta(seconds=lead.lead_s)
+    clock, path = FakeClock(starts - timedelta(seconds=73)), FakePath()  # off the transition's minute
+    scheduler = await started(clock, path, reported)
+    while await scheduler.tick() == 0:  # the service ticks every 0.25 s; a second is fine enough here
+        clock.now += timedelta(seconds=1)
+    assert clock.now == starts  # a look every minute alone would start it 47 s late
+
+
 async def test_the_schedule_keeps_the_latest_preheat_until_a_new_program() -> None:
     clock, path = FakeClock(WAKE - timedelta(hours=3)), FakePath()
     scheduler = await started(clock, path, {"ambient_c": 17.0, "outdoor_c": 5.0, "target_c": 17.0})

@@ -29,7 +29,10 @@ look at each schedule again is derived).
 
 Preheat (``hearth_shared.domain.preheat``): an entry with ``preheat`` is looked at every
 ``PREHEAT_LOOK_S`` from the cap before its transition (the schedule's ``preheat_max_s``, the household's,
-else the operator's ``preheat_max_s``), and sent as soon as the room's learned
+else the operator's ``preheat_max_s``), and at the moment its lead from the temperatures of the last look
+says it starts, if that comes sooner (a schedule set inside the window is not looked at on the minute of
+its transition, so a look every minute alone would start it up to a minute late); it is sent as soon as
+the room's learned
 response (the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the
 engine's latest reported state), says it needs the time left; its fact records how early and why.
 """
@@ -53,7 +56,7 @@ from hearth_shared.domain.home_facts import (
     ScheduleTransitionFired,
 )
 from hearth_shared.domain.home_view import HomesView
-from hearth_shared.domain.preheat import on_time_record, preheat_due
+from hearth_shared.domain.preheat import lead_for, on_time_record, preheat_due
 from hearth_shared.domain.room_response import CAP_S
 from hearth_shared.domain.schedule import next_after, zone
 from hearth_shared.domain.schedule_hold import (
@@ -223,7 +226,16 @@ class Scheduler:
         window_opens = following.instant - timedelta(seconds=self._cap(state))
         if now < window_opens:
             return window_opens
-        return min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))
+        look = min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))
+        learned = self.view.responses.get(state.device_id)
+        plan = lead_for(
+            following, self.readings(state.device_id), learned.payload if learned else None,
+            learned.fact_id if learned else None, self._cap(state),
+        )  # fmt: skip
+        if plan is None or plan.lead_s <= 0:
+            return look
+        starts = following.instant - timedelta(seconds=plan.lead_s)  # if the temperatures hold till then
+        return starts if now < starts < look else look
 
     async def _resume_pending(self) -> None:
         for device_id, fact in list(self.pending_resumes.items()):

@@ -102,7 +102,7 @@ def test_a_room_needing_more_than_the_cap_is_late_by_the_difference_and_a_longer
     physics, response = known_room(3.0, 0.0)  # levels off at 24 °C
     timeline = ProgramTimeline.of(daily(("07:00", 21.0), ("22:00", 17.0)), "UTC", TWO_WEEKS)
 
-    at_three = replay(physics, TWO_WEEKS, 17.0, timeline, [], response)  # 17 -> 20.5 °C takes 5.5 h here
+    at_three = replay(physics, TWO_WEEKS, 17.0, timeline, [], response, cap_s=3 * 3600)  # 17->20.5 °C: 5.5 h
     at_eight = replay(physics, TWO_WEEKS, 17.0, timeline, [], response, cap_s=8 * 3600)
 
     assert at_three.preheats == at_three.preheats_capped == 14

@@ -20,7 +20,7 @@ from hearth_shared.domain.home_facts import (
     ScheduleTransitionFired,
 )
 from hearth_shared.domain.home_view import HomesView
-from hearth_shared.domain.room_response import ResponseFit, RoomResponse, preheat_lead
+from hearth_shared.domain.room_response import CAP_S, ResponseFit, RoomResponse, preheat_lead
 from hearth_shared.domain.schedule import DAYS, ProgramEntry, ScheduledCommand, transition_command_id
 from tests.support.fakes import FakeClock
 from tests.support.fakes import FakeSchedulerPath as FakePath
@@ -170,16 +170,16 @@ async def test_a_lowered_target_and_an_entry_without_preheat_fire_on_time() -> N
 
 
 async def test_a_room_needing_more_than_the_cap_starts_at_it_and_its_fact_says_what_it_needed() -> None:
-    clock, path = FakeClock(WAKE - timedelta(hours=4)), FakePath()
+    clock, path = FakeClock(WAKE - timedelta(seconds=CAP_S + 3600)), FakePath()
     scheduler = await started(clock, path, {"ambient_c": 12.0, "outdoor_c": 0.0, "target_c": 12.0})
     while not path.requests:
         clock.now += timedelta(minutes=1)
         await scheduler.tick()
-    assert WAKE - clock.now == timedelta(hours=3)  # the cap (the scheduler's preheat_max_s, 3 h)
+    assert WAKE - clock.now == timedelta(seconds=CAP_S)  # the cap (the scheduler's preheat_max_s)
     (fact,) = fired(path)
     preheat = fact.payload.preheat
-    assert preheat is not None and (preheat.lead_s, preheat.reason) == (3 * 3600, "capped")
-    assert preheat.needed_s is not None and preheat.needed_s > 3 * 3600  # 12 -> 21 °C at 0 °C outside
+    assert preheat is not None and (preheat.lead_s, preheat.reason) == (CAP_S, "capped")
+    assert preheat.needed_s is not None and preheat.needed_s > CAP_S  # 12 -> 21 °C at 0 °C outside
     assert scheduler.view.schedules["t1"].last_preheat is not None
     assert scheduler.view.schedules["t1"].last_preheat.preheat.needed_s == preheat.needed_s
 
@@ -194,7 +194,7 @@ async def test_a_household_cap_on_the_schedule_lets_such_a_room_start_as_early_a
     await scheduler.on_home_fact(six_hours)
     assert scheduler.view.schedules["t1"].preheat_max_s == 6 * 3600
     needed = preheat_lead(RoomResponse(heating=FIT, fitted_from=START, fitted_to=START), 12.0, 0.0, 21.0)
-    assert needed.needed_s is not None and 3 * 3600 < needed.needed_s < 6 * 3600
+    assert needed.needed_s is not None and CAP_S < needed.needed_s < 6 * 3600
     while not path.requests:
         clock.now += timedelta(minutes=1)
         await scheduler.tick()

@@ -48,6 +48,7 @@ from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import bench_stack
 from hearth_bench.load.learn_history import HistoryWritten, homes_of, in_processes, write_history
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.domain.room_response import CAP_S
 
 if TYPE_CHECKING:
     from hearth_analytics.jobs.learn import Learned
@@ -67,7 +68,9 @@ class LearnBench:
     train_weeks: int = option(4, "The first weeks the learn job reads; the others are held out")
     seed: int = option(0, "Seed of the households, climates and rooms")
     workers: int = option(2, "Processes writing the history and replaying the rooms")
-    preheat_max_min: int = option(180, "The households' preheat cap (a schedule's preheat_max_min)")
+    preheat_max_min: int = option(
+        CAP_S // 60, "The households' preheat cap (a schedule's preheat_max_min; default the deployment's)"
+    )
 
 
 def learned_by_device(learned: Learned) -> dict[str, DeviceLearned]:

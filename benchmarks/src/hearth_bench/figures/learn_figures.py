@@ -19,7 +19,7 @@ journal facts. Per room (a home's thermostat), over the held-out span:
 * **Preheat** (``replay(..., response)``): the scheduler's rule (``hearth_shared.domain.preheat``,
   ``preheat_due``), looked at every minute: the next transition, if it raises the target and is
   within the households' cap (``cap_s``: a schedule's ``preheat_max_min``, by default the deployment's
-  ``CAP_S``, 3 h), is sent once ``now >= its instant - lead``, the lead being
+  ``CAP_S``, 4 h), is sent once ``now >= its instant - lead``, the lead being
   ``room_response.preheat_lead`` from the *fitted* response, the room's reading now (0.1 °C, as
   reported) and the outdoor now. The rule is written out here rather than calling ``preheat_due``
   each minute: that looks the program up across days at every call, a thousand times too slow for a
@@ -168,7 +168,7 @@ class Replayed:
     unreached_s: float = 0.0
     comfort_periods: int = 0
     preheats: int = 0
-    preheats_capped: int = 0  # of them, with the longest lead allowed (3 h): the room needed more
+    preheats_capped: int = 0  # of them, with the longest lead allowed (the cap): the room needed more
     preheats_unreachable: int = 0  # ... and at the cap, as the room levels off below the target
 
 

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.domain.room_response import CAP_S
 
 
 class AutomationsSettings(BaseSettings):
@@ -24,7 +25,7 @@ class AutomationsSettings(BaseSettings):
         300.0, gt=0, description="A scheduled command's deadline (a device offline longer misses it)"
     )
     preheat_max_s: int = Field(
-        3 * 3600, ge=0, le=12 * 3600,
+        CAP_S, ge=0, le=12 * 3600,
         description="A preheat transition starts at most this long before its time (its lead is capped)",
     )  # fmt: skip
     heartbeat_file: str = Field(

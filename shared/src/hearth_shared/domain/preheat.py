@@ -5,7 +5,7 @@ Pure: the scheduler (``hearth_automations.service.scheduler``) asks ``preheat_du
 tick, with the room's latest learned response (``room.response_fitted``, folded by ``HomesView``) and the
 device's latest reported state (``ambient_c``, ``outdoor_c``, ``target_c``).
 
-* Only the **next** transition is looked at, and only within ``cap_s`` (3 h) of it: the lead is
+* Only the **next** transition is looked at, and only within ``cap_s`` (4 h, ``CAP_S``) of it: the lead is
   computed again at every look from the temperatures now (``room_response.preheat_lead``), so a cold
   night lengthens it and a warm afternoon shortens it, up to the moment it fires.
 * It fires at ``instant - lead`` as that transition, with that transition's own command id

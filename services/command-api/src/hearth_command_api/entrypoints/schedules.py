@@ -94,7 +94,7 @@ class ScheduleBody(BaseModel):
         None,
         ge=0,
         le=MAX_PREHEAT_MIN,
-        description="The longest a preheat may start early, in minutes (default: the deployment's, 3 h); a "
+        description="The longest a preheat may start early, in minutes (default: the deployment's, 4 h); a "
         "room that needs longer starts then, and its run says how long it needed",
     )
 

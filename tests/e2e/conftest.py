@@ -35,9 +35,6 @@ async def thermostat(platform: Platform, command_api: str) -> AsyncIterator[tupl
     every 2 s (so it stays online), and acknowledges and carries out every command it is sent."""
     home = f"home-{uuid.uuid4().hex[:8]}"
     device_id = f"thermostat-{uuid.uuid4().hex[:8]}"
-    async with platform.client(command_api) as api:  # an admin token: the test chooses the id
-        body = {"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Living room"}
-        assert (await api.post("/v1/devices", json=body)).status_code == 201
     state = {
         "ambient_c": 19.5,
         "humidity_pct": 41.0,
@@ -45,7 +42,10 @@ async def thermostat(platform: Platform, command_api: str) -> AsyncIterator[tupl
         "hvac_action": "idle",
         "target_c": 19.0,
     }
-    async with DeviceLink(platform.settings) as link:
+    async with DeviceLink(platform.settings) as link:  # first: a device speaks once registered after it
+        async with platform.client(command_api) as api:  # an admin token: the test chooses the id
+            body = {"device_id": device_id, "home_id": home, "type": "thermostat", "name": "Living room"}
+            assert (await api.post("/v1/devices", json=body)).status_code == 201
 
         async def play() -> None:
             while True:

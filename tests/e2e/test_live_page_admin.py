@@ -72,11 +72,11 @@ async def light_fleet(platform: Platform, home: str) -> AsyncIterator[list[str]]
     the new version, the second refuses it (``checksum_mismatch``), the third and fourth were never
     heard from (offline: a command to them is held)."""
     ids = [f"light-{uuid.uuid4().hex[:8]}" for _ in range(4)]
-    async with platform.client(platform.command_api) as admin:
-        for i, device_id in enumerate(ids):
-            body = {"device_id": device_id, "home_id": home, "type": "light", "name": f"Lamp {i + 1}"}
-            assert (await admin.post("/v1/devices", json=body)).status_code == 201
-    async with DeviceLink(platform.settings) as link:
+    async with DeviceLink(platform.settings) as link:  # first: a device speaks once registered after it
+        async with platform.client(platform.command_api) as admin:
+            for i, device_id in enumerate(ids):
+                body = {"device_id": device_id, "home_id": home, "type": "light", "name": f"Lamp {i + 1}"}
+                assert (await admin.post("/v1/devices", json=body)).status_code == 201
 
         async def play(device_id: str, installs: bool) -> None:
             state = dict(LIGHT)

@@ -46,8 +46,8 @@ async def test_a_quarantined_lock_refuses_unlock_until_released(
     platform: Platform,
     home: str,
 ) -> None:
-    device_id = await register(api, home, "lock")
     async with DeviceLink(platform.settings) as device:
+        device_id = await register(api, home, "lock")
         await device.report(device_id, {"lock_state": "locked", "door": "closed"})
         await twin_when(query, device_id, lambda t: t["connectivity"]["online"])
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -17,7 +17,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    OutOfOrderSequenceNumber,
+    TopicAlreadyExistsError,
+    UnknownProducerId,
+)
 from aiokafka.partitioner import murmur2
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -25,6 +30,12 @@ from hearth_shared.adapters.topics import PARTITIONS, Topics, TopicSpec
 from hearth_shared.schema.events import DeadLetter, Event, Inbound, MalformedRecord, encode, utcnow
 
 log = logging.getLogger(__name__)
+
+# Produce errors that leave an idempotent producer's sequence for a partition out of step with the
+# broker's for good (after a leader change lost the producer's state, or a batch the broker took was
+# reported failed): aiokafka neither retries them nor starts a new producer id, as the Java client does
+# (KIP-360), so every later send to that partition fails the same way until the producer is replaced.
+SEQUENCE_LOST = (OutOfOrderSequenceNumber, UnknownProducerId, InvalidProducerEpoch)
 
 PRODUCER_SETTINGS: dict[str, Any] = {
     "acks": "all",
@@ -234,6 +245,9 @@ class KafkaWriter:
         self.client_id = client_id
         self.overrides: dict[str, Any] = {} if linger_ms is None else {"linger_ms": linger_ms}
         self._producer: AIOKafkaProducer | None = None
+        self._renewing = asyncio.Lock()
+        self._retired: set[asyncio.Task[None]] = set()  # replaced producers, stopping
+        self.renewed = 0  # producers replaced after SEQUENCE_LOST
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -249,6 +263,7 @@ class KafkaWriter:
     async def stop(self) -> None:
         if self._producer is not None:
             await self._producer.stop()
+        await asyncio.gather(*self._retired, return_exceptions=True)
 
     async def append(self, *events: Event) -> None:
         """Append facts; returns once the broker has them (acks=all)."""
@@ -260,11 +275,45 @@ class KafkaWriter:
     async def send_requests(self, *requests: Inbound) -> None:
         """Put requests on the inbox, each on its lane (``Topics.lane_of``); returns once the broker has
         them (raises if one failed)."""
-        futures = [
-            await self.producer.send(self.topics.lane_of(r), encode(r), key=r.device_id.encode())
-            for r in requests
-        ]
-        await asyncio.gather(*futures)
+
+        async def send(producer: AIOKafkaProducer) -> None:
+            futures = [
+                await producer.send(self.topics.lane_of(r), encode(r), key=r.device_id.encode())
+                for r in requests
+            ]
+            await asyncio.gather(*futures)
+
+        await self.produce(send)
+
+    async def produce(self, send: Callable[[AIOKafkaProducer], Awaitable[None]]) -> None:
+        """``send(producer)`` with the writer's producer, which is replaced if the send fails with
+        ``SEQUENCE_LOST`` (the send still fails: its caller says so, and a retry goes through the new one)."""
+        producer = self.producer
+        try:
+            await send(producer)
+        except SEQUENCE_LOST as error:
+            await self._renew(producer, error)
+            raise
+
+    async def _renew(self, failed: AIOKafkaProducer, error: Exception) -> None:
+        """Replace ``failed`` (``SEQUENCE_LOST``) with a new producer, a new producer id: the caller's
+        send failed and says so (the command API answers 503, and the client's retry with its key goes
+        through the new one). A request sent twice that way is harmless: requests carry their own ids
+        (a command's id, a report's seq), and the actor decides each once."""
+        retired: AIOKafkaProducer = failed  # (mypy narrows ``failed`` by the test below)
+        async with self._renewing:
+            if self._producer is not failed:
+                return  # a concurrent send renewed it already
+            fresh = make_producer(self.bootstrap_servers, self.client_id, **self.overrides)
+            await fresh.start()
+            self._producer = fresh
+            self.renewed += 1
+        log.warning(
+            "%s: a new Kafka producer after %r (the old one's sequence was lost)", self.client_id, error
+        )
+        stopping = asyncio.create_task(retired.stop())
+        self._retired.add(stopping)
+        stopping.add_done_callback(self._retired.discard)
 
 
 # What a dead letter may carry of the record it reports. Far below the producer's maximum request size

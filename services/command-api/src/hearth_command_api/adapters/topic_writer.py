@@ -1,7 +1,10 @@
 """``TopicWriter`` (the port in ``hearth_command_api.service.ports``) on Kafka: one producer for every write
-of the API. Each write returns once the broker has it (the producer's acks=all)."""
+of the API. Each write returns once the broker has it (the producer's acks=all), and goes through
+``KafkaWriter.produce``, which replaces a producer whose sequence the broker lost."""
 
 from __future__ import annotations
+
+from aiokafka import AIOKafkaProducer
 
 from hearth_shared.adapters.home_journal import append_home_fact
 from hearth_shared.adapters.kafka import KafkaWriter
@@ -20,11 +23,15 @@ class KafkaTopicWriter(KafkaWriter):
         await self.send_requests(request)
 
     async def revoke(self, fact: TokenRevoked) -> None:
-        await publish_revocation(self.producer, self.topics, fact)
+        await self.produce(lambda producer: publish_revocation(producer, self.topics, fact))
 
     async def append_home(self, fact: HomeFact) -> None:
-        await append_home_fact(self.producer, self.topics, fact)
+        await self.produce(lambda producer: append_home_fact(producer, self.topics, fact))
 
     async def request_campaign(self, key: str, request: CampaignRequest) -> None:
         value = encode_campaign_record(request)
-        await self.producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
+
+        async def send(producer: AIOKafkaProducer) -> None:
+            await producer.send_and_wait(self.topics.campaign_requests, value, key=key.encode())
+
+        await self.produce(send)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiokafka.errors import KafkaTimeoutError
 
 from hearth_command_api.app import make_app
 from hearth_command_api.service.device_book import DeviceBook
@@ -30,6 +31,7 @@ from hearth_shared.schema.events import (
     CommandAccepted,
     CommandConverged,
     CommandRef,
+    Inbound,
     IssueCredentials,
     RegisterDevice,
     SubmitCommand,
@@ -422,3 +424,20 @@ async def test_a_schedule_takes_the_households_preheat_cap_in_minutes(
         "/v1/devices/h1-thermostat/schedule", json={"program": [entry], "preheat_max_min": 721}
     )
     assert too_long.status_code == 422 and len(writer.home_facts) == 1
+
+
+async def test_a_write_kafka_refuses_is_503_with_what_to_do_and_the_retry_makes_the_command(
+    api: httpx.AsyncClient, writer: FakeTopicWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refused(request: Inbound) -> None:
+        raise KafkaTimeoutError()
+
+    body = {"name": "set_target_temperature", "params": {"target_c": 21.5}}
+    headers = {"Idempotency-Key": "k-503"}
+    with monkeypatch.context() as patched:
+        patched.setattr(writer, "send_request", refused)
+        answer = await api.post("/v1/devices/h1-thermostat/commands", json=body, headers=headers)
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert "KafkaTimeoutError" in answer.json()["detail"] and "Idempotency-Key" in answer.json()["detail"]
+    retried = await api.post("/v1/devices/h1-thermostat/commands", json=body, headers=headers)
+    assert retried.status_code == 202 and len(writer.requests) == 1  # not remembered as sent before

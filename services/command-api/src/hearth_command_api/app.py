@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Response, status
+from aiokafka.errors import KafkaError
+from fastapi import FastAPI, Request, Response, status
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from hearth_command_api.adapters.topic_writer import KafkaTopicWriter
@@ -109,6 +111,16 @@ def make_app(
         lifespan=lifespan,
     )
     install_edge(app, max_body_bytes=settings.max_body_bytes)
+
+    @app.exception_handler(KafkaError)
+    async def kafka_refused(request: Request, error: KafkaError) -> JSONResponse:
+        """A write Kafka did not take (a broker down, a leader moving): 503, and what to do about it."""
+        detail = (
+            f"the request could not be written to Kafka ({type(error).__name__}); it may or may not have "
+            "been: send it again (a command with the same Idempotency-Key, which never makes a second one)"
+        )
+        return JSONResponse({"detail": detail}, status.HTTP_503_SERVICE_UNAVAILABLE, {"Retry-After": "1"})
+
     app.state.settings = settings
     app.state.token_secret = stack.token_secret
     app.state.revocations = revocations

@@ -57,7 +57,7 @@ from hearth_shared.domain.home_facts import (
 )
 from hearth_shared.domain.home_view import HomesView
 from hearth_shared.domain.preheat import lead_for, on_time_record, preheat_due
-from hearth_shared.domain.room_response import CAP_S
+from hearth_shared.domain.room_response import CAP_S, RoomResponse
 from hearth_shared.domain.schedule import next_after, zone
 from hearth_shared.domain.schedule_hold import (
     REMEMBERED,
@@ -205,13 +205,17 @@ class Scheduler:
 
     def _due(self, state: DeviceSchedule, now: datetime) -> Firing | None:
         """The transition in force if it is due, else the next one if its preheat starts now."""
-        learned = self.view.responses.get(state.device_id)
-        response, response_id = (learned.payload, learned.fact_id) if learned else (None, None)
+        response, response_id = self._response(state.device_id)
         reported = self.readings(state.device_id)
         firing = due(state, now)
         if firing is not None:
             return on_time_record(firing, state, reported, response, response_id, self._cap(state))
         return preheat_due(state, now, reported, response, response_id, self._cap(state))
+
+    def _response(self, device_id: str) -> tuple[RoomResponse | None, uuid.UUID | None]:
+        """The room's latest learned response and its fact's id (None, None: nothing learned yet)."""
+        learned = self.view.responses.get(device_id)
+        return (learned.payload, learned.fact_id) if learned else (None, None)
 
     def _cap(self, state: DeviceSchedule) -> int:
         """The longest preheat lead: the household's for this schedule, else the operator's default."""
@@ -227,11 +231,8 @@ class Scheduler:
         if now < window_opens:
             return window_opens
         look = min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))
-        learned = self.view.responses.get(state.device_id)
-        plan = lead_for(
-            following, self.readings(state.device_id), learned.payload if learned else None,
-            learned.fact_id if learned else None, self._cap(state),
-        )  # fmt: skip
+        response, response_id = self._response(state.device_id)
+        plan = lead_for(following, self.readings(state.device_id), response, response_id, self._cap(state))
         if plan is None or plan.lead_s <= 0:
             return look
         starts = following.instant - timedelta(seconds=plan.lead_s)  # if the temperatures hold till then

@@ -1,7 +1,8 @@
 """The scheduler's and the engine's effects on Kafka (their ports ``scheduler.CommandPath``,
 ``effect_batch.EnginePath`` and the notifier's ``FactSink``): command requests on the inbox (the command
 API's path, the same ``KafkaWriter.send_requests``), their own facts on the home journal. Each returns
-once the broker has every item (the producer's acks=all) and raises if any could not be written.
+once the broker has every item (the producer's acks=all) and raises if any could not be written; every
+write goes through ``KafkaWriter.produce``, which replaces a producer whose sequence the broker lost.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ class KafkaCommandPath:
         await self.writer.send_requests(request)
 
     async def append(self, fact: HomeFact) -> None:
-        await append_home_fact(self.writer.producer, self.writer.topics, fact)
+        await self.writer.produce(lambda producer: append_home_fact(producer, self.writer.topics, fact))
 
     async def send_requests(self, requests: Sequence[SubmitCommand]) -> None:
         await self.writer.send_requests(*requests)
 
     async def append_all(self, facts: Sequence[HomeFact]) -> None:
-        await append_home_facts(self.writer.producer, self.writer.topics, facts)
+        await self.writer.produce(lambda producer: append_home_facts(producer, self.writer.topics, facts))

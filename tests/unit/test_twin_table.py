@@ -6,7 +6,7 @@ import faust
 import pytest
 from faust.types import TP
 
-from hearth_device_actor.adapters.twin_table import TwinTable
+from hearth_device_actor.adapters.twin_table import TwinTable, recovery_of
 from hearth_shared.adapters.kafka import partition_of
 
 pytestmark = pytest.mark.unit
@@ -51,3 +51,32 @@ async def test_a_recovery_that_a_newer_assignment_cut_short_is_not_acted_on(
 
     await table.on_recovery_completed({TP(changelog, 1), TP(changelog, 4)}, set())  # the current one's
     assert told == [{1, 4}]
+
+
+async def test_a_cut_short_recovery_whose_partitions_match_the_new_assignment_is_not_acted_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """By the time faust tells of a recovery a newer rebalance cut short, the recovery's partitions are
+    already the newer assignment's: only the newer recovery's pending start tells (a drill found two
+    workers recovered to v24 of a device whose changelog held v202)."""
+    app = faust.App("unit-twins-pending", store="memory://", web_enabled=False)
+    table = TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
+    app.tables.add(table)
+    changelog = table.changelog_topic.get_topic_name()
+    told: list[set[int]] = []
+
+    async def on_recovered(partitions: set[int]) -> None:
+        told.append(partitions)
+
+    table.on_recovered = on_recovered
+    now = {TP(changelog, 2), TP(changelog, 6)}
+    monkeypatch.setattr(app.assignor, "assigned_actives", lambda: now)
+    recovery = recovery_of(app)
+
+    recovery.signal_recovery_start.set()  # a rebalance came while this recovery was reading
+    await table.on_recovery_completed(now, set())
+    assert told == []
+
+    recovery.signal_recovery_start.clear()  # faust's loop took it up: this is the newer recovery
+    await table.on_recovery_completed(now, set())
+    assert told == [{2, 6}]

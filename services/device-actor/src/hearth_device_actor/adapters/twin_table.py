@@ -11,15 +11,26 @@ ends in ``on_recovery_completed``, its twins possibly far behind the changelog. 
 read inbox partitions that were no longer its own and ticked deadlines of stale twins: in a drill
 (2026-11-28) it journaled ``device.went_offline`` at version 15 after the device's version 154. Such a
 completion is logged and ignored; the newer assignment's recovery follows and tells again.
+
+The partitions alone do not tell such a completion apart: by the time it is told, faust has already
+replaced the recovery's partitions (``actives_for_table``) with the newer assignment's, so they match
+the current assignment while their twins were read only partly (a drill of the same day: two workers
+recovered a partition to v24 of a device whose changelog held v202, and stopped on the journal gap the
+catch-up found). What does tell: the newer rebalance has signalled a recovery start that faust's
+recovery loop has not taken up yet (it clears the signal when it starts the next recovery, and a
+rebalance is the only thing that sets it).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.tables.manager import TableManager
+from faust.tables.recovery import Recovery
+from faust.types import AppT
 
 from hearth_shared.adapters.kafka import partition_of
 
@@ -43,7 +54,7 @@ class TwinTable(faust.Table[bytes, bytes]):
         await super().on_recovery_completed(active_tps, standby_tps)
         held = {tp.partition for tp in active_tps}
         assigned = self._assigned_now()
-        if held == assigned:
+        if held == assigned and not self._newer_recovery_pending():
             self._forget_twins_not_in(held)
             if self.on_recovered is not None:
                 await self.on_recovered(held)
@@ -55,6 +66,10 @@ class TwinTable(faust.Table[bytes, bytes]):
             sorted(held),
             sorted(assigned),
         )
+
+    def _newer_recovery_pending(self) -> bool:
+        """A rebalance after this recovery began has signalled the next one (see the module)."""
+        return recovery_of(self.app).signal_recovery_start.is_set()
 
     def _assigned_now(self) -> set[int]:
         """The changelog partitions faust's assignor gave this worker in the current generation."""
@@ -70,3 +85,8 @@ class TwinTable(faust.Table[bytes, bytes]):
         data: MutableMapping[bytes, bytes] = self.data.data  # the memory store's dict
         for key in [k for k in data if partition_of(k, self.partitions) not in held]:
             del data[key]
+
+
+def recovery_of(app: AppT) -> Recovery:
+    """The app's table recovery service (``app.tables`` is typed as the abstract manager)."""
+    return cast(TableManager, app.tables).recovery

@@ -61,8 +61,8 @@ class TwinTable(faust.Table[bytes, bytes]):
             return
         # the end of a recovery a newer assignment cut short (see the module)
         log.warning(
-            "twins: a recovery of partitions %s completed after the assignment changed to %s; ignored "
-            "(the new assignment's recovery follows)",
+            "twins: a recovery of partitions %s was cut short by a newer rebalance (assigned now: %s); "
+            "ignored (the new assignment's recovery follows)",
             sorted(held),
             sorted(assigned),
         )

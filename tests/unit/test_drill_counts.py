@@ -80,3 +80,21 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
     assert (first["commands"], first["lost"], first["expired"]) == (1, 0, 0)
     assert (second["commands"], second["lost"], second["expired"]) == (2, 1, 1)
     assert result["lost_total"] == 1 and not result["goal_met"]
+
+
+def test_each_kill_says_the_longest_a_command_waited_for_its_202() -> None:
+    ledger = ledger_of("a", "b", "c")
+    ledger.waited.update({"a": 0.2, "b": 12.5, "c": 0.4})
+    statuses: dict[str, str | None] = {"a": "converged", "b": "converged", "c": "converged"}
+    kills = [
+        {
+            "part": "kafka-2",
+            "kind": "Kafka broker",
+            "healthy_s": 10.0,
+            "converged_s": 12.0,
+            "commands": ["a", "b"],
+        },
+        {"part": "projector", "kind": "projector", "healthy_s": 5.0, "converged_s": 6.0, "commands": ["c"]},
+    ]
+    result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, 0)
+    assert [row["slowest 202 s"] for row in result["rows"]] == ["12.5", "0.4"]

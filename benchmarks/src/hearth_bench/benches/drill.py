@@ -276,7 +276,9 @@ def drill_result(
         counts = outcome.among(window).counts
         rows.append({
             "part": k["part"], "kind": k["kind"], "healthy s": seconds(k["healthy_s"]),
-            "probe converged s": seconds(k["converged_s"]), "commands": len(window), **counts,
+            "probe converged s": seconds(k["converged_s"]), "commands": len(window),
+            "slowest 202 s": seconds(max((ledger.waited.get(c, 0.0) for c in window), default=None)),
+            **counts,
             "expired": sum(1 for c in window if statuses.get(c) == "expired"),
         })  # fmt: skip
     totals = outcome.counts
@@ -322,6 +324,8 @@ def drill_notes(
         "each kill and after the last. Each part killed with SIGKILL and restarted by the supervisor.",
         "'healthy s': kill to the supervisor's health check passing again; 'probe converged s': kill to a",
         "command per shard, sent once the part was healthy, converged as every query API answers it.",
+        "'slowest 202 s': the longest a command of the window waited from its first call to its 202",
+        "(its retries included): how long the command API could not take commands.",
         "'commands': accepted from the previous recovery to this one; lost (unknown to the query API),",
         "doubled (requested twice in the journal), stuck (no terminal status after",
         f"{END_TIMEOUT_S:g} s), expired (ended, but at its deadline).",

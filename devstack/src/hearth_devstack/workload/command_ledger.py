@@ -41,6 +41,7 @@ class Ledger:
     accepted: dict[str, str] = field(default_factory=dict)  # command id -> device id
     keys: dict[str, str] = field(default_factory=dict)  # Idempotency-Key -> command id
     accepted_at: dict[str, float] = field(default_factory=dict)  # command id -> monotonic time of its 202
+    waited: dict[str, float] = field(default_factory=dict)  # command id -> s from its first call to its 202
     retried: int = 0
 
 
@@ -48,7 +49,8 @@ async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_
     """POST a thermostat command until it gets a 202, the same Idempotency-Key on every attempt; its id."""
     key = uuid.uuid4().hex
     body = {"name": "set_target_temperature", "params": {"target_c": target_c}}
-    deadline = time.monotonic() + GIVE_UP_S
+    asked = time.monotonic()
+    deadline = asked + GIVE_UP_S
     while True:
         try:
             response = await api.post(
@@ -59,6 +61,7 @@ async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_
                 assert ledger.keys.setdefault(key, command_id) == command_id, f"key {key} got two commands"
                 ledger.accepted[command_id] = device_id
                 ledger.accepted_at[command_id] = time.monotonic()
+                ledger.waited[command_id] = ledger.accepted_at[command_id] - asked
                 return command_id
             assert response.status_code >= 500, f"{response.status_code}: {response.text}"
         except httpx.TransportError:

@@ -130,3 +130,16 @@ async def test_a_report_that_comes_after_a_newer_one_is_no_fact_and_is_counted()
     await actors.handle_batch([InboxRecord("inbox", 0, 0, b"th-1", encode(older))])
     assert sum(isinstance(e, StateReported) for e in outbox.events) == 1
     assert actors.late_reports == 1
+
+
+async def test_a_request_for_a_device_not_registered_is_no_fact_and_is_counted() -> None:
+    """A report or an ack from a device the twins do not know changes nothing and is counted (``hearth
+    status`` says how many), not dropped without a trace; it is not a late report."""
+    outbox = FakeOutbox()
+    actors = await registered(outbox)
+    before = len(outbox.events)
+    await actors.handle_batch(
+        [InboxRecord("inbox", 0, 0, b"th-9", encode(report("th-9", 1, ambient_c=19.5)))]
+    )
+    assert len(outbox.events) == before
+    assert (actors.unknown_device_requests, actors.late_reports) == (1, 0)

@@ -116,13 +116,14 @@ def test_status_shows_the_inbox_lanes_lag_and_the_reports_coalesced(
         serving_file(tmp_path / "data" / "device-actor"), group="g", changelog="c", partitions=12
     )
     serving.lag, serving.coalesced_reports = {"hearth.command-lane": 0, "hearth.inbox": 48_210}, 9_031
-    serving.late_reports = 417
+    serving.late_reports, serving.unknown_device_requests = 417, 23
     serving.serve({0, 1})
     document = json.loads(CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path), "--json"]).stdout)
     assert document["inbox"] == {
         "lag": {"hearth.command-lane": 0, "hearth.inbox": 48_210},
         "coalesced_reports": 9_031,
         "late_reports": 417,
+        "unknown_device_requests": 23,
     }
     table = CliRunner().invoke(app, ["status", "--stack-dir", str(tmp_path)]).stdout
-    assert "48,210" in table and "9,031" in table and "417" in table
+    assert "48,210" in table and "9,031" in table and "417" in table and "23 requests" in table

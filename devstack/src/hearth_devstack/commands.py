@@ -232,6 +232,7 @@ def status_document(home: Path, current: StackStatus | None, running: bool) -> d
             "lag": inbox.lag,
             "coalesced_reports": inbox.coalesced_reports,
             "late_reports": inbox.late_reports,
+            "unknown_device_requests": inbox.unknown_device_requests,
         }
     for part, status in zip(document["parts"], current.parts, strict=True):
         part["followers"] = [
@@ -280,7 +281,8 @@ def inbox_table(state: Serving) -> Table:
         table.add_row(lane, f"{lag:,}")
     table.caption = (
         f"since the worker started: {state.coalesced_reports:,} state reports coalesced under overload, "
-        f"{state.late_reports:,} came after a newer one of their device (no fact)"
+        f"{state.late_reports:,} came after a newer one of their device (no fact), "
+        f"{state.unknown_device_requests:,} requests were for devices not registered (no fact)"
     )
     return table
 

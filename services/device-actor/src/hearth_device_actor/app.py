@@ -170,6 +170,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
                 serving.lag = await feed.lags()
             serving.coalesced_reports = actors.coalesced.reports
             serving.late_reports = actors.late_reports
+            serving.unknown_device_requests = actors.unknown_device_requests
             serving.write()
 
     fetch_every_s = period_s(settings.max_poll_interval_s)
@@ -233,7 +234,8 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         if ticks % 20 == 0 and actors.batches:
             log.info(
                 "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines; "
-                "%d state reports coalesced in %d batches; %d came after a newer one (no fact)",
+                "%d state reports coalesced in %d batches; %d came after a newer one (no fact); "
+                "%d for devices not registered (no fact)",
                 actors.processed,
                 actors.batches,
                 actors.processed / actors.batches,
@@ -241,6 +243,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
                 actors.coalesced.reports,
                 actors.coalesced.batches,
                 actors.late_reports,
+                actors.unknown_device_requests,
             )
 
     app.timer(interval=settings.tick_interval_s)(deadlines)

@@ -63,6 +63,7 @@ class Serving(msgspec.Struct, frozen=True, kw_only=True):
     lag: dict[str, int] = {}  # per inbox lane: records its partitions here are behind their ends
     coalesced_reports: int = 0  # state reports folded into newer ones since the worker started
     late_reports: int = 0  # state reports that came after a newer one of their device: no fact (actor.py)
+    unknown_device_requests: int = 0  # requests for a device not registered: no fact (actor.py)
 
 
 def serving_file(data_dir: str | Path) -> Path:
@@ -92,6 +93,7 @@ class ServingFile:
         self.lag: dict[str, int] = {}  # set by the worker before each write (InboxFeed.lags)
         self.coalesced_reports = 0
         self.late_reports = 0
+        self.unknown_device_requests = 0
         self._pid = os.getpid()
         self._started = process_started(self._pid)
 
@@ -116,6 +118,7 @@ class ServingFile:
             lag=self.lag,
             coalesced_reports=self.coalesced_reports,
             late_reports=self.late_reports,
+            unknown_device_requests=self.unknown_device_requests,
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.partial")

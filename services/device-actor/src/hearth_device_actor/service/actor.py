@@ -46,6 +46,7 @@ from hearth_shared.schema.events import (
     Event,
     Inbound,
     MalformedRecord,
+    RegisterDevice,
     ReportState,
     StateReported,
     utcnow,
@@ -116,6 +117,10 @@ class DeviceActors:
         # State reports that came after a newer one of their device (its seq not above the twin's), so no
         # fact: a telemetry report an ack's report overtook on the command lane, or a redelivery.
         self.late_reports = 0
+        # Requests for a device the twins do not know (no registration yet, or none ever), so no fact: a
+        # device's seam that reported before its registration was decided, or a planted record. Counted,
+        # so a device that never comes online says why in `hearth status`.
+        self.unknown_device_requests = 0
 
     def use_model(self, model: AnomalyModel) -> None:
         if model.version > self.model.version:
@@ -204,7 +209,9 @@ class DeviceActors:
         commands: list[DeviceCommand] = []
         changes = decide(twin, request, now)
         if not changes:
-            if late_report(twin, request):
+            if twin is None and not isinstance(request, RegisterDevice):
+                self.unknown_device_requests += 1
+            elif late_report(twin, request):
                 self.late_reports += 1
             return twin, out, commands
         if (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hearth_bench.benches.drill import DrillBench, drill_result, probes_and_load, victims
+from hearth_bench.benches.drill import DrillBench, calls_per_second, drill_result, probes_and_load, victims
 from hearth_devstack.local import LocalStack
 from hearth_devstack.workload.command_ledger import Ledger, Outcome
 from hearth_shared.schema.shards import assign_shard
@@ -66,13 +66,21 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
     ledger = ledger_of("a", "b", "c")
     statuses: dict[str, str | None] = {"a": "converged", "b": None, "c": "expired"}
     kills = [
-        {"part": "projector", "kind": "projector", "healthy_s": 1.0, "converged_s": 2.0, "commands": ["a"]},
+        {
+            "part": "projector",
+            "kind": "projector",
+            "healthy_s": 1.0,
+            "converged_s": 2.0,
+            "commands": ["a"],
+            "killed_at": 0.0,
+        },
         {
             "part": "command-api",
             "kind": "command API",
             "healthy_s": 3.0,
             "converged_s": 4.0,
             "commands": ["b", "c"],
+            "killed_at": 2.0,
         },
     ]
     result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, differences=0)
@@ -93,8 +101,23 @@ def test_each_kill_says_the_longest_a_command_waited_for_its_202() -> None:
             "healthy_s": 10.0,
             "converged_s": 12.0,
             "commands": ["a", "b"],
+            "killed_at": 0.0,
         },
-        {"part": "projector", "kind": "projector", "healthy_s": 5.0, "converged_s": 6.0, "commands": ["c"]},
+        {
+            "part": "projector",
+            "kind": "projector",
+            "healthy_s": 5.0,
+            "converged_s": 6.0,
+            "commands": ["c"],
+            "killed_at": 1.5,
+        },
     ]
     result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, 0)
     assert [row["slowest 202 s"] for row in result["rows"]] == ["12.5", "0.4"]
+
+
+def test_the_calls_after_a_kill_are_kept_second_by_second_with_what_each_got() -> None:
+    ledger = ledger_of("a", "b", "c")  # 202s at 0, 1 and 2 s
+    ledger.failed_calls += [(0.5, "503"), (1.2, "ReadTimeout"), (1.7, "ReadTimeout")]
+    seconds = calls_per_second(ledger, since=0.0, span_s=4)
+    assert seconds == [{"202": 1, "503": 1}, {"202": 1, "ReadTimeout": 2}, {"202": 1}, {}]

@@ -73,6 +73,7 @@ from hearth_shared.schema.shards import DEFAULT_SHARD, assign_shard
 HEALTHY_TIMEOUT_S = 300.0
 PROBE_TIMEOUT_S = 180.0
 END_TIMEOUT_S = 90.0  # every command ends by its deadline (30 s); one still open after this is stuck
+CALLS_SPAN_S = 120  # seconds after each kill whose command calls the result keeps, second by second
 REGISTRATIONS_AT_ONCE = 8
 
 
@@ -229,8 +230,10 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
         for n, (name, kind) in enumerate(killed.items()):
             await asyncio.sleep(params.seconds)
             console.print(f"killing {name} ({kind}) ...")
+            killed_at = time.monotonic()
             healthy_s, converged_s = await kill_and_recover(stack, name, clients, ledger, probes, n)
             window = [c for c, at in ledger.accepted_at.items() if window_from <= at]
+            failed = Counter(what for at, what in ledger.failed_calls if window_from <= at)
             window_from = time.monotonic()
             kills.append(
                 {
@@ -239,10 +242,13 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
                     "healthy_s": healthy_s,
                     "converged_s": converged_s,
                     "commands": window,
+                    "failed_calls": dict(failed),
+                    "killed_at": killed_at,
                 }
             )
             console.print(
                 f"  {name}: healthy after {seconds(healthy_s)}, probes converged after {seconds(converged_s)}"
+                f"; failed calls: {dict(failed) or 'none'}"
             )
         await asyncio.sleep(params.seconds)
         stop.set()
@@ -295,6 +301,7 @@ def drill_result(
         "verify_differences": differences,
         "goal_met": goal_met,
         "rows": rows,
+        "calls_after_each_kill": {k["part"]: calls_per_second(ledger, k["killed_at"]) for k in kills},
         "notes": drill_notes(params, ledger, statuses, journal, differences, goal_met),
     }
 
@@ -338,6 +345,18 @@ def drill_notes(
         "met." if goal_met else "NOT met.",
     ]
     return " ".join(s for s in sentences if s)
+
+
+def calls_per_second(ledger: Ledger, since: float, span_s: int = CALLS_SPAN_S) -> list[dict[str, int]]:
+    """What the command calls got in each second from ``since`` (a kill) on: 202s and each failure kind,
+    so a stall after a kill shows its shape (503s, timeouts, or no answer at all)."""
+    seconds_: list[Counter[str]] = [Counter() for _ in range(span_s)]
+    answers = [(at, "202") for at in ledger.accepted_at.values()] + ledger.failed_calls
+    for at, what in answers:
+        second = int(at - since)
+        if 0 <= second < span_s:
+            seconds_[second][what] += 1
+    return [dict(c) for c in seconds_]
 
 
 def seconds(value: float | None) -> str:

@@ -42,6 +42,7 @@ class Ledger:
     keys: dict[str, str] = field(default_factory=dict)  # Idempotency-Key -> command id
     accepted_at: dict[str, float] = field(default_factory=dict)  # command id -> monotonic time of its 202
     waited: dict[str, float] = field(default_factory=dict)  # command id -> s from its first call to its 202
+    failed_calls: list[tuple[float, str]] = field(default_factory=list)  # (monotonic end, status or error)
     retried: int = 0
 
 
@@ -64,8 +65,9 @@ async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_
                 ledger.waited[command_id] = ledger.accepted_at[command_id] - asked
                 return command_id
             assert response.status_code >= 500, f"{response.status_code}: {response.text}"
-        except httpx.TransportError:
-            pass
+            ledger.failed_calls.append((time.monotonic(), str(response.status_code)))
+        except httpx.TransportError as error:
+            ledger.failed_calls.append((time.monotonic(), type(error).__name__))
         assert time.monotonic() < deadline, f"no 202 for {device_id} within {GIVE_UP_S:g} s"
         ledger.retried += 1
         await asyncio.sleep(RETRY_EVERY_S)

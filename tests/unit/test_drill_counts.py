@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hearth_bench.benches.drill import DrillBench, calls_per_second, drill_result, probes_and_load, victims
 from hearth_devstack.local import LocalStack
-from hearth_devstack.workload.command_ledger import Ledger, Outcome
+from hearth_devstack.workload import command_ledger
+from hearth_devstack.workload.command_ledger import Ledger, NoAnswer, Outcome, submit
 from hearth_shared.schema.shards import assign_shard
 
 pytestmark = pytest.mark.unit
@@ -121,3 +123,18 @@ def test_the_calls_after_a_kill_are_kept_second_by_second_with_what_each_got() -
     ledger.failed_calls += [(0.5, "503"), (1.2, "ReadTimeout"), (1.7, "ReadTimeout")]
     seconds = calls_per_second(ledger, since=0.0, span_s=4)
     assert seconds == [{"202": 1, "503": 1}, {"202": 1, "ReadTimeout": 2}, {"202": 1}, {}]
+
+
+async def test_a_command_never_taken_is_counted_and_fails_the_drill_without_ending_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(command_ledger, "GIVE_UP_S", 0.2)
+    monkeypatch.setattr(command_ledger, "RETRY_EVERY_S", 0.01)
+    unavailable = httpx.MockTransport(lambda request: httpx.Response(503, json={"detail": "no broker"}))
+    ledger = Ledger()
+    async with httpx.AsyncClient(transport=unavailable, base_url="http://api") as api:
+        with pytest.raises(NoAnswer):
+            await submit(api, ledger, "t1", 20.0)
+    assert ledger.gave_up == ["t1"] and {what for _, what in ledger.failed_calls} == {"503"}
+    result = drill_result(DrillBench(), ledger, {}, [], CLEAN_JOURNAL, 0)
+    assert result["never_accepted"] == 1 and not result["goal_met"]

@@ -34,6 +34,10 @@ RETRY_EVERY_S = 0.5
 STATUS_READS = 16  # status reads at a time (hundreds at once time out on a busy machine and read as lost)
 
 
+class NoAnswer(AssertionError):
+    """A command got no 202 within ``GIVE_UP_S``: the command API never took it."""
+
+
 @dataclass
 class Ledger:
     """What the clients saw: every command that got a 202, and how many calls were sent again."""
@@ -43,6 +47,7 @@ class Ledger:
     accepted_at: dict[str, float] = field(default_factory=dict)  # command id -> monotonic time of its 202
     waited: dict[str, float] = field(default_factory=dict)  # command id -> s from its first call to its 202
     failed_calls: list[tuple[float, str]] = field(default_factory=list)  # (monotonic end, status or error)
+    gave_up: list[str] = field(default_factory=list)  # devices whose command got no 202 (NoAnswer)
     retried: int = 0
 
 
@@ -68,7 +73,9 @@ async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_
             ledger.failed_calls.append((time.monotonic(), str(response.status_code)))
         except httpx.TransportError as error:
             ledger.failed_calls.append((time.monotonic(), type(error).__name__))
-        assert time.monotonic() < deadline, f"no 202 for {device_id} within {GIVE_UP_S:g} s"
+        if time.monotonic() >= deadline:
+            ledger.gave_up.append(device_id)
+            raise NoAnswer(f"no 202 for {device_id} within {GIVE_UP_S:g} s")
         ledger.retried += 1
         await asyncio.sleep(RETRY_EVERY_S)
 
@@ -77,7 +84,8 @@ async def steady(
     api: httpx.AsyncClient, ledger: Ledger, devices: Sequence[str], rate: float, stop: asyncio.Event
 ) -> None:
     """Commands at ``rate`` a second over ``devices`` in turn until ``stop``; returns once every call
-    got its 202."""
+    got its 202, or raises the first call's failure once every call has ended (each failure is in the
+    ledger: ``gave_up``)."""
     calls: list[asyncio.Task[str]] = []
     started, n = time.monotonic(), 0
     while not stop.is_set():
@@ -85,7 +93,10 @@ async def steady(
         calls.append(asyncio.create_task(submit(api, ledger, devices[n % len(devices)], target_c)))
         n += 1
         await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
-    await asyncio.gather(*calls)
+    ended = await asyncio.gather(*calls, return_exceptions=True)
+    failed = [e for e in ended if isinstance(e, BaseException)]
+    if failed:
+        raise failed[0]
 
 
 async def status_of(

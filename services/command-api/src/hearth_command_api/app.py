@@ -36,6 +36,7 @@ from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.adapters.campaign_feed import CampaignFeed
 from hearth_shared.adapters.revocations import RevocationFeed
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.task_dump import dump_tasks_on_sigusr1
 from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
 from hearth_shared.schema.auth import Revocations
 from hearth_shared.web.http_errors import install_edge
@@ -92,6 +93,7 @@ def make_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        dump_tasks_on_sigusr1()  # `kill -USR1 <pid>`: what every request and feed is waiting on
         await writer.start()
         await feed.start()
         await revocation_feed.start()

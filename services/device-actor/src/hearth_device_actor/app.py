@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-import sys
 from typing import Any
 
 import faust
@@ -32,6 +30,7 @@ from hearth_device_actor.service.actor import DeviceActors, JournalGap
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.adapters.kafka import KafkaWriter, ensure_topics
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.task_dump import dump_tasks_on_sigusr1
 from hearth_shared.adapters.topic_follower import TopicFollower
 from hearth_shared.adapters.topics import PARTITIONS, TopicSpec, replica_config
 from hearth_shared.schema.events import decode_model
@@ -215,16 +214,12 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
 
     # The task and the timer are registered by calling faust's decorators (untyped) rather than by
     # decorating, so the functions keep their types under mypy --strict.
-    async def dump_tasks_on_sigusr1() -> None:  # `kill -USR1 <pid>`: what every task is waiting on
-        def dump() -> None:
-            for task in asyncio.all_tasks():
-                task.print_stack(limit=6, file=sys.stderr)
-
-        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
+    async def install_task_dump() -> None:  # `kill -USR1 <pid>`: what every task is waiting on
+        dump_tasks_on_sigusr1()
 
     ticks = 0
 
-    app.task(dump_tasks_on_sigusr1)
+    app.task(install_task_dump)
 
     async def deadlines() -> None:
         nonlocal ticks

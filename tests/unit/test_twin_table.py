@@ -27,22 +27,28 @@ def test_a_worker_forgets_the_twins_of_partitions_it_no_longer_holds() -> None:
     assert 0 < len(kept) < len(keys)
 
 
-async def test_a_recovery_that_a_newer_assignment_cut_short_is_not_acted_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """faust tells the tables a recovery completed before it checks for a newer rebalance: the worker
-    must act only on the recovery of the assignment it has now (a drill found the other journaling a
-    stale twin's facts)."""
-    app = faust.App("unit-twins-gen", store="memory://", web_enabled=False)
+def telling_table(name: str) -> tuple[faust.App, TwinTable, list[set[int]]]:
+    """A twins table whose ``on_recovered`` calls are recorded (the partitions each call was told)."""
+    app = faust.App(name, store="memory://", web_enabled=False)
     table = TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
     app.tables.add(table)
-    changelog = table.changelog_topic.get_topic_name()
     told: list[set[int]] = []
 
     async def on_recovered(partitions: set[int]) -> None:
         told.append(partitions)
 
     table.on_recovered = on_recovered
+    return app, table, told
+
+
+async def test_a_recovery_that_a_newer_assignment_cut_short_is_not_acted_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust tells the tables a recovery completed before it checks for a newer rebalance: the worker
+    must act only on the recovery of the assignment it has now (a drill found the other journaling a
+    stale twin's facts)."""
+    app, table, told = telling_table("unit-twins-gen")
+    changelog = table.changelog_topic.get_topic_name()
     now = {TP(changelog, 1), TP(changelog, 4), TP("some-other-topic", 3)}
     monkeypatch.setattr(app.assignor, "assigned_actives", lambda: now)
 
@@ -59,16 +65,8 @@ async def test_a_cut_short_recovery_whose_partitions_match_the_new_assignment_is
     """By the time faust tells of a recovery a newer rebalance cut short, the recovery's partitions are
     already the newer assignment's: only the newer recovery's pending start tells (a drill found two
     workers recovered to v24 of a device whose changelog held v202)."""
-    app = faust.App("unit-twins-pending", store="memory://", web_enabled=False)
-    table = TwinTable(app, name="twins", default=None, partitions=12, key_type=bytes, value_type=bytes)
-    app.tables.add(table)
+    app, table, told = telling_table("unit-twins-pending")
     changelog = table.changelog_topic.get_topic_name()
-    told: list[set[int]] = []
-
-    async def on_recovered(partitions: set[int]) -> None:
-        told.append(partitions)
-
-    table.on_recovered = on_recovered
     now = {TP(changelog, 2), TP(changelog, 6)}
     monkeypatch.setattr(app.assignor, "assigned_actives", lambda: now)
     recovery = recovery_of(app)

@@ -244,7 +244,6 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
                     "healthy_s": healthy_s,
                     "converged_s": converged_s,
                     "commands": window,
-                    "failed_calls": dict(failed),
                     "killed_at": killed_at,
                 }
             )

@@ -35,7 +35,11 @@ from tests.support.platform import Platform, make_settings
 # Spark driver 86 -> 50 CPU-s, and passed as before. Their JVMs live minutes and handle little data, so the
 # C2 compiler's work never paid back; and a suite with 2 workers is bound by the machine's CPU. Only here:
 # a platform run (`make up`, the benchmarks) keeps the JDK's defaults.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# C1 alone makes the JDK size its code cache as a client VM's, 48 MB: the Spark driver, which lives the
+# whole session, filled it in CI (stop 37), the JVM disabled its compiler, and the next Spark job failed
+# inside the JVM (`NoSuchMethodException ... MethodHandle.linkToStatic`, an adapter it could no longer
+# generate). So the cache keeps the size the JDK gives a tiered VM (240 MB, reserved; used as filled).
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 pytest_plugins = [
     "tests.support.durations",  # per-test durations kept from each run

@@ -6,6 +6,9 @@ it is cheap to score (a few dict lookups per reading, so it keeps up with the ac
 trained from sufficient statistics that Spark computes in one pass and that merge across micro-batches
 and restarts, it explains itself (a reading is "N standard deviations from this device's usual at this
 hour"), and it catches what the simulator's faults produce: a sensor drifting away from its baseline.
+A baseline's std is never taken below its key's ``StateKey.min_std`` (about the sensor's accuracy): a
+baseline learnt from a flat stretch (a few minutes of a humidity that wandered 0.1 %) would otherwise make
+the next ordinary wobble an anomaly.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from hearth_shared.domain.change import Change
-from hearth_shared.domain.registry import DEVICE_TYPES, scored_metrics
+from hearth_shared.domain.registry import DEVICE_TYPES, scored_keys, scored_metrics
 from hearth_shared.domain.twin import Twin
 from hearth_shared.schema.events import (
     JSON,
@@ -27,7 +30,6 @@ from hearth_shared.schema.events import (
 
 # The keys scored, over every type: those a type declares with a baseline (its module says why).
 SCORED_METRICS = tuple(dict.fromkeys(m for name in DEVICE_TYPES for m in scored_metrics(name)))
-MIN_STD = 0.25  # a flat history must not turn every tiny wobble into an anomaly
 _NO_SLICES: dict[str, dict[str, Baseline]] = {}
 
 # Until the analytics job publishes a model: wide, type-level baselines, as each type declares them.
@@ -69,7 +71,8 @@ def score_reading(
 ) -> list[Score]:
     """The anomalies in one reading: metrics whose z-score is above the model's threshold."""
     found: list[Score] = []
-    for metric in scored_metrics(device_type):
+    for key in scored_keys(device_type):
+        metric = key.name
         value = reading.get(metric)
         if value is None or value is True or value is False or not isinstance(value, (int, float)):
             continue
@@ -78,7 +81,7 @@ def score_reading(
         ) or _baseline(model.by_type.get(device_type, _NO_SLICES).get(metric), hour, model.min_count)
         if baseline is None:
             continue
-        z = abs(value - baseline.mean) / max(baseline.std, MIN_STD)
+        z = abs(value - baseline.mean) / max(baseline.std, key.min_std)
         if z > model.threshold:
             found.append(Score(metric, float(value), round(z, 3), model.threshold, model.version))
     return found

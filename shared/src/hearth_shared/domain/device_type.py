@@ -107,14 +107,17 @@ class StateKey:
     """A reported (and maybe desired) key. ``tolerance``: how far a reported number may be from the
     desired one and still count as reached. ``rollup``: a numeric telemetry key the analytics roll up
     (count, mean, min, max per window). ``baseline``: (mean, std) of a scored key, the default anomaly
-    model's type-level baseline; a key with a baseline is scored by the device actor. ``label``: the key
-    as a person reads it ("Temperature")."""
+    model's type-level baseline; a key with a baseline is scored by the device actor. ``min_std``: the
+    smallest spread the scorer grants a baseline of the key, about its sensor's accuracy: a baseline learnt
+    from a flat stretch of readings must not make every later wobble an anomaly. ``label``: the key as a
+    person reads it ("Temperature")."""
 
     name: str
     value: Value
     tolerance: float = 0.0
     rollup: bool = False
     baseline: tuple[float, float] | None = None
+    min_std: float = 0.25
     description: str = ""
     label: str = ""
 

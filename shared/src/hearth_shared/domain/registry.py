@@ -88,10 +88,15 @@ def counted_state_keys() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*(m.key for m in state_minutes()), *(c.key for c in state_counts())]))
 
 
-def scored_metrics(device_type: str) -> tuple[str, ...]:
+def scored_keys(device_type: str) -> tuple[StateKey, ...]:
     """The keys of a type's readings the device actor scores against the anomaly model."""
     kind = DEVICE_TYPES.get(device_type)
-    return tuple(k.name for k in kind.state if k.baseline is not None) if kind else ()
+    return tuple(k for k in kind.state if k.baseline is not None) if kind else ()
+
+
+def scored_metrics(device_type: str) -> tuple[str, ...]:
+    """The names of ``scored_keys``."""
+    return tuple(k.name for k in scored_keys(device_type))
 
 
 def reported_matches(device_type: str, key: str, desired: object, reported: JSON) -> bool:

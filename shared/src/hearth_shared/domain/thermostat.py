@@ -77,6 +77,7 @@ TYPE = DeviceType(
             Value("number", 0, 100, unit="%"),
             rollup=True,
             baseline=(45.0, 10.0),
+            min_std=2.0,  # a home hygrometer reads to about ±2-3 %
             label="Humidity",
         ),
         StateKey("hvac_mode", MODE, label="Mode"),

@@ -21,7 +21,8 @@ it (``hearth_devstack.supervision.part_kill``). Its figures:
 
 - *healthy s*: from the kill to the supervisor having the part running and healthy again;
 - *probe converged s*: from the kill to a probe command per shard, sent once the part is healthy,
-  converged as every query-API process answers it (what a client sees: the whole path serves again);
+  converged as every query-API process answers it (what a client sees: the whole path serves again); a
+  probe without its 202 for ``STUCK_S`` makes the command API dump its tasks' stacks to its log;
 - *commands*, *lost*, *doubled*, *stuck*: the commands accepted (a 202) from the previous kill's
   recovery to this one's, and of those the ones the query API does not know, requested twice in the
   journal, or without a terminal status once every command had its time to end (0 each is the goal);
@@ -37,6 +38,8 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import os
+import signal
 import tempfile
 import threading
 import time
@@ -76,6 +79,7 @@ HEALTHY_TIMEOUT_S = 300.0
 PROBE_TIMEOUT_S = 180.0
 END_TIMEOUT_S = 90.0  # every command ends by its deadline (30 s); one still open after this is stuck
 CALLS_SPAN_S = 120  # seconds after each kill whose command calls the result keeps, second by second
+STUCK_S = 20.0  # a probe without its 202 this long after its part is healthy: the command API dumps its tasks
 REGISTRATIONS_AT_ONCE = 8
 
 
@@ -191,8 +195,12 @@ async def kill_and_recover(
         console.print(f"[red]{error}[/]")
         return None, None
     healthy_s = time.monotonic() - kill.at
+    watchdog = asyncio.create_task(dump_command_api_tasks(stack, after_s=STUCK_S))
     try:
-        sent = [await submit(clients.api, ledger, probe, 18.0 + n % 8) for probe in probes]
+        try:
+            sent = [await submit(clients.api, ledger, probe, 18.0 + n % 8) for probe in probes]
+        finally:
+            watchdog.cancel()
         for command_id in sent:
             await eventually(
                 functools.partial(converged_everywhere, clients.queries, command_id),
@@ -204,6 +212,19 @@ async def kill_and_recover(
         console.print(f"[red]{error}[/]")
         return healthy_s, None
     return healthy_s, time.monotonic() - kill.at
+
+
+async def dump_command_api_tasks(stack: LocalStack, *, after_s: float) -> None:
+    """After ``after_s``: ``kill -USR1`` the command API, which prints each of its asyncio tasks' stacks to
+    its log (``hearth_shared.adapters.task_dump``): where a call that gets no 202 waits."""
+    await asyncio.sleep(after_s)
+    assert stack.supervisor is not None
+    child = stack.supervisor.child("command-api")
+    if child is not None and child.pid is not None:
+        os.kill(child.pid, signal.SIGUSR1)
+        console.print(
+            f"[yellow]no 202 in {after_s:g} s: the command API (pid {child.pid}) logged its tasks[/]"
+        )
 
 
 async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from hearth_shared.domain.anomaly import score_reading
@@ -50,14 +51,7 @@ def test_a_reading_is_scored_against_the_keys_floor_not_the_flat_baselines_sprea
 
 
 def test_a_baseline_wider_than_the_floor_is_used_as_it_is() -> None:
-    wide = AnomalyModel(
-        version=7,
-        trained_at=MODEL.trained_at,
-        trained_on=40,
-        threshold=4.0,
-        min_count=8,
-        by_device={"t1": {"humidity_pct": {"*": Baseline(20, 45.0, 5.0)}}},
-    )
+    wide = msgspec.structs.replace(MODEL, by_device={"t1": {"humidity_pct": {"*": Baseline(20, 45.0, 5.0)}}})
     found = score_reading(
         wide, device_type="thermostat", device_id="t1", reading={"humidity_pct": 66.0}, hour=3
     )

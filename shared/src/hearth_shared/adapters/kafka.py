@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 # reported failed): aiokafka neither retries them nor starts a new producer id, as the Java client does
 # (KIP-360), so every later send to that partition fails the same way until the producer is replaced.
 SEQUENCE_LOST = (OutOfOrderSequenceNumber, UnknownProducerId, InvalidProducerEpoch)
+
+# A write through ``KafkaWriter.produce`` that took this long until the broker had it is counted as slow,
+# and the slow ones are logged (at most once per ``SLOW_WRITES_LOG_EVERY_S``, with their count and the
+# slowest): a caller that waited long (a command API's 202) then says whether Kafka made it wait.
+SLOW_WRITE_S = 2.0
+SLOW_WRITES_LOG_EVERY_S = 10.0
 
 PRODUCER_SETTINGS: dict[str, Any] = {
     "acks": "all",
@@ -248,6 +255,9 @@ class KafkaWriter:
         self._renewing = asyncio.Lock()
         self._retired: set[asyncio.Task[None]] = set()  # replaced producers, stopping
         self.renewed = 0  # producers replaced after SEQUENCE_LOST
+        self.slow_writes = 0  # writes that took SLOW_WRITE_S or more
+        self._slow_unlogged: list[float] = []  # their durations since the last log line
+        self._slow_logged_at = 0.0
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -289,11 +299,28 @@ class KafkaWriter:
         """``send(producer)`` with the writer's producer, which is replaced if the send fails with
         ``SEQUENCE_LOST`` (the send still fails: its caller says so, and a retry goes through the new one)."""
         producer = self.producer
+        started = time.monotonic()
         try:
             await send(producer)
         except SEQUENCE_LOST as error:
             await self._renew(producer, error)
             raise
+        finally:
+            self._timed(time.monotonic() - started)
+
+    def _timed(self, took_s: float) -> None:
+        if took_s < SLOW_WRITE_S:
+            return
+        self.slow_writes += 1
+        self._slow_unlogged.append(took_s)
+        now = time.monotonic()
+        if now - self._slow_logged_at >= SLOW_WRITES_LOG_EVERY_S:
+            log.warning(
+                "%s: %d writes to Kafka took %g s or more since the last such line (the slowest %.1f s)",
+                self.client_id, len(self._slow_unlogged), SLOW_WRITE_S, max(self._slow_unlogged),
+            )  # fmt: skip
+            self._slow_unlogged.clear()
+            self._slow_logged_at = now
 
     async def _renew(self, failed: AIOKafkaProducer, error: Exception) -> None:
         """Replace ``failed`` (``SEQUENCE_LOST``) with a new producer, a new producer id: the caller's

@@ -1,11 +1,13 @@
 """KafkaWriter replaces its producer after a produce error that leaves the producer's sequence out of step
 with the broker's for good (``SEQUENCE_LOST``): that send fails, the next one goes through a new producer;
-several sends failing at once renew it once; any other error leaves the producer as it is. Fake producers:
-the broker's side of it is Kafka's, not ours."""
+several sends failing at once renew it once; any other error leaves the producer as it is. And it counts
+and logs the writes the broker was slow to take. Fake producers: the broker's side of it is Kafka's, not
+ours."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -89,3 +91,21 @@ async def test_another_error_keeps_the_producer(monkeypatch: pytest.MonkeyPatch)
         await writer.send_requests(report_request("d1", 1, ambient_c=20.0))
     await writer.stop()
     assert writer.renewed == 0 and len(made) == 1
+
+
+async def test_slow_writes_are_counted_and_logged_at_most_once_in_a_while(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    producers(monkeypatch, None)
+    writer = KafkaWriter("unused:9092", Topics(), client_id="test")
+    await writer.start()
+    await writer.send_requests(report_request("d1", 1, ambient_c=20.0))
+    assert writer.slow_writes == 0  # the fake broker takes it at once: under SLOW_WRITE_S
+    monkeypatch.setattr(kafka, "SLOW_WRITE_S", 0.0)  # now every write is slow
+    with caplog.at_level(logging.WARNING, logger=kafka.__name__):
+        for seq in (2, 3, 4):
+            await writer.send_requests(report_request("d1", seq, ambient_c=20.0))
+    await writer.stop()
+    assert writer.slow_writes == 3
+    lines = [r.getMessage() for r in caplog.records if "writes to Kafka took" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("test: 1 writes"), lines  # the next two within 10 s

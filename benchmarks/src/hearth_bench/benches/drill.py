@@ -72,6 +72,7 @@ from hearth_devstack.workload.command_ledger import (
 from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.adapters.loop_lag import LoopLag
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.shards import DEFAULT_SHARD, assign_shard
 
@@ -79,6 +80,7 @@ HEALTHY_TIMEOUT_S = 300.0
 PROBE_TIMEOUT_S = 180.0
 END_TIMEOUT_S = 90.0  # every command ends by its deadline (30 s); one still open after this is stuck
 CALLS_SPAN_S = 120  # seconds after each kill whose command calls the result keeps, second by second
+CLIENT_HELD_S = 0.5  # the drill's own event loop held this long is counted (its calls waited as long)
 STUCK_S = 20.0  # a probe without its 202 this long after its part is healthy: the command API dumps its tasks
 REGISTRATIONS_AT_ONCE = 8
 
@@ -249,6 +251,8 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
         await register(clients, devices)
         stop = asyncio.Event()
         driver = asyncio.create_task(steady(api, ledger, load, params.command_rate, stop))
+        lag = LoopLag(CLIENT_HELD_S)
+        watching = asyncio.create_task(lag.watch())
         window_from = time.monotonic()
         for n, (name, kind) in enumerate(killed.items()):
             await asyncio.sleep(params.seconds)
@@ -257,6 +261,7 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
             healthy_s, converged_s = await kill_and_recover(stack, name, clients, ledger, probes, n)
             window = [c for c, at in ledger.accepted_at.items() if window_from <= at]
             failed = Counter(what for at, what in ledger.failed_calls if window_from <= at)
+            held_s = lag.worst_since(window_from)
             window_from = time.monotonic()
             kills.append(
                 {
@@ -266,6 +271,7 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
                     "converged_s": converged_s,
                     "commands": window,
                     "killed_at": killed_at,
+                    "client_held_s": held_s,
                 }
             )
             console.print(
@@ -274,6 +280,7 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
             )
         await asyncio.sleep(params.seconds)
         stop.set()
+        watching.cancel()
         with contextlib.suppress(NoAnswer):  # counted in the ledger (gave_up): the goal is not met
             await driver
         statuses: dict[str, str | None] = {}
@@ -307,6 +314,7 @@ def drill_result(
             "part": k["part"], "kind": k["kind"], "healthy s": seconds(k["healthy_s"]),
             "probe converged s": seconds(k["converged_s"]), "commands": len(window),
             "slowest 202 s": seconds(max((ledger.waited.get(c, 0.0) for c in window), default=None)),
+            "client held s": seconds(k["client_held_s"]),
             **counts,
             "expired": sum(1 for c in window if statuses.get(c) == "expired"),
         })  # fmt: skip
@@ -363,7 +371,9 @@ def drill_notes(
         "command per shard, sent once the part was healthy, converged as every query API answers it.",
         "'slowest 202 s': the longest a command of the window waited from its first call to its 202,",
         "its retries included (the result's `calls_after_each_kill` has what every call got, second by",
-        "second, for 120 s after each kill).",
+        "second, for 120 s after each kill). 'client held s': the longest the drill's own event loop",
+        f"was held in that window (0 if never {CLIENT_HELD_S:g} s): its calls waited as long, whatever the",
+        "command API did (which logs its own held loop and slow Kafka writes).",
         "'commands': accepted from the previous recovery to this one; lost (unknown to the query API),",
         "doubled (requested twice in the journal), stuck (no terminal status after",
         f"{END_TIMEOUT_S:g} s), expired (ended, but at its deadline).",

@@ -8,10 +8,14 @@ The device book's feed is a ``TopicFollower`` over the journal that restarts fro
 (``DEVICE_BOOK_SNAPSHOT`` on the snapshots topic) and reads only the journal's tail: every command-API
 process folds the journal alike, so they share the one snapshot name. /healthz answers 503 until it has
 caught up, and shows what its last start read (``restart``).
+
+A held event loop (1 s or more) is logged, as are writes Kafka was slow to take (``KafkaWriter``): a
+slow answer says which of the two it was, or neither (the client's side).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,6 +38,7 @@ from hearth_command_api.service.device_book import DeviceBook
 from hearth_command_api.service.ports import CaughtUpFeed, TopicWriter
 from hearth_command_api.settings import CommandApiSettings
 from hearth_shared.adapters.campaign_feed import CampaignFeed
+from hearth_shared.adapters.loop_lag import LoopLag
 from hearth_shared.adapters.revocations import RevocationFeed
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.task_dump import dump_tasks_on_sigusr1
@@ -44,6 +49,7 @@ from hearth_shared.web.http_errors import install_edge
 # The name the device book's snapshots are saved under: it was the "registry" when they were first saved,
 # and snapshots already on the topic under this name must still load, so the name stays.
 DEVICE_BOOK_SNAPSHOT = "command-api-registry"
+LOOP_HELD_LOG_S = 1.0  # the event loop held this long is logged: every request waited as long
 
 
 class Health(BaseModel):
@@ -98,9 +104,11 @@ def make_app(
         await feed.start()
         await revocation_feed.start()
         await campaign_feed.start()
+        lag = asyncio.create_task(LoopLag(LOOP_HELD_LOG_S, log_as="command-api").watch())
         try:
             yield
         finally:
+            lag.cancel()
             await campaign_feed.stop()
             await revocation_feed.stop()
             await feed.stop()

@@ -75,6 +75,7 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
             "converged_s": 2.0,
             "commands": ["a"],
             "killed_at": 0.0,
+            "client_held_s": 0.0,
         },
         {
             "part": "command-api",
@@ -83,6 +84,7 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
             "converged_s": 4.0,
             "commands": ["b", "c"],
             "killed_at": 2.0,
+            "client_held_s": 0.0,
         },
     ]
     result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, differences=0)
@@ -92,7 +94,7 @@ def test_each_kill_counts_the_commands_accepted_since_the_previous_recovery() ->
     assert result["lost_total"] == 1 and not result["goal_met"]
 
 
-def test_each_kill_says_the_longest_a_command_waited_for_its_202() -> None:
+def test_each_kill_says_the_longest_a_command_waited_for_its_202_and_the_clients_loop_was_held() -> None:
     ledger = ledger_of("a", "b", "c")
     ledger.waited.update({"a": 0.2, "b": 12.5, "c": 0.4})
     statuses: dict[str, str | None] = {"a": "converged", "b": "converged", "c": "converged"}
@@ -104,6 +106,7 @@ def test_each_kill_says_the_longest_a_command_waited_for_its_202() -> None:
             "converged_s": 12.0,
             "commands": ["a", "b"],
             "killed_at": 0.0,
+            "client_held_s": 2.6,
         },
         {
             "part": "projector",
@@ -112,10 +115,12 @@ def test_each_kill_says_the_longest_a_command_waited_for_its_202() -> None:
             "converged_s": 6.0,
             "commands": ["c"],
             "killed_at": 1.5,
+            "client_held_s": 0.0,
         },
     ]
     result = drill_result(DrillBench(), ledger, statuses, kills, CLEAN_JOURNAL, 0)
     assert [row["slowest 202 s"] for row in result["rows"]] == ["12.5", "0.4"]
+    assert [row["client held s"] for row in result["rows"]] == ["2.6", "0.0"]  # the drill's own loop
 
 
 def test_the_calls_after_a_kill_are_kept_second_by_second_with_what_each_got() -> None:

@@ -256,7 +256,8 @@ class KafkaWriter:
         self._retired: set[asyncio.Task[None]] = set()  # replaced producers, stopping
         self.renewed = 0  # producers replaced after SEQUENCE_LOST
         self.slow_writes = 0  # writes that took SLOW_WRITE_S or more
-        self._slow_unlogged: list[float] = []  # their durations since the last log line
+        self._slow_unlogged = 0  # slow writes since the last log line, and the slowest of them
+        self._slowest_unlogged_s = 0.0
         self._slow_logged_at = 0.0
 
     @property
@@ -312,14 +313,15 @@ class KafkaWriter:
         if took_s < SLOW_WRITE_S:
             return
         self.slow_writes += 1
-        self._slow_unlogged.append(took_s)
+        self._slow_unlogged += 1
+        self._slowest_unlogged_s = max(self._slowest_unlogged_s, took_s)
         now = time.monotonic()
         if now - self._slow_logged_at >= SLOW_WRITES_LOG_EVERY_S:
             log.warning(
                 "%s: %d writes to Kafka took %g s or more since the last such line (the slowest %.1f s)",
-                self.client_id, len(self._slow_unlogged), SLOW_WRITE_S, max(self._slow_unlogged),
+                self.client_id, self._slow_unlogged, SLOW_WRITE_S, self._slowest_unlogged_s,
             )  # fmt: skip
-            self._slow_unlogged.clear()
+            self._slow_unlogged, self._slowest_unlogged_s = 0, 0.0
             self._slow_logged_at = now
 
     async def _renew(self, failed: AIOKafkaProducer, error: Exception) -> None:

@@ -63,7 +63,7 @@ def _fact_rows(facts: DataFrame) -> list[tuple[Any, ...]]:
 
 
 def _records(spark: SparkSession) -> tuple[DataFrame, list[bytes]]:
-    """A registration and four state reports as Kafka source rows (partition 0, offsets 0-4)."""
+    """A registration and six state reports as Kafka source rows (partition 0, offsets 0-6)."""
     device = Device("th-1", "h-1")
 
     def report(seq: int, state: dict[str, Any]) -> bytes:
@@ -76,6 +76,8 @@ def _records(spark: SparkSession) -> tuple[DataFrame, list[bytes]]:
         report(2, {"ambient_c": 21.0, "mystery_c": 4}),  # a key no type declares
         report(3, {"ambient_c": "warm"}),  # a text where a number is declared
         report(4, {}),  # nothing changed: the seq moves on
+        report(5, {"ambient_c": None}),  # a declared key without a value
+        _with_payload_field(report(6, {"ambient_c": 21.5}), "note", "a field beyond the three"),
     ]
     rows = [(0, offset, value, T0) for offset, value in enumerate(values)]
     return spark.createDataFrame(
@@ -83,12 +85,19 @@ def _records(spark: SparkSession) -> tuple[DataFrame, list[bytes]]:
     ), values
 
 
+def _with_payload_field(value: bytes, name: str, text: str) -> bytes:
+    """The fact with one more payload field (a newer device's, say): decodable, no column holds it."""
+    fact = json.loads(value)
+    fact["payload"][name] = text
+    return json.dumps(fact).encode()
+
+
 def test_typed_columns_hold_declared_readings_and_the_payload_keeps_the_rest(spark: Any) -> None:
     raw, values = _records(spark)
     archived = archive_rows(raw)
     assert tuple(archived.columns) == ARCHIVE_COLUMNS
     rows = {r["kafka_offset"]: r.asDict() for r in archived.collect()}
-    registered, declared, undeclared, misfit, unchanged = (rows[offset] for offset in range(5))
+    registered, declared, undeclared, misfit, unchanged, valueless, extra = (rows[o] for o in range(7))
     payload = [json.loads(v)["payload"] for v in values]
 
     assert json.loads(registered["payload"]) == payload[0] and registered["device_seq"] is None
@@ -100,6 +109,8 @@ def test_typed_columns_hold_declared_readings_and_the_payload_keeps_the_rest(spa
     assert undeclared["reported__ambient_c"] == 21.0  # ... and its declared keys in their columns too
     assert json.loads(misfit["payload"]) == payload[3] and misfit["reported__ambient_c"] is None
     assert unchanged["payload"] is None and unchanged["device_seq"] == 4
+    assert json.loads(valueless["payload"]) == payload[5]  # a null is no reading: the text keeps it
+    assert json.loads(extra["payload"]) == payload[6] and extra["reported__ambient_c"] == 21.5
     assert {r[LAYOUT_COLUMN] for r in rows.values()} == {2}
     assert _fact_rows(archive_facts(archived)) == _fact_rows(journal_facts(raw))  # the report reads the same
 

@@ -32,9 +32,9 @@ then read those).
 Parsing: each value is parsed once for the envelope, with the payload as a string field (Spark fills it
 with the payload's JSON text: checked equal to ``get_json_object(value, '$.payload')`` on 430,208 bench
 facts). A state report's payload text is then parsed as a map of texts, and its ``reported`` text as
-another: the map's keys say whether every field has a column (else the payload text is kept), and each
-declared key's text is cast to its column's type (``try_cast``: a text that does not fit is null, and
-keeps the payload). A text key holds the value's text (a number reported for it, its digits), as the
+another: the maps' sizes against the columns filled say whether every field has a column (else the
+payload text is kept; ``_held_by_columns``), and each declared key's text is cast to its column's type
+(``try_cast``: a text that does not fit is null, and keeps the payload). A text key holds the value's text (a number reported for it, its digits), as the
 report's own parse always read it. Two small parses of the payload, only for state reports, and no
 Python: the job stays in the JVM.
 
@@ -87,20 +87,18 @@ def _envelope_column(name: str) -> Column:
     return (column.try_cast("timestamp") if name in TIMESTAMP_NAMES else column).alias(name)
 
 
-def _keys_within(texts: Column, names: tuple[str, ...]) -> Column:
-    """Whether every key of the map ``texts`` is one of ``names``."""
-    return F.size(F.array_except(F.map_keys(texts), F.array(*(F.lit(n) for n in names)))) == 0
-
-
 def _held_by_columns() -> Column:
-    """Whether a state report's columns hold its whole payload (then its text is not kept)."""
+    """Whether a state report's columns hold its whole payload (then its text is not kept): its
+    ``device_seq`` and ``device_time`` have their columns, its payload has no other field, and every key
+    of ``reported`` filled its column. Counted, not compared key by key: a reading column is non-null only
+    when its key is in ``reported`` (a map: each key once) and its value fits, so the report's keys number
+    its non-null columns exactly when each is declared and fits. (Measured 2026-11-28 on 645,262 bench
+    facts, warm: the key-by-key test, ``array_except`` over the map's keys and a ``map_contains_key`` per
+    column, took 10.7 s of the job's 16.7 s of expressions; this count, under 0.1 s.)"""
     readings = F.col("r")
-    fit = [~F.map_contains_key(readings, r.key) | F.col(r.column).isNotNull() for r in READING_COLUMNS]
+    filled = sum((F.col(r.column).isNotNull().cast("int") for r in READING_COLUMNS), F.lit(0))
     held = F.col("device_seq").isNotNull() & F.col("device_time").isNotNull() & readings.isNotNull()
-    held = held & _keys_within(F.col("t"), STATE_FIELDS)
-    held = held & _keys_within(readings, tuple(r.key for r in READING_COLUMNS))
-    for column_holds_it in fit:
-        held = held & column_holds_it
+    held = held & (F.size(F.col("t")) == len(STATE_FIELDS)) & (F.size(readings) == filled)
     return F.coalesce(held, F.lit(False))
 
 

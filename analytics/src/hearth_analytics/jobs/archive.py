@@ -34,9 +34,9 @@ with the payload's JSON text: checked equal to ``get_json_object(value, '$.paylo
 facts). A state report's payload text is then parsed as a map of texts, and its ``reported`` text as
 another: the maps' sizes against the columns filled say whether every field has a column (else the
 payload text is kept; ``_held_by_columns``), and each declared key's text is cast to its column's type
-(``try_cast``: a text that does not fit is null, and keeps the payload). A text key holds the value's text (a number reported for it, its digits), as the
-report's own parse always read it. Two small parses of the payload, only for state reports, and no
-Python: the job stays in the JVM.
+(``try_cast``: a text that does not fit is null, and keeps the payload). A text key holds the value's
+text (a number reported for it, its digits), as the report's own parse always read it. Two small parses
+of the payload, only for state reports, and no Python: the job stays in the JVM.
 
 One task per journal partition: the Kafka source makes one Spark partition per Kafka partition of the
 micro-batch's offset range (``minPartitions`` unset), and nothing here merges them (until issue 24 a

@@ -22,8 +22,8 @@ wide struct and cached that, which did not fit in a 2 GB driver at 5 million fac
 saved nothing over Kafka (123 s against 127 s).
 
 Non-finite numbers: both parses accept ``NaN`` and ``Infinity`` literals (``allowNonNumericNumbers``, as
-the archive job's own parse does), and ``finite_struct`` reads them, and ``1e999``, as null, field by
-field (the typed columns hold them as the job parsed them, and go through the same ``finite_struct``).
+the archive job's own parse does), and ``schema.finite`` reads them, and ``1e999``, as null, field by
+field (the typed columns hold them as the job parsed them, and go through the same ``finite``).
 ``parse_journal`` refuses the literals instead, and Jackson then stops reading the record there: the
 whole payload turned null, and since the archive's envelope was parsed with the literals allowed, the
 archive and the journal would disagree on such a fact (the other fields of its payload). The payload
@@ -33,6 +33,8 @@ and ``hvac_action``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +52,7 @@ from hearth_analytics.sources.schema import (
     STATE_KEYS,
     STATE_REPORTED,
     envelope_struct,
-    finite_struct,
+    finite,
 )
 from hearth_shared.schema.ids import IDENTIFIER_PATTERN
 
@@ -77,7 +79,7 @@ _PAYLOAD = StructType(
 )
 _ENVELOPE_NAMES = ("type", "device_id", "home_id", "version", "occurred_at")
 _JOURNAL = StructType([*envelope_struct(*_ENVELOPE_NAMES).fields, StructField("payload", _PAYLOAD)])
-_OPTIONS = {"allowNonNumericNumbers": "true"}  # then read as null by finite_struct
+_OPTIONS = {"allowNonNumericNumbers": "true"}  # then read as null by ``finite``
 
 # The archive's typed column of each reported key the reports read; a key without one (two types
 # declare it with different JSON types) makes every state report parse its payload text.
@@ -96,44 +98,40 @@ def _ts(column: Column) -> Column:
     return column.try_cast("timestamp")  # as schema.parse_journal: null if malformed
 
 
-def _report_columns(envelope: DataFrame) -> DataFrame:
-    """Rows with the envelope's columns, ``p`` (the payload struct, or null) and ``device_time`` (a
-    timestamp, or null) -> ``FACT_COLUMNS``; a fact without a type or with an id that breaks the pattern
-    is left out."""
-    p = finite_struct(F.col("p"), _PAYLOAD)
-    return (
-        envelope.where(
-            F.col("type").isNotNull()
-            & F.col("device_id").rlike(IDENTIFIER_PATTERN)
-            & F.col("home_id").rlike(IDENTIFIER_PATTERN)
-        )
-        .select(*_ENVELOPE_NAMES, "device_time", p.alias("p"))
-        .select(
-            *_ENVELOPE_NAMES,
-            F.coalesce(F.col("device_time"), F.col("occurred_at")).alias("event_time"),
-            F.col("p.command_id").alias("command_id"),
-            F.col("p.device_type").alias("device_type"),
-            *(F.col(f"p.reported.{m}").alias(m) for m in METRICS),
-            *(F.col(f"p.reported.{k}").alias(k) for k in TEXT_KEYS),
-            *(F.col(f"p.reported.{k}").alias(k) for k, _ in RUNTIME_KEYS),
-        )
+PayloadField = Callable[
+    [str], Column
+]  # a payload field's column by its path ("command_id", "reported.power")
+
+
+def _report_columns(rows: DataFrame, payload: PayloadField, device_time: Column) -> DataFrame:
+    """Rows with the envelope's columns, and each payload field (``_PAYLOAD``'s, null where the fact has
+    none) by ``payload`` -> ``FACT_COLUMNS``; a fact without a type or with an id that breaks the pattern
+    is left out. Flat: each field is read, and a number made finite, on its own; no payload struct is
+    built (on the archive, building one per row and rebuilding it finite took a fifth of the report's
+    read: 2.8 s against 2.3 s for 1,075,369 facts, measured 2026-11-28)."""
+
+    def reading(field: StructField) -> Column:
+        value = payload(f"reported.{field.name}")
+        return (finite(value) if isinstance(field.dataType, DoubleType) else value).alias(field.name)
+
+    return rows.where(
+        F.col("type").isNotNull()
+        & F.col("device_id").rlike(IDENTIFIER_PATTERN)
+        & F.col("home_id").rlike(IDENTIFIER_PATTERN)
+    ).select(
+        *_ENVELOPE_NAMES,
+        F.coalesce(device_time, F.col("occurred_at")).alias("event_time"),
+        payload("command_id").alias("command_id"),
+        payload("device_type").alias("device_type"),
+        *(reading(f) for f in _REPORTED.fields),
     )
 
 
-def _typed_reading(field: StructField) -> Column:
-    column = _COLUMN_OF.get(field.name)
+def _typed_reading(name: str) -> Column:
+    """A reported key from the archive's typed column, as the report reads it (``_REPORTED``'s type)."""
+    column = _COLUMN_OF.get(name)
     value = F.lit(None) if column is None else F.col(column)
-    return value.try_cast(field.dataType).alias(field.name)
-
-
-def _typed_payload() -> Column:
-    """A state report's payload struct (``_PAYLOAD``) from the archive's typed columns."""
-    reported = F.struct(*(_typed_reading(f) for f in _REPORTED.fields))
-    text = F.lit(None).cast(StringType())
-    return F.struct(
-        text.alias("device_type"), reported.alias("reported"), text.alias("device_time"),
-        text.alias("command_id"),
-    )  # fmt: skip
+    return value.try_cast(_REPORTED[name].dataType)
 
 
 def archive_facts(table: DataFrame) -> DataFrame:
@@ -152,15 +150,16 @@ def archive_facts(table: DataFrame) -> DataFrame:
         *_TYPED_COLUMNS,
         F.when(parse, F.from_json(F.col("payload"), _PAYLOAD, _OPTIONS)).alias("parsed"),
     )
-    return _report_columns(
-        rows.select(
-            *_ENVELOPE_NAMES,
-            F.when(F.col("typed"), _typed_payload()).otherwise(F.col("parsed")).alias("p"),
-            F.when(F.col("typed"), F.col("typed_time"))
-            .otherwise(_ts(F.col("parsed.device_time")))
-            .alias("device_time"),
+
+    def payload(path: str) -> Column:
+        parsed = F.col(f"parsed.{path}")  # null for a typed row: it was not parsed
+        reading = path.removeprefix("reported.")
+        return (
+            F.when(F.col("typed"), _typed_reading(reading)).otherwise(parsed) if reading != path else parsed
         )
-    )
+
+    device_time = F.when(F.col("typed"), F.col("typed_time")).otherwise(_ts(F.col("parsed.device_time")))
+    return _report_columns(rows, payload, device_time)
 
 
 def journal_facts(raw: DataFrame) -> DataFrame:
@@ -170,9 +169,8 @@ def journal_facts(raw: DataFrame) -> DataFrame:
         *(F.col(f"f.{name}").alias(name) for name in _ENVELOPE_NAMES if name != "occurred_at"),
         _ts(F.col("f.occurred_at")).alias("occurred_at"),
         F.col("f.payload").alias("p"),
-        _ts(F.col("f.payload.device_time")).alias("device_time"),
     )
-    return _report_columns(envelope)
+    return _report_columns(envelope, lambda path: F.col(f"p.{path}"), _ts(F.col("p.device_time")))
 
 
 def read_history_facts(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:

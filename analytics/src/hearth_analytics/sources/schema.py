@@ -143,7 +143,7 @@ def stream_journal(
     return reader.load()
 
 
-def _finite(column: Column) -> Column:
+def finite(column: Column) -> Column:
     """The value if it is a finite double, else null (NaN compares above every number in Spark)."""
     return F.when(column.between(-_MAX_DOUBLE, _MAX_DOUBLE), column)
 
@@ -164,7 +164,7 @@ def finite_struct(struct: Column, schema: StructType) -> Column:
     for f in schema.fields:
         value = struct[f.name]
         if isinstance(f.dataType, DoubleType):
-            value = _finite(value)
+            value = finite(value)
         elif isinstance(f.dataType, StructType):
             value = finite_struct(value, f.dataType)
         fields.append(value.alias(f.name))

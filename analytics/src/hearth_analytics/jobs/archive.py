@@ -76,6 +76,10 @@ from hearth_shared.adapters.archive_store import ArchiveStore, open_store
 log = logging.getLogger(__name__)
 
 ARCHIVE_QUERY = "hearth-archive"
+# zstd's level 1 rather than Parquet's default 3: on 645,262 bench facts the write took 2.5 s against 3.4 s
+# over the rows' own 5.9 s, and the files came out smaller (51.6 against 55.6 MB; snappy: 2.2 s, 104.6
+# MB). The compaction's pyarrow writer uses zstd's level 1 too (Arrow's default).
+ZSTD_LEVEL = "1"
 
 _ENVELOPE = envelope_struct(*ENVELOPE_NAMES)
 _PARSED = StructType([*_ENVELOPE.fields, StructField("payload", StringType())])  # one parse per value
@@ -145,6 +149,7 @@ def start_archive(spark: SparkSession, settings: AnalyticsSettings, *, once: boo
         .writeStream.queryName(ARCHIVE_QUERY)
         .format("parquet")
         .option("compression", "zstd")
+        .option("parquet.compression.codec.zstd.level", ZSTD_LEVEL)
         .option("checkpointLocation", settings.archive_checkpoint())
         .partitionBy(PARTITION_COLUMN)
         .outputMode("append")

@@ -98,9 +98,8 @@ def _ts(column: Column) -> Column:
     return column.try_cast("timestamp")  # as schema.parse_journal: null if malformed
 
 
-PayloadField = Callable[
-    [str], Column
-]  # a payload field's column by its path ("command_id", "reported.power")
+# A payload field's column by its path in ``_PAYLOAD`` ("command_id", "reported.power").
+PayloadField = Callable[[str], Column]
 
 
 def _report_columns(rows: DataFrame, payload: PayloadField, device_time: Column) -> DataFrame:
@@ -153,10 +152,9 @@ def archive_facts(table: DataFrame) -> DataFrame:
 
     def payload(path: str) -> Column:
         parsed = F.col(f"parsed.{path}")  # null for a typed row: it was not parsed
-        reading = path.removeprefix("reported.")
-        return (
-            F.when(F.col("typed"), _typed_reading(reading)).otherwise(parsed) if reading != path else parsed
-        )
+        if not path.startswith("reported."):
+            return parsed
+        return F.when(F.col("typed"), _typed_reading(path.removeprefix("reported."))).otherwise(parsed)
 
     device_time = F.when(F.col("typed"), F.col("typed_time")).otherwise(_ts(F.col("parsed.device_time")))
     return _report_columns(rows, payload, device_time)

@@ -60,18 +60,20 @@ async def started(
     )  # fmt: skip
     await scheduler.on_home_fact(program_set(START, preheat))
     if learned:
-        await scheduler.on_home_fact(
-            RoomResponseFitted(
-                fact_id=uuid.uuid4(),
-                home_id="h",
-                device_id="t1",
-                occurred_at=START,
-                recorded_at=START,
-                payload=RoomResponse(heating=FIT, fitted_from=START, fitted_to=START),
-            )
-        )
+        await scheduler.on_home_fact(response_learned())
     await scheduler.go_live()
     return scheduler
+
+
+def response_learned() -> RoomResponseFitted:
+    return RoomResponseFitted(
+        fact_id=uuid.uuid4(),
+        home_id="h",
+        device_id="t1",
+        occurred_at=START,
+        recorded_at=START,
+        payload=RoomResponse(heating=FIT, fitted_from=START, fitted_to=START),
+    )
 
 
 def fired(path: FakePath) -> list[ScheduleTransitionFired]:
@@ -111,6 +113,31 @@ async def test_a_schedule_set_inside_the_window_starts_its_preheat_on_the_second
     while await scheduler.tick() == 0:  # the service ticks every 0.25 s; a second is fine enough here
         clock.now += timedelta(seconds=1)
     assert clock.now == starts  # a look every minute alone would start it 47 s late
+
+
+async def test_a_reading_or_a_response_that_comes_after_the_look_starts_the_preheat_within_seconds() -> None:
+    temperatures = {"ambient_c": 17.0, "outdoor_c": 5.0, "target_c": 17.0}
+    lead = preheat_lead(RoomResponse(heating=FIT, fitted_from=START, fitted_to=START), 17.0, 5.0, 21.0)
+    inside = WAKE - timedelta(seconds=lead.lead_s - 600)  # inside the lead: it starts as soon as it can
+    # the first look has no temperature yet (the journal's follower behind): the next is 5 s later
+    reported: dict[str, Any] = {}
+    clock, path = FakeClock(inside), FakePath()
+    scheduler = await started(clock, path, reported)
+    assert await scheduler.tick() == 0
+    reported.update(temperatures)
+    clock.now += timedelta(seconds=4)
+    assert await scheduler.tick() == 0
+    clock.now += timedelta(seconds=1)
+    assert await scheduler.tick() == 1  # not a minute later
+    # the first look has no learned response: the response, once folded, wakes the schedule
+    clock, path = FakeClock(inside), FakePath()
+    scheduler = await started(clock, path, temperatures, learned=False)
+    assert await scheduler.tick() == 0
+    await scheduler.on_home_fact(response_learned())
+    clock.now += timedelta(seconds=1)
+    assert await scheduler.tick() == 1
+    (fact,) = fired(path)
+    assert fact.payload.preheat is not None and fact.payload.preheat.reason == "reaches_target"
 
 
 async def test_the_schedule_keeps_the_latest_preheat_until_a_new_program() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -31,23 +32,37 @@ def _facts(count: int) -> list[tuple[Event, bytes]]:
     return [(decode_event(wire), wire) for wire in map(encode, facts)]
 
 
-def test_the_projection_folds_as_the_domain_does() -> None:
+@pytest.mark.parametrize("collect_changes", [True, False])
+def test_the_projection_folds_as_the_domain_does(collect_changes: bool) -> None:
+    """In batches over the same caches, as the projector folds them (without ``collect_changes`` a
+    device's state reports are held back and folded at once: the same twins)."""
     facts = _facts(3000)
-    projection = Projection({}, {}, collect_changes=False)
+    cached_twins: dict[str, Twin] = {}
+    commands: dict[Any, dict[str, Any]] = {}
     twins: dict[str, Twin] = {}
-    for event, wire in facts:
-        projection.apply(event, wire)
-        twins[event.device_id] = evolve(twins.get(event.device_id), event)
+    history, alerts = [], 0
+    for start in range(0, len(facts), 250):
+        projection = Projection(cached_twins, commands, collect_changes=collect_changes)
+        for event, wire in facts[start : start + 250]:
+            projection.apply(event, wire)
+            twins[event.device_id] = evolve(twins.get(event.device_id), event)
+        projection.settle()
+        history += projection.history
+        alerts += len(projection.alerts)
     kinds = Counter(type(event) for event, _ in facts)
     assert kinds[CommandRequested] > 0 and kinds[AnomalyDetected] > 0  # the stream has what is checked
-    assert projection.twins == twins
-    assert [(row.device_id, row.version) for row in projection.history] == [
-        (e.device_id, e.version) for e, _ in facts
-    ]
-    assert [row.event for row in projection.history] == [wire for _, wire in facts]
-    statuses = Counter(c["status"] for c in projection.commands.values())
+    assert cached_twins == twins
+    assert [(row.device_id, row.version) for row in history] == [(e.device_id, e.version) for e, _ in facts]
+    assert [row.event for row in history] == [wire for _, wire in facts]
+    assert {row.type for row in history} == {e.type for e, _ in facts}
+    statuses = Counter(c["status"] for c in commands.values())
     assert statuses == {"converged": kinds[CommandConverged]}
-    assert len(projection.alerts) == kinds[AnomalyDetected]
+    assert alerts == kinds[AnomalyDetected]
+    again = Projection(cached_twins, commands, collect_changes=collect_changes)  # a batch read twice
+    for event, wire in facts[-250:]:
+        again.apply(event, wire)
+    again.settle()
+    assert (again.skipped, again.history, cached_twins) == (250, [], twins)
 
 
 def test_a_state_report_moves_only_its_twin_and_history() -> None:

@@ -1,4 +1,9 @@
-"""``evolve``: apply one fact to a twin. Pure and deterministic, so a replay rebuilds the same twin."""
+"""``evolve``: apply one fact to a twin. Pure and deterministic, so a replay rebuilds the same twin.
+
+``reports_folded``: a device's consecutive state reports at once (a rebuild's replay folds a batch's
+reports of a device this way): the same twin as ``evolve`` of each in turn, because a report changes
+only what the last one sets (version, times, sequence) and merges its state into the reported state.
+"""
 
 from __future__ import annotations
 
@@ -49,16 +54,22 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
     if event.version <= twin.version:
         return twin
     if isinstance(event, StateReported):  # most facts: one replace, no dict of changes (a replay's hot path)
-        return _replace(
-            twin,
-            version=event.version,
-            updated_at=event.recorded_at,
-            reported={**twin.reported, **event.payload.reported},
-            last_device_seq=event.payload.device_seq,
-            last_seen=event.recorded_at,  # when the platform heard it: its clock, not the device's
-        )
+        return reports_folded(twin, event, {**twin.reported, **event.payload.reported})
     changes = _changes(twin, event)
     return _replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
+
+
+def reports_folded(twin: Twin, last: StateReported, reported: dict[str, Any]) -> Twin:
+    """The twin after state reports newer than it, ``last`` the latest, whose states merged over the
+    twin's reported state give ``reported``."""
+    return _replace(
+        twin,
+        version=last.version,
+        updated_at=last.recorded_at,
+        reported=reported,
+        last_device_seq=last.payload.device_seq,
+        last_seen=last.recorded_at,  # when the platform heard it: its clock, not the device's
+    )
 
 
 _replace = msgspec.structs.replace

@@ -31,7 +31,10 @@ Preheat (``hearth_shared.domain.preheat``): an entry with ``preheat`` is looked 
 ``PREHEAT_LOOK_S`` from the cap before its transition (the schedule's ``preheat_max_s``, the household's,
 else the operator's ``preheat_max_s``), and at the moment its lead from the temperatures of the last look
 says it starts, if that comes sooner (a schedule set inside the window is not looked at on the minute of
-its transition, so a look every minute alone would start it up to a minute late); it is sent as soon as
+its transition, so a look every minute alone would start it up to a minute late). A look that finds no
+reading yet (a new device, or the journal's follower a moment behind the home journal's) looks again
+``NO_READING_LOOK_S`` later, and a response learned wakes its schedule at once: neither waits a minute,
+or until the transition's time when that comes sooner. It is sent as soon as
 the room's learned
 response (the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the
 engine's latest reported state), says it needs the time left; its fact records how early and why.
@@ -51,6 +54,7 @@ from hearth_shared.domain.home_facts import (
     FiredPayload,
     HoldPayload,
     HomeFact,
+    RoomResponseFitted,
     ScheduleHoldStarted,
     ScheduleResumed,
     ScheduleTransitionFired,
@@ -74,6 +78,7 @@ log = logging.getLogger(__name__)
 
 REQUEST_NAMESPACE = uuid.UUID("0d5f7c9a-31f4-4c8b-b7a6-52e1f0c3d9b4")
 PREHEAT_LOOK_S = 60.0  # how often a coming preheat transition's lead is computed again
+NO_READING_LOOK_S = 5.0  # ... and when the last look had no temperature to compute it from
 
 
 def _no_readings(device_id: str) -> Mapping[str, Any]:
@@ -138,6 +143,8 @@ class Scheduler:
         if state is None:
             if fact.device_id is None:  # a zone changed: every schedule of the home is looked at again
                 self._wake.clear()
+            elif isinstance(fact, RoomResponseFitted) and fact.device_id in self.view.schedules:
+                self._wake[fact.device_id] = None  # a preheat's lead may start now
             return
         self._wake[state.device_id] = None
         if isinstance(fact, ScheduleResumed):
@@ -233,6 +240,8 @@ class Scheduler:
         look = min(following.instant, now + timedelta(seconds=PREHEAT_LOOK_S))
         response, response_id = self._response(state.device_id)
         plan = lead_for(following, self.readings(state.device_id), response, response_id, self._cap(state))
+        if plan is not None and plan.reason == "no_reading":
+            return min(look, now + timedelta(seconds=NO_READING_LOOK_S))
         if plan is None or plan.lead_s <= 0:
             return look
         starts = following.instant - timedelta(seconds=plan.lead_s)  # if the temperatures hold till then

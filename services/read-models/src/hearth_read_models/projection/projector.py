@@ -239,6 +239,7 @@ class Projector:
                 except Exception as error:  # a fact the projection cannot fold changes nothing (see apply)
                     log.exception("could not project %s[%d]@%d", r.topic, r.partition, r.offset)
                     await self.dead_letter(r, MalformedRecord("projection_failed", repr(error)))
+        projection.settle()
         self.dirty |= projection.changed_twins
         twins = self.dirty_rows() if len(self.dirty) >= self.sink.twin_batch else []
         return Batch(projection, rollups, offsets, twins, home)

@@ -11,7 +11,10 @@ same run. Then, in one local SparkSession (the jobs' own settings, ``local[2]``)
 2. ``scan``: a plain columnar scan of the archive table (the sum of the records' lengths: every value
    read), the floor for reports that read the archive;
 3. ``report (Kafka)`` and ``report (archive)``: ``build_report`` over the journal alone and over the
-   archive (plus its empty tail), same figures (checked).
+   archive (plus its empty tail), same figures (checked);
+4. ``backtest (Kafka)`` and ``backtest (archive)``: ``spark_backtest`` of one automation per home
+   (``backtest_automations``: a state trigger on the home's first thermostat) over every fact, from the
+   journal alone, then from the archive (its Python workers warm by then), same results (checked).
 
 Then, Spark stopped (it would take the cores the replay needs), the read models are rebuilt twice into
 fresh schemas as ``hearth rebuild`` does: from the journal (the floor: what the archive replaces) and
@@ -24,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,9 @@ from hearth_bench.benches.rebuild import rebuild_with_progress
 from hearth_bench.figures.results import ratio_rows
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, raw_consume_rate
+from hearth_devstack.workload.journal_facts import DEVICES_PER_HOME, START
+from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
+from hearth_shared.schema.events import utcnow
 
 console = Console(stderr=True)
 
@@ -44,6 +52,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
     from pyspark.sql import functions as F
 
     from hearth_analytics.jobs.archive import start_archive
+    from hearth_analytics.jobs.automation_backtest import spark_backtest
     from hearth_analytics.jobs.batch import build_report
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
@@ -81,8 +90,24 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         from_archive, archive_report_s = timed_spark_job(
             spark, "Spark: report from the archive", lambda: build_report(spark, archived, work / "r-archive")
         )
+        automations = backtest_automations(devices)
+        stretch = (START - timedelta(days=1), utcnow() + timedelta(days=1))  # every fact, every record
+        backtest_kafka, backtest_kafka_s = timed_spark_job(
+            spark,
+            "Spark: backtest from Kafka",
+            lambda: spark_backtest(spark, journal_only, automations, *stretch),
+        )
+        backtest_archive, backtest_archive_s = timed_spark_job(
+            spark,
+            "Spark: backtest from the archive",
+            lambda: spark_backtest(spark, archived, automations, *stretch),
+        )
     finally:
         spark.stop()
+    if backtest_kafka != backtest_archive:
+        raise RuntimeError("the backtests from the archive and from Kafka differ")
+    if (backtest_facts := sum(r.facts for r in backtest_archive.values())) != facts:
+        raise RuntimeError(f"{facts:,} facts in the journal, the backtest read {backtest_facts:,}")
     if rows != facts or from_kafka.facts != facts or from_archive.facts != facts:
         raise RuntimeError(f"{facts:,} facts in the journal, {rows:,} archived, reports saw "
                            f"{from_kafka.facts:,} and {from_archive.facts:,}")  # fmt: skip
@@ -92,6 +117,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
     size = sum(p.stat().st_size for p in (work / "archive").rglob("*.parquet"))
     archive_rate, scan_rate = facts / archive_s, facts / scan_s
     kafka_rate, archive_report_rate = facts / kafka_s, facts / archive_report_s
+    backtest_kafka_rate, backtest_archive_rate = facts / backtest_kafka_s, facts / backtest_archive_s
     return {
         "title": "the journal's archive (Parquet on Spark): archive job, scan, daily report",
         "devices": devices,
@@ -110,6 +136,11 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         "report_archive_rows_per_s": round(archive_report_rate),
         "report_speedup": round(archive_report_rate / kafka_rate, 2),
         "report_archive_ratio_to_scan": round(archive_report_rate / scan_rate, 3),
+        "backtest_automations": len(automations),
+        "backtest_fired": sum(r.fired for r in backtest_archive.values()),
+        "backtest_kafka_facts_per_s": round(backtest_kafka_rate),
+        "backtest_archive_facts_per_s": round(backtest_archive_rate),
+        "backtest_archive_ratio_to_floor": round(backtest_archive_rate / floor, 3),
         **rebuilt,
         "rows": ratio_rows(
             "facts/s",
@@ -118,6 +149,8 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
             ("plain columnar scan of the archive", scan_rate),
             ("daily report from Kafka", kafka_rate),
             ("daily report from the archive", archive_report_rate),
+            ("automation backtest from Kafka", backtest_kafka_rate),
+            ("automation backtest from the archive", backtest_archive_rate),
             ("rebuild of the read models from the journal", rebuilt["rebuild_journal_events_per_s"]),
             ("rebuild --from-archive", rebuilt["rebuild_archive_events_per_s"]),
         ),
@@ -127,7 +160,11 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
             f"{archived.archive_max_offsets_per_trigger:,} records ({files} Parquet files, "
             f"{size / 1e6:.1f} MB zstd for {int(length or 0) / 1e6:.1f} MB of JSON values). local[2] on a "
             f"2-core machine shared with other work; SparkSession start ({session_s:.0f} s) not counted. "
-            "The reports' figures were checked equal. The two rebuilds (2 replay processes each, batches of "
+            "The reports' figures were checked equal. The backtests: one automation per home "
+            f"({len(automations):,}, each a state trigger on the home's first thermostat; "
+            f"{sum(r.fired for r in backtest_archive.values()):,} runs), over every fact, from Kafka first, "
+            "then from the archive; their results were checked equal. The two rebuilds (2 replay processes "
+            "each, batches of "
             f"{REBUILD_BATCH:,}) ran after Spark stopped, from the journal first; their views were compared "
             "row by row: equal."
         ),
@@ -135,6 +172,29 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
 
 
 REBUILD_BATCH = 50_000
+HOT_C = 23.5  # a bench thermostat's reading is drawn from 18-24 °C: one in about eight is above
+
+
+def backtest_automations(devices: int) -> list[Automation]:
+    """One automation per home of ``JournalFacts(devices)``: cool the home's first thermostat when it reads
+    above ``HOT_C``."""
+    homes = range(0, devices, DEVICES_PER_HOME)
+    found = []
+    for first in homes:
+        thermostat, home = f"bench-thermostat-{first:06d}", f"bench-home-{first // DEVICES_PER_HOME:05d}"
+        cool = CommandAction(device_id=thermostat, name="set_hvac_mode", params={"mode": "cool"})
+        found.append(
+            Automation(
+                automation_id=uuid.uuid5(uuid.NAMESPACE_URL, f"hearth-bench-archive/{home}"),
+                home_id=home,
+                name=f"cool {thermostat} when hot",
+                trigger=Trigger(state=StateTest(device_id=thermostat, key="ambient_c", above=HOT_C)),
+                actions=(Action(command=cool),),
+                mode="parallel",
+                created_at=START,
+            )
+        )
+    return found
 
 
 def _same_report(from_kafka: pd.DataFrame, from_archive: pd.DataFrame) -> None:

@@ -141,6 +141,8 @@ class HomeReplay:
 
     def _due_before(self, moment: datetime, *, inclusive: bool = False) -> None:
         """Fire, in time order, the timers and time instants due before ``moment`` (or at it)."""
+        if not self.pending and not self.instants:
+            return  # (most facts of most homes: called twice a fact)
         while True:
             timer = min(self.pending.items(), key=lambda item: item[1], default=None)
             instant = self.instants[0] if self.instants else None

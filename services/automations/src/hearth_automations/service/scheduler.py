@@ -34,10 +34,9 @@ says it starts, if that comes sooner (a schedule set inside the window is not lo
 its transition, so a look every minute alone would start it up to a minute late). A look that finds no
 reading yet (a new device, or the journal's follower a moment behind the home journal's) looks again
 ``NO_READING_LOOK_S`` later, and a response learned wakes its schedule at once: neither waits a minute,
-or until the transition's time when that comes sooner. It is sent as soon as
-the room's learned
-response (the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the
-engine's latest reported state), says it needs the time left; its fact records how early and why.
+or until the transition's time when that comes sooner. It is sent as soon as the room's learned response
+(the view's ``room.response_fitted``), from the device's temperatures now (``readings``: the engine's
+latest reported state), says it needs the time left; its fact records how early and why.
 """
 
 from __future__ import annotations

@@ -124,6 +124,16 @@ class Change:
     event: msgspec.Raw
 
 
+@dataclass(slots=True)
+class HeldReports:
+    """A device's state reports held back in a batch: its twin before them, their states merged over the
+    twin's, the latest."""
+
+    twin: Twin
+    reported: dict[str, Any]
+    last: StateReported
+
+
 @dataclass
 class Projection:
     """The working set of one batch. With ``collect_changes``, every applied fact also yields a ``Change``
@@ -138,8 +148,7 @@ class Projection:
     alerts: list[AlertRow] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     skipped: int = 0
-    # state reports held back (without collect_changes): device -> [twin before them, merged state, last]
-    held: dict[str, list[Any]] = field(default_factory=dict)
+    held: dict[str, HeldReports] = field(default_factory=dict)  # without collect_changes: by device
 
     def apply(self, event: Event, wire: bytes | None = None) -> None:
         """Fold one fact in (``wire``: its record as read, else it is encoded again); a fact that cannot
@@ -154,9 +163,7 @@ class Projection:
         twin = self.twins.get(device_id)
         if twin is None:
             if not isinstance(event, DeviceRegistered):
-                raise MalformedRecord(
-                    "unknown_device", f"{event.type} v{version} of {device_id} before device.registered"
-                )
+                raise _unknown_device(event)
         elif version <= twin.version:
             self.skipped += 1  # already projected (a replayed batch, or a fact recorded twice)
             return
@@ -187,18 +194,16 @@ class Projection:
         if held is None:
             twin = self.twins.get(device_id)
             if twin is None:
-                raise MalformedRecord(
-                    "unknown_device", f"{event.type} v{version} of {device_id} before device.registered"
-                )
+                raise _unknown_device(event)
             if version <= twin.version:
                 self.skipped += 1
                 return
-            self.held[device_id] = held = [twin, dict(twin.reported), event]
-        elif version <= held[2].version:
+            self.held[device_id] = held = HeldReports(twin, dict(twin.reported), event)
+        elif version <= held.last.version:
             self.skipped += 1
             return
-        held[1].update(event.payload.reported)
-        held[2] = event
+        held.reported.update(event.payload.reported)
+        held.last = event
         self.changed_twins.add(device_id)
         self.history.append(
             _new_row(HistoryRow, (device_id, version, event.event_id, _STATE_REPORTED, event.home_id,
@@ -206,8 +211,8 @@ class Projection:
         )  # fmt: skip
 
     def _fold_held(self, device_id: str) -> None:
-        twin, reported, last = self.held.pop(device_id)
-        self.twins[device_id] = reports_folded(twin, last, reported)
+        held = self.held.pop(device_id)
+        self.twins[device_id] = reports_folded(held.twin, held.last, held.reported)
 
     def settle(self) -> None:
         """Fold every device's held state reports into its twin: ``twins`` is then up to date."""
@@ -225,6 +230,12 @@ class Projection:
         row["updated_at"] = event.recorded_at
         row["history"] = [*row["history"], _step(status, event.recorded_at, event.version, reason)]
         self.changed_commands.add(row["command_id"])
+
+
+def _unknown_device(event: Event) -> MalformedRecord:
+    return MalformedRecord(
+        "unknown_device", f"{event.type} v{event.version} of {event.device_id} before device.registered"
+    )
 
 
 def _without_hash(event: DeviceCredentialsIssued) -> DeviceCredentialsIssued:

@@ -7,8 +7,9 @@ The schedule's view keeps the latest preheat (entry, lead, reason) until a new p
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -40,15 +41,18 @@ def program(preheat: bool = True) -> tuple[ProgramEntry, ...]:
     return (at("06:30", 21.0, preheat), at("22:30", 17.0, preheat))
 
 
-def program_set(at: datetime, preheat: bool = True) -> ScheduleSet:
-    return ScheduleSet(
-        fact_id=uuid.uuid4(),
-        home_id="h",
-        device_id="t1",
-        occurred_at=at,
-        recorded_at=at,
-        payload=ProgramPayload(program=program(preheat), device_type="thermostat"),
+F = TypeVar("F", ScheduleSet, RoomResponseFitted)
+
+
+def about_t1(fact: Callable[..., F], payload: Any, at: datetime = START) -> F:
+    """A home fact about the thermostat ``t1`` of home ``h``."""
+    return fact(
+        fact_id=uuid.uuid4(), home_id="h", device_id="t1", occurred_at=at, recorded_at=at, payload=payload
     )
+
+
+def program_set(at: datetime, preheat: bool = True) -> ScheduleSet:
+    return about_t1(ScheduleSet, ProgramPayload(program=program(preheat), device_type="thermostat"), at)
 
 
 async def started(
@@ -66,14 +70,7 @@ async def started(
 
 
 def response_learned() -> RoomResponseFitted:
-    return RoomResponseFitted(
-        fact_id=uuid.uuid4(),
-        home_id="h",
-        device_id="t1",
-        occurred_at=START,
-        recorded_at=START,
-        payload=RoomResponse(heating=FIT, fitted_from=START, fitted_to=START),
-    )
+    return about_t1(RoomResponseFitted, RoomResponse(heating=FIT, fitted_from=START, fitted_to=START))
 
 
 def fired(path: FakePath) -> list[ScheduleTransitionFired]:

@@ -41,8 +41,9 @@ from hearth_bench.benches.rebuild import rebuild_with_progress
 from hearth_bench.figures.results import ratio_rows
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, raw_consume_rate
-from hearth_devstack.workload.journal_facts import DEVICES_PER_HOME, START
-from hearth_shared.domain.automation import Action, Automation, CommandAction, StateTest, Trigger
+from hearth_bench.load.automation_fleet import cool_when_hot
+from hearth_devstack.workload.journal_facts import DEVICES_PER_HOME, START, JournalFacts
+from hearth_shared.domain.automation import Automation
 from hearth_shared.schema.events import utcnow
 
 console = Console(stderr=True)
@@ -106,6 +107,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         spark.stop()
     if backtest_kafka != backtest_archive:
         raise RuntimeError("the backtests from the archive and from Kafka differ")
+    fired = sum(r.fired for r in backtest_archive.values())
     if (backtest_facts := sum(r.facts for r in backtest_archive.values())) != facts:
         raise RuntimeError(f"{facts:,} facts in the journal, the backtest read {backtest_facts:,}")
     if rows != facts or from_kafka.facts != facts or from_archive.facts != facts:
@@ -137,7 +139,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
         "report_speedup": round(archive_report_rate / kafka_rate, 2),
         "report_archive_ratio_to_scan": round(archive_report_rate / scan_rate, 3),
         "backtest_automations": len(automations),
-        "backtest_fired": sum(r.fired for r in backtest_archive.values()),
+        "backtest_fired": fired,
         "backtest_kafka_facts_per_s": round(backtest_kafka_rate),
         "backtest_archive_facts_per_s": round(backtest_archive_rate),
         "backtest_archive_ratio_to_floor": round(backtest_archive_rate / floor, 3),
@@ -162,7 +164,7 @@ def run_archive_bench(stack: BenchStack, work: Path, *, devices: int, events: in
             f"2-core machine shared with other work; SparkSession start ({session_s:.0f} s) not counted. "
             "The reports' figures were checked equal. The backtests: one automation per home "
             f"({len(automations):,}, each a state trigger on the home's first thermostat; "
-            f"{sum(r.fired for r in backtest_archive.values()):,} runs), over every fact, from Kafka first, "
+            f"{fired:,} runs), over every fact, from Kafka first, "
             "then from the archive; their results were checked equal. The two rebuilds (2 replay processes "
             "each, batches of "
             f"{REBUILD_BATCH:,}) ran after Spark stopped, from the journal first; their views were compared "
@@ -176,24 +178,14 @@ HOT_C = 23.5  # a bench thermostat's reading is drawn from 18-24 °C: one in abo
 
 
 def backtest_automations(devices: int) -> list[Automation]:
-    """One automation per home of ``JournalFacts(devices)``: cool the home's first thermostat when it reads
-    above ``HOT_C``."""
-    homes = range(0, devices, DEVICES_PER_HOME)
+    """One automation per home of ``JournalFacts(devices)``: cool the home's first thermostat (an even
+    device: its first) when it reads above ``HOT_C``."""
+    journal = JournalFacts(devices)
     found = []
-    for first in homes:
-        thermostat, home = f"bench-thermostat-{first:06d}", f"bench-home-{first // DEVICES_PER_HOME:05d}"
-        cool = CommandAction(device_id=thermostat, name="set_hvac_mode", params={"mode": "cool"})
-        found.append(
-            Automation(
-                automation_id=uuid.uuid5(uuid.NAMESPACE_URL, f"hearth-bench-archive/{home}"),
-                home_id=home,
-                name=f"cool {thermostat} when hot",
-                trigger=Trigger(state=StateTest(device_id=thermostat, key="ambient_c", above=HOT_C)),
-                actions=(Action(command=cool),),
-                mode="parallel",
-                created_at=START,
-            )
-        )
+    for first in range(0, devices, DEVICES_PER_HOME):
+        thermostat, home, _ = journal.device(first)
+        automation_id = uuid.uuid5(uuid.NAMESPACE_URL, f"hearth-bench-archive/{home}")
+        found.append(cool_when_hot(automation_id, home, thermostat, HOT_C, START))
     return found
 
 

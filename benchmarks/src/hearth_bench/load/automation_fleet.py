@@ -40,22 +40,32 @@ def home_of(i: int) -> str:
 
 
 def automations(count: int, devices: int, created_at: datetime) -> list[Automation]:
-    found = []
-    for k in range(count):
-        watched = device_id(k % devices)
-        cool = Action(command=CommandAction(device_id=watched, name="set_hvac_mode", params=COOL))
-        found.append(
-            Automation(
-                automation_id=uuid.uuid5(NAMESPACE, f"automation {k}"),
-                home_id=home_of(k % devices),
-                name=f"cool {watched} when hot",
-                trigger=Trigger(state=StateTest(device_id=watched, key="ambient_c", above=THRESHOLD_C)),
-                actions=(cool,),
-                mode="parallel",
-                created_at=created_at,
-            )
+    return [
+        cool_when_hot(
+            uuid.uuid5(NAMESPACE, f"automation {k}"),
+            home_of(k % devices),
+            device_id(k % devices),
+            THRESHOLD_C,
+            created_at,
         )
-    return found
+        for k in range(count)
+    ]
+
+
+def cool_when_hot(
+    automation_id: uuid.UUID, home_id: str, watched: str, above_c: float, created_at: datetime
+) -> Automation:
+    """Set ``watched`` to cool when its ``ambient_c`` goes above ``above_c`` (module docstring)."""
+    cool = Action(command=CommandAction(device_id=watched, name="set_hvac_mode", params=COOL))
+    return Automation(
+        automation_id=automation_id,
+        home_id=home_id,
+        name=f"cool {watched} when hot",
+        trigger=Trigger(state=StateTest(device_id=watched, key="ambient_c", above=above_c)),
+        actions=(cool,),
+        mode="parallel",
+        created_at=created_at,
+    )
 
 
 def created_facts(found: list[Automation]) -> Iterator[AutomationCreated]:

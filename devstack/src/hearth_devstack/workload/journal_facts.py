@@ -65,14 +65,13 @@ class JournalFacts:
         self.credentials = credentials
         self.clock = START
 
+    def device(self, i: int) -> tuple[str, str, str]:
+        """Device ``i``'s id, home and type (even ones are thermostats)."""
+        kind = "thermostat" if i % 2 == 0 else "lock"
+        return f"{self.prefix}-{kind}-{i:06d}", f"{self.prefix}-home-{i // DEVICES_PER_HOME:05d}", kind
+
     def __iter__(self) -> Iterator[Event]:
-        streams = [
-            self._device(
-                f"{self.prefix}-{kind}-{i:06d}", f"{self.prefix}-home-{i // DEVICES_PER_HOME:05d}", kind
-            )
-            for i in range(self.devices)
-            for kind in ("thermostat" if i % 2 == 0 else "lock",)
-        ]
+        streams = [self._device(*self.device(i)) for i in range(self.devices)]
         while True:
             for stream in streams:
                 yield next(stream)

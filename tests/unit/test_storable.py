@@ -105,6 +105,8 @@ def test_storable_facts_pass_with_and_without_their_wire(event: Event) -> None:
         (reported({"ambient_c": 20.5, "mode": "he\u0000at"}), "unstorable_value", "payload.reported.mode"),
         (reported({"bad\u0000key": 1}), "unstorable_value", "payload.reported.bad"),
         (reported({"big": 2**70}), "unstorable_value", "payload.reported.big"),
+        (reported({"nested": {"big": 2**70}}), "unstorable_value", "payload.reported.nested"),
+        (reported({"small": -(2**64)}), "unstorable_value", "payload.reported.small"),
         (requested({"target_c": "2\u00001"}), "unstorable_value", "payload.params.target_c"),
         (rejected("out\u0000of_range"), "unstorable_value", "payload.reason"),
         (registered(device_id="front door"), "invalid_identifier", "device_id"),

@@ -25,7 +25,7 @@ from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import FREE_PORTS_ENV, free_port, listener_ports
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.platform import Platform, make_settings
@@ -40,6 +40,23 @@ from tests.support.platform import Platform, make_settings
 # inside the JVM (`NoSuchMethodException ... MethodHandle.linkToStatic`, an adapter it could no longer
 # generate). So the cache keeps the size the JDK gives a tiered VM (240 MB, reserved; used as filled).
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
+
+
+def _worker_share_of_free_ports() -> None:
+    """Each pytest-xdist worker takes its free ports from its own share of the range
+    (``hearth_devstack.supervision.ports``): a port is chosen seconds before its part binds it, and two
+    workers choosing from one range could choose the same one meanwhile. The worker's child processes
+    (a `hearth up` of a chaos test) inherit its share."""
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not workers or FREE_PORTS_ENV in os.environ:
+        return
+    whole = listener_ports()
+    share = len(whole) // int(workers)
+    first = whole.start + int(worker.removeprefix("gw")) * share
+    os.environ[FREE_PORTS_ENV] = f"{first}-{first + share - 1}"
+
+
+_worker_share_of_free_ports()
 
 pytest_plugins = [
     "tests.support.durations",  # per-test durations kept from each run

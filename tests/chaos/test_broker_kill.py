@@ -42,7 +42,8 @@ from hearth_devstack.launch.service_processes import Services, services_running
 from hearth_devstack.servers.kafka_cluster import KafkaCluster, stop_together
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import ManagedProcess, free_port
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_devstack.workload.journal_check import read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings

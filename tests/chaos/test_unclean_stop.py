@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_devstack.supervision.status import read_status
 from tests.support.waiting import eventually
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from hearth_devstack.launch.service_processes import Services, services_running
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from tests.support.device_link import DeviceLink
 from tests.support.platform import Platform
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from hearth.groups.archive_cli import archive_app
 from hearth_analytics.archive_files.archive_table import committed_files
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.archive_store import S3Access, open_store
 from hearth_shared.adapters.settings import StackSettings

@@ -15,7 +15,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.kafka_probe import kafka_answers
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess, StartupError
 from hearth_shared.adapters.kafka import ensure_topics, wait_until_every_broker_knows
 from hearth_shared.adapters.topics import Topics
 from tests.support.topics import produce

@@ -14,7 +14,8 @@ import redis
 
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess, StartupError
 
 pytestmark = pytest.mark.integration
 

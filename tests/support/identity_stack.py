@@ -25,7 +25,8 @@ from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess, tail
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import decode_event

@@ -14,7 +14,7 @@ from typing import Any
 import websockets
 
 from hearth_devstack.launch.service_processes import Services, services_running
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from tests.support.platform import Platform
 from tests.support.registration import register_device
 

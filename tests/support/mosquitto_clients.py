@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hearth_device_gateway.service.mosquitto_access import MosquittoAccess
 from hearth_devstack.servers.mosquitto import MosquittoBroker, MqttAccount
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_shared.schema.credentials import hash_secret, new_secret
 from tests.support.waiting import eventually
 

@@ -20,7 +20,8 @@ from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess, tail
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.schema.shards import DEFAULT_SHARD
 from tests.support.platform import Platform, make_settings

@@ -12,7 +12,7 @@ import pytest
 
 from hearth_devstack.launch.service_processes import instance_part
 from hearth_devstack.local import LocalStack, StackPorts, StartupError
-from hearth_devstack.supervision.process import port_is_free
+from hearth_devstack.supervision.ports import port_is_free
 
 pytestmark = pytest.mark.unit
 

@@ -54,7 +54,8 @@ from hearth_devstack.servers.kafka_cluster import KafkaCluster
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import StartupError, free_port, port_is_free, require_free_port
+from hearth_devstack.supervision.ports import free_ports, require_free_port
+from hearth_devstack.supervision.process import StartupError
 from hearth_devstack.supervision.status import PartStatus, write_status
 from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 from hearth_shared.adapters.kafka import apply_topic_config, ensure_topics
@@ -81,12 +82,8 @@ class StackPorts:
         few (``KafkaCluster.spread``, ``mqtt_shard``, ``instance_port``), so a stack of several needs room
         (5 for 3 Kafka nodes). One block of free ports in a row, so no part lands on another's."""
         count = len(fields(cls))
-        for _ in range(100):
-            base = free_port()
-            block = range(base, base + count * room)
-            if block[-1] < 65536 and all(port_is_free(port) for port in block):
-                return cls(*(base + i * room for i in range(count)))
-        raise StartupError(f"found no {count * room} free ports in a row")
+        base = free_ports(count * room)
+        return cls(*(base + i * room for i in range(count)))
 
     def mqtt_shard(self, i: int) -> tuple[int, int, int]:
         """(devices, TLS, platform) ports of MQTT shard ``i`` (0: the ports above)."""

@@ -215,7 +215,7 @@ class ActorBench:
 def main(params: ActorBench) -> dict[str, Any]:
     from hearth_bench.figures.results import write_result
     from hearth_devstack.servers.kafka import KafkaBroker
-    from hearth_devstack.supervision.process import free_port
+    from hearth_devstack.supervision.ports import free_port
 
     with tempfile.TemporaryDirectory(prefix="hearth-bench-actor-") as tmp:
         work = Path(tmp)

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from hearth_bench.figures.results import write_result
 from hearth_bench.harness.options import option
 from hearth_devstack.servers.kafka import KafkaBroker
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_shared.adapters.kafka import PRODUCER_SETTINGS, ensure_topics, make_producer
 from hearth_shared.adapters.topics import TopicSpec
 

@@ -42,7 +42,7 @@ from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import BenchStack, bench_stack, console
 from hearth_bench.load.push_clients import CONNECTING, HOME, ClientProcesses
 from hearth_devstack.local import Services
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_devstack.waiting import eventually
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.schema.events import ReportState, encode, new_id, utcnow

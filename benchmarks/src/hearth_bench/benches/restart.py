@@ -59,7 +59,7 @@ from hearth_bench.harness.stack import console, counting_progress
 from hearth_device_actor.settings import DeviceActorSettings
 from hearth_devstack.local import LocalStack, Services, StackPorts
 from hearth_devstack.supervision.part_kill import GaveUp, healthy_again, kill_part, part_status
-from hearth_devstack.supervision.process import free_port
+from hearth_devstack.supervision.ports import free_port
 from hearth_devstack.supervision.status import FollowerReport, read_follower_reports
 from hearth_devstack.supervision.supervisor import RestartPolicy
 from hearth_devstack.workload.journal_facts import JournalFacts, fill_journal

@@ -46,7 +46,8 @@ from hearth_devstack.launch.server_startup import (
 )
 from hearth_devstack.launch.service_processes import Services, services_running
 from hearth_devstack.servers.mosquitto import MosquittoBroker
-from hearth_devstack.supervision.process import ManagedProcess, free_port, tail
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess, tail
 from hearth_devstack.waiting import NotInTime, eventually, steadily
 from hearth_shared.adapters.kafka import ensure_topics, topic_partitions
 from hearth_shared.adapters.settings import StackSettings

@@ -25,7 +25,8 @@ from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
-from hearth_devstack.supervision.process import ManagedProcess, free_port
+from hearth_devstack.supervision.ports import free_port
+from hearth_devstack.supervision.process import ManagedProcess
 from hearth_devstack.supervision.stale import clear_stale_postmaster_pid
 
 # How long each may take to become healthy, on a busy shared machine (Kafka's JVM is the slow one); the

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hearth_devstack.servers.kafka_probe import kafka_answers
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, free_port, require_free_port
+from hearth_devstack.supervision.ports import free_port, require_free_port
+from hearth_devstack.supervision.process import ManagedProcess, StartupError
 from hearth_devstack.workspace import REPO_ROOT
 from hearth_shared.adapters.topics import min_insync_replicas
 

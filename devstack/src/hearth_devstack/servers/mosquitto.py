@@ -54,7 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hearth_device_gateway.service.mosquitto_access import service_files
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, require_free_port
+from hearth_devstack.supervision.ports import require_free_port
+from hearth_devstack.supervision.process import ManagedProcess, StartupError
 from hearth_shared.schema.credentials import new_secret
 from hearth_shared.schema.mqtt import (
     DEVICE_PORT,

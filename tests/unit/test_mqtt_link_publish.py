@@ -1,15 +1,17 @@
 """The gateway links' lean PUBLISH parse (hearth_shared.adapters.mqtt_link, ``route_batches``): the usual
 packet (QoS 0 or 1, no properties) is read as gmqtt would read it; anything else is left to gmqtt. And what
-``subscribed()`` waits for after a reconnect."""
+``subscribed()`` waits for after a reconnect, and how long the link waits before it reconnects."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
 from hearth_bench.load import mqtt_wire
-from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.adapters import mqtt_link
+from hearth_shared.adapters.mqtt_link import STEADY_S, MqttLink
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.unit
@@ -63,3 +65,25 @@ async def test_after_a_reconnect_subscribed_waits_for_the_renewed_subscriptions(
     link._on_connect(link.client, 0, 0, None)  # a reconnect's CONNACK
     with pytest.raises(TimeoutError):
         await link.subscribed(timeout_s=0.2)
+
+
+async def test_a_connection_dropped_at_once_backs_off_and_one_that_lasted_is_followed_quickly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broker that takes the connection and drops it at once (a birth the credential may not publish)
+    gets the client back ever more slowly, not once a second; after a connection that lasted, the next
+    reconnect is quick again (a restarted broker has its clients back at once)."""
+    link = MqttLink(client_id="t", username="u", password="p", backoff_s=0.5, backoff_max_s=30.0)
+    now = [1000.0]
+    monkeypatch.setattr(mqtt_link, "monotonic", lambda: now[0])
+    monkeypatch.setattr(random, "uniform", lambda low, high: 1.0)  # no jitter
+
+    def connected_for(seconds: float) -> float:
+        link._on_connect(link.client, 0, 0, None)
+        now[0] += seconds
+        link._on_disconnect(link.client, None)
+        return float(link.client.reconnect_delay)
+
+    assert [connected_for(0.1) for _ in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert connected_for(STEADY_S) == 1.0
+    assert connected_for(0.1) == 2.0

@@ -23,7 +23,11 @@ handlers (``_handle_publish_packet``, parsed leaner for the usual packet, and
 writes the PUBACKs on gmqtt's connection itself.
 
 Reconnects: gmqtt reconnects by itself; ``backoff`` doubles its delay after every lost connection (with
-jitter, up to ``backoff_max_s``) and resets it once connected. Subscriptions are renewed and
+jitter, up to ``backoff_max_s``) and starts again from ``backoff_s`` after a connection that lasted
+``STEADY_S``. Not at every CONNACK: a broker that takes the connection and drops it at once (a birth or
+will topic the credential may not publish to, measured with Mosquitto 2.0: dropped right after the
+PUBACK that refuses it) would otherwise have the client back about once a second for as long as it
+runs. Subscriptions are renewed and
 ``on_connected`` runs (e.g. a device's birth message) after every CONNACK.
 """
 
@@ -35,6 +39,7 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
+from time import monotonic
 from typing import Any
 
 from gmqtt import Client, Message
@@ -46,6 +51,7 @@ from hearth_shared.adapters.mqtt_batches import BatchedDelivery, BatchHandler
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[str, bytes], Awaitable[None]]
+STEADY_S = 10.0  # a connection that lasted this long was a good one: the next reconnect is quick again
 
 
 class SessionLost(ConnectionError):
@@ -129,6 +135,7 @@ class MqttLink:
         self._own_handlers: dict[str, MessageHandler] = {}  # the subscriptions that have one
         self.connected = asyncio.Event()
         self._closing = False
+        self._connected_at: float | None = None  # monotonic() at the last CONNACK
         self._acked: dict[int, _Op] = {}  # (un)subscribes sent, by packet id, until their SUBACK/UNSUBACK
         self._subscriptions: list[asyncio.Future[None]] = []
         self.client.on_message = self._on_message
@@ -284,7 +291,7 @@ class MqttLink:
         return 0  # PUBACK: success
 
     def _on_connect(self, _client: Client, _flags: Any, _rc: int, _props: Any) -> None:
-        self.client.reconnect_delay = self.backoff_s
+        self._connected_at = monotonic()
         if not self.connected.is_set():
             self.connected.set()
         else:  # a reconnect: what was sent and not acknowledged is gone (gmqtt resends publishes only)
@@ -304,6 +311,9 @@ class MqttLink:
     def _on_disconnect(self, _client: Client, _packet: Any, exc: BaseException | None = None) -> None:
         if self._closing:
             return
+        connected_at, self._connected_at = self._connected_at, None
+        if connected_at is not None and monotonic() - connected_at >= STEADY_S:
+            self.client.reconnect_delay = self.backoff_s
         delay = min(self.client.reconnect_delay * 2, self.backoff_max_s)
         self.client.reconnect_delay = delay * random.uniform(0.8, 1.2)
         log.warning("MQTT connection lost (%s); reconnecting in %.1f s", exc, self.client.reconnect_delay)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from hearth_devstack.supervision.process import StartupError
+from hearth_devstack.supervision.process import ManagedProcess, StartupError, stop_together
 from hearth_devstack.supervision.status import PartStatus
 from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 
@@ -312,3 +313,24 @@ def test_the_stack_starts_by_its_dependencies_and_stops_each_part_after_its_depe
     assert set(stops[:3]) == {"simulator", "projector", "actor"}  # nothing depends on these
     assert set(stops[3:5]) == {"gateway", "postgres"}  # what only they depended on
     assert stops[5:] == ["kafka"]
+
+
+def test_services_stopped_together_are_all_asked_before_any_is_waited_for() -> None:
+    """``stop_together`` (``services_running``'s end): the services' graceful ends overlap, so stopping
+    them takes the slowest one's time, not the sum; one that was not running is not waited for."""
+    calls: list[str] = []
+
+    class Part:
+        def __init__(self, name: str, running: bool = True) -> None:
+            self.name, self.running = name, running
+
+        def ask_to_stop(self) -> bool:
+            calls.append(f"ask {self.name}")
+            return self.running
+
+        def wait_stopped(self) -> None:
+            calls.append(f"wait {self.name}")
+
+    parts = [Part("projector"), Part("gone", running=False), Part("command-api")]
+    stop_together(cast(list[ManagedProcess], parts))
+    assert calls == ["ask projector", "ask gone", "ask command-api", "wait projector", "wait command-api"]

@@ -41,7 +41,7 @@ import httpx
 from hearth.support.stack_dir import archive_dir
 from hearth_device_actor.adapters.serving import serving_file, serving_problem
 from hearth_devstack.servers.mosquitto import MosquittoBroker
-from hearth_devstack.supervision.process import ManagedProcess
+from hearth_devstack.supervision.process import ManagedProcess, stop_together
 from hearth_devstack.supervision.supervisor import PartSpec
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.topic_follower import REPORTS_ENV
@@ -346,9 +346,9 @@ def services_running(
     report: Callable[[str], None] | None = None,
 ) -> Iterator[dict[str, ManagedProcess]]:
     """The services ``names`` (as in ``Services.part``), started in that order and each healthy within
-    its start timeout times ``patience`` (more on a shared, busy machine), by name; stopped in reverse
-    order when the block ends or a start fails. ``together``: start them all, then wait for each (they
-    mostly wait for the broker). ``report`` hears a line as each one starts."""
+    its start timeout times ``patience`` (more on a shared, busy machine), by name; stopped together
+    (``stop_together``) when the block ends or a start fails. ``together``: start them all, then wait for
+    each (they mostly wait for the broker). ``report`` hears a line as each one starts."""
     parts: dict[str, ManagedProcess] = {}
     waits: dict[str, float] = {}
     try:
@@ -364,5 +364,4 @@ def services_running(
                 part.wait_healthy(waits[name] * patience)
         yield parts
     finally:
-        for part in reversed(parts.values()):
-            part.stop()
+        stop_together(list(parts.values()))

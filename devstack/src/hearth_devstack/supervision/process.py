@@ -111,14 +111,33 @@ class ManagedProcess:
             self.proc.wait(5)
 
     def stop(self) -> None:
+        if self.ask_to_stop():
+            self.wait_stopped()
+
+    def ask_to_stop(self) -> bool:
+        """Send the stop signal to its process group; False if it was not running."""
         if self.proc is None or self.proc.poll() is not None:
-            return
+            return False
         try:
             os.killpg(self.proc.pid, self.stop_signal)
         except ProcessLookupError:
-            return
+            return False
+        return True
+
+    def wait_stopped(self) -> None:
+        """Wait for its graceful end, at most ``stop_timeout_s``, then kill its group."""
+        assert self.proc is not None
         try:
             self.proc.wait(self.stop_timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
+
+
+def stop_together(processes: Sequence[ManagedProcess]) -> None:
+    """Stop every one at once: each is asked to stop, then each is waited for, so they take as long as the
+    slowest graceful end, not the sum of them (a platform's services end on their own, not on each other:
+    they share only the servers, which stay up meanwhile)."""
+    asked = [process for process in processes if process.ask_to_stop()]
+    for process in asked:
+        process.wait_stopped()

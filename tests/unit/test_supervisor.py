@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from functools import partial
 from pathlib import Path
-from typing import cast
 
 import pytest
 
-from hearth_devstack.supervision.process import ManagedProcess, StartupError, stop_together
+from hearth_devstack.supervision.process import StartupError, stop_together
 from hearth_devstack.supervision.status import PartStatus
 from hearth_devstack.supervision.supervisor import PartSpec, RestartPolicy, Supervisor
 
@@ -315,22 +316,17 @@ def test_the_stack_starts_by_its_dependencies_and_stops_each_part_after_its_depe
     assert stops[5:] == ["kafka"]
 
 
-def test_services_stopped_together_are_all_asked_before_any_is_waited_for() -> None:
-    """``stop_together`` (``services_running``'s end): the services' graceful ends overlap, so stopping
-    them takes the slowest one's time, not the sum; one that was not running is not waited for."""
-    calls: list[str] = []
+def test_stops_called_together_overlap_and_each_runs_once() -> None:
+    """``stop_together`` (a supervisor's wave, ``services_running``'s end): every stop runs at once, so
+    their graceful ends overlap and take the slowest one's time, not the sum. Each stop here waits at a
+    barrier for all three: called one after another, the first would wait alone and break it."""
+    met = threading.Barrier(3, timeout=10)
+    stopped: list[str] = []
 
-    class Part:
-        def __init__(self, name: str, running: bool = True) -> None:
-            self.name, self.running = name, running
+    def stop(name: str) -> None:
+        met.wait()
+        stopped.append(name)
 
-        def ask_to_stop(self) -> bool:
-            calls.append(f"ask {self.name}")
-            return self.running
-
-        def wait_stopped(self) -> None:
-            calls.append(f"wait {self.name}")
-
-    parts = [Part("projector"), Part("gone", running=False), Part("command-api")]
-    stop_together(cast(list[ManagedProcess], parts))
-    assert calls == ["ask projector", "ask gone", "ask command-api", "wait projector", "wait command-api"]
+    stop_together([partial(stop, name) for name in ("projector", "command-api", "query-api")])
+    assert sorted(stopped) == ["command-api", "projector", "query-api"]
+    stop_together([])  # nothing to stop: no pool, no error

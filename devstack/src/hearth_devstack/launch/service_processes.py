@@ -364,4 +364,4 @@ def services_running(
                 part.wait_healthy(waits[name] * patience)
         yield parts
     finally:
-        stop_together(list(parts.values()))
+        stop_together([part.stop for part in parts.values()])

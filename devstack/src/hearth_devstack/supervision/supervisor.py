@@ -34,13 +34,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from hearth_devstack.supervision.part_order import stop_waves
-from hearth_devstack.supervision.process import StartupError, tail
+from hearth_devstack.supervision.process import StartupError, stop_together, tail
 from hearth_devstack.supervision.status import PartStatus
 
 START_POLL_S = 0.1  # how often start_all looks at the parts starting (and at whose dependencies are up)
@@ -167,9 +167,7 @@ class Supervisor:
             running = [part for part in batch if part.child is not None]
             for part in running:
                 self.report(f"stopping {part.spec.name} ...")
-            if running:
-                with ThreadPoolExecutor(max_workers=len(running)) as pool:
-                    list(pool.map(_stop_child, running))
+            stop_together([partial(_stop_child, part) for part in running])
             for part in batch:
                 self._set(part, state="stopped", pid=None)
 

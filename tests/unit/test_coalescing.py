@@ -120,16 +120,31 @@ async def test_the_actor_coalesces_only_when_told_and_the_twin_ends_the_same() -
     assert coalesced.processed == one_by_one.processed == 6  # every record read is counted
 
 
-async def test_a_report_that_comes_after_a_newer_one_is_no_fact_and_is_counted() -> None:
+async def test_a_report_that_comes_after_a_newer_one_records_what_no_newer_one_said() -> None:
     """An ack's report on the command lane can overtake its device's telemetry: the older report then
-    changes nothing (its seq is not above the twin's) and is counted, not lost without a trace."""
+    records the keys the newer did not carry (the newest the device said of them), never one it did; a
+    report with nothing left to record (a duplicate, or overtaken whole) is counted, not lost without a
+    trace."""
     outbox = FakeOutbox()
     actors = await registered(outbox)
-    newer, older = report("th-1", 2, target_c=21.0), report("th-1", 1, ambient_c=19.5)
+    newer = report("th-1", 2, target_c=21.0)
+    older = report("th-1", 1, ambient_c=19.5, target_c=20.0)
     await actors.handle_batch([InboxRecord("lane", 0, 1, b"th-1", encode(newer))])
     await actors.handle_batch([InboxRecord("inbox", 0, 0, b"th-1", encode(older))])
-    assert sum(isinstance(e, StateReported) for e in outbox.events) == 1
-    assert actors.late_reports == 1
+    recorded = [e.payload for e in outbox.events if isinstance(e, StateReported)]
+    assert [(p.reported, p.device_seq) for p in recorded] == [
+        ({"target_c": 21.0}, 2),
+        ({"ambient_c": 19.5}, 1),
+    ]
+    twin = actors.load("th-1")
+    assert twin is not None
+    assert (twin.reported["ambient_c"], twin.reported["target_c"], twin.last_device_seq) == (19.5, 21.0, 2)
+    assert actors.late_reports == 0
+    overtaken = report("th-1", 1, target_c=20.0)  # its one key carried by seq 2
+    await actors.handle_batch([InboxRecord("inbox", 0, 1, b"th-1", encode(overtaken))])
+    await actors.handle_batch([InboxRecord("inbox", 0, 2, b"th-1", encode(older))])  # redelivered
+    assert sum(isinstance(e, StateReported) for e in outbox.events) == 2
+    assert actors.late_reports == 2
 
 
 async def test_a_request_for_a_device_not_registered_is_no_fact_and_is_counted() -> None:

@@ -227,6 +227,32 @@ def test_duplicate_and_older_reports_are_ignored() -> None:
     assert device.state.reported["ambient_c"] == 22.0
 
 
+def test_an_older_report_records_only_the_keys_no_newer_report_carried() -> None:
+    """Reports can arrive out of order (an ack's report on the command lane overtakes telemetry): an older
+    one records the keys no newer report carried, at their newest values; a key a newer report carried
+    at an unchanged value (named in ``unchanged``) is not overwritten either; a replay gives the same twin."""
+    device = online_device()
+    device.report(at(1), seq=10, target_c=21.0, ambient_c=19.0)
+    newer = payload_of(device.journal[-1], StateReportedPayload)
+    assert (newer.reported, newer.unchanged) == ({"target_c": 21.0}, ("ambient_c",))
+    assert device.report(at(2), seq=9, ambient_c=18.0, humidity_pct=41, target_c=20.0) == [StateReported]
+    older = payload_of(device.journal[-1], StateReportedPayload)
+    assert (older.reported, older.unchanged, older.device_seq) == ({"humidity_pct": 41}, (), 9)
+    twin = device.state
+    assert (twin.reported["ambient_c"], twin.reported["target_c"], twin.reported["humidity_pct"]) == (
+        19.0,
+        21.0,
+        41,
+    )
+    assert (twin.last_device_seq, twin.key_seqs["humidity_pct"], twin.key_seqs["ambient_c"]) == (10, 9, 10)
+    assert device.report(at(3), seq=9, humidity_pct=41) == []  # redelivered: nothing left to record
+    assert device.report(at(4), seq=8, humidity_pct=40, target_c=19.0) == []  # overtaken whole
+    replayed = None
+    for event in device.journal:
+        replayed = evolve(replayed, event)
+    assert replayed == device.state
+
+
 def test_first_report_brings_the_device_online() -> None:
     device = Device()
     device.register()

@@ -13,11 +13,12 @@ command's change, which is then not reported again; a slow ack comes after the c
 lost ack's change goes out in that report all the same.
 
 ``FleetOptions`` (options.py) make it a poor network on purpose: devices going silent for a while, slow
-or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must drop
-the older), and the faults of each type's model (thermostats whose reading drifts, locks that jam...:
-each model's ``for_fleet`` reads its own from the options, ``fault_rates`` for those without a field
-there). The core knows no model by name: it finds them by type (models.py) and speaks to every one
-through ``SimDevice`` (a drifting firmware, too: ``SimDevice.drift``).
+or lost acks, reports sent twice, two consecutive reports swapped (with their seqs: the actor must record
+of the older only the keys the newer did not carry), and the faults of each type's model (thermostats
+whose reading drifts, locks that jam...: each model's ``for_fleet`` reads its own from the options,
+``fault_rates`` for those without a field there). The core knows no model by name: it finds them by
+type (models.py) and speaks to every one through ``SimDevice`` (a drifting firmware, too:
+``SimDevice.drift``).
 """
 
 from __future__ import annotations
@@ -212,7 +213,9 @@ class FleetCore:
         self.stats["reports"] += 1
         if player.held is not None:
             out.append((player.state_topic, value))
-            out.append((player.state_topic, player.held))  # the older one second: the actor must drop it
+            out.append(
+                (player.state_topic, player.held)
+            )  # the older one second: only its keys the newer lacks count
             player.held = None
             return
         if options.reorder_fraction and rng.random() < options.reorder_fraction:

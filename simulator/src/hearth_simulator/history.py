@@ -19,8 +19,8 @@ times is online, and is taken offline only ``offline_after`` after the writer st
 
 ``device_seq``: a room's reports number on from ``seq_base`` (the writer's: its start in ms plus
 ``HISTORY_SEQ_LEAD``), one per report, so they are newer than anything a live hub said for the device
-before (its seqs start at its own start in ms, fleet_core.py) and stay in order; the actor drops only a
-report older than the newest it has.
+before (its seqs start at its own start in ms, fleet_core.py) and stay in order: none reaches the actor
+after a newer one of its device.
 
 Every draw is seeded by (``seed``, home, room): the same seed, span and rooms give the same messages.
 """

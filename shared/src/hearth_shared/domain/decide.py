@@ -75,11 +75,27 @@ def _about(command_id: uuid.UUID, event_type: type[Event], payload: Payload | No
 
 
 def late_report(twin: Twin | None, request: Inbound) -> bool:
-    """A state report at or below its twin's ``device_seq``: a duplicate, or one that came after a newer
-    one; ``decide`` makes nothing of it (the actor counts them)."""
+    """A state report with nothing to record: at or below its twin's ``device_seq``, and each key it
+    carries carried by a report at or above its seq (a duplicate, or one overtaken whole); ``decide``
+    makes nothing of it (the actor counts them)."""
     return (
-        isinstance(request, ReportState) and twin is not None and request.device_seq <= twin.last_device_seq
+        isinstance(request, ReportState)
+        and twin is not None
+        and request.device_seq <= twin.last_device_seq
+        and not _news(twin, request)
     )
+
+
+def _news(twin: Twin, request: ReportState) -> JSON:
+    """The keys of ``request`` that no report at or above its seq carried: every key of a report newer
+    than the twin; of an older one (it came after a newer one: the command lane overtakes telemetry, a
+    network reorders), those the newer reports did not carry, whose values are then still the newest the
+    device said."""
+    seq = request.device_seq
+    if seq > twin.last_device_seq:
+        return request.state
+    key_seqs = twin.key_seqs
+    return {key: value for key, value in request.state.items() if key_seqs.get(key, -1) < seq}
 
 
 def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:
@@ -197,23 +213,27 @@ def _converged(kind: DeviceType, command: CommandState, reported: JSON) -> bool:
 
 
 def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
-    """A newer report records what changed, and brings an offline twin online, unless it was sent (the
-    gateway's ``sent_at``) before the twin went offline: the command lane is served first, so a device's
-    will (``offline``, when its hub's connection drops) can be decided before a report it sent just
-    before, still queued on the telemetry lane; that report must not bring a gone device back. Its state
-    is still recorded. (``sent_at`` is the gateway's clock, ``offline_at`` the actor's: one machine's, or
-    NTP's few milliseconds apart; a device that reconnects says ``online`` and is back regardless.)"""
-    if late_report(twin, request):
-        return []  # never overwrite newer state
+    """A report records what changed of the keys no newer report carried (``_news``: all of them, unless
+    it came after a newer one), naming those it carried unchanged, and brings an offline twin online,
+    unless it was sent (the gateway's ``sent_at``) before the twin went offline: the command lane is
+    served first, so a device's will (``offline``, when its hub's connection drops) can be decided before
+    a report it sent just before, still queued on the telemetry lane; that report must not bring a gone
+    device back. Its state is still recorded. (``sent_at`` is the gateway's clock, ``offline_at`` the
+    actor's: one machine's, or NTP's few milliseconds apart; a device that reconnects says ``online`` and
+    is back regardless.)"""
+    seq, device_time = request.device_seq, request.device_time
+    state = _news(twin, request)
+    if not state and seq <= twin.last_device_seq:
+        return []  # a duplicate, or overtaken whole: never overwrite newer state
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online and not _sent_before_offline(twin, request):
         in_flight += _come_online(twin, now, changes)
-    changed = {
-        key: value for key, value in request.state.items() if twin.reported.get(key, _MISSING) != value
-    }
-    seq, device_time = request.device_seq, request.device_time
-    report = StateReportedPayload(reported=changed, device_seq=seq, device_time=device_time)
+    changed = {key: value for key, value in state.items() if twin.reported.get(key, _MISSING) != value}
+    unchanged = tuple(key for key in state if key not in changed) if len(changed) < len(state) else ()
+    report = StateReportedPayload(
+        reported=changed, device_seq=seq, device_time=device_time, unchanged=unchanged
+    )
     changes.append(Change(StateReported, report))  # even if nothing changed: it advances the seq
 
     kind = DEVICE_TYPES[twin.device_type]

@@ -2,7 +2,8 @@
 
 ``reports_folded``: a device's consecutive state reports at once (a rebuild's replay folds a batch's
 reports of a device this way): the same twin as ``evolve`` of each in turn, because a report changes
-only what the last one sets (version, times, sequence) and merges its state into the reported state.
+only what the last one sets (version, times), keeps the highest sequence, and merges its state into the
+reported state and its keys' sequences into ``key_seqs`` (``carried``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from hearth_shared.schema.events import (
     DeviceWentOffline,
     Event,
     StateReported,
+    StateReportedPayload,
 )
 
 
@@ -54,20 +56,37 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
     if event.version <= twin.version:
         return twin
     if isinstance(event, StateReported):  # most facts: one replace, no dict of changes (a replay's hot path)
-        return reports_folded(twin, event, {**twin.reported, **event.payload.reported})
+        payload = event.payload
+        key_seqs = twin.key_seqs.copy()
+        carried(key_seqs, payload)
+        seq = payload.device_seq if payload.device_seq > twin.last_device_seq else twin.last_device_seq
+        return reports_folded(twin, event, {**twin.reported, **payload.reported}, key_seqs, seq)
     changes = _changes(twin, event)
     return _replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
 
 
-def reports_folded(twin: Twin, last: StateReported, reported: dict[str, Any]) -> Twin:
+def carried(key_seqs: dict[str, int], payload: StateReportedPayload) -> None:
+    """Into ``key_seqs``: each key the report carried (changed or not), at its sequence."""
+    seq = payload.device_seq
+    for key in payload.reported:  # (a loop: faster than update(dict.fromkeys(...)) for a few keys)
+        key_seqs[key] = seq
+    for key in payload.unchanged:
+        key_seqs[key] = seq
+
+
+def reports_folded(
+    twin: Twin, last: StateReported, reported: dict[str, Any], key_seqs: dict[str, int], device_seq: int
+) -> Twin:
     """The twin after state reports newer than it, ``last`` the latest, whose states merged over the
-    twin's reported state give ``reported``."""
+    twin's reported state give ``reported``, their keys' sequences (``carried``) over the twin's
+    ``key_seqs``, and the highest sequence of them and the twin ``device_seq``."""
     return _replace(
         twin,
         version=last.version,
         updated_at=last.recorded_at,
         reported=reported,
-        last_device_seq=last.payload.device_seq,
+        key_seqs=key_seqs,
+        last_device_seq=device_seq,
         last_seen=last.recorded_at,  # when the platform heard it: its clock, not the device's
     )
 

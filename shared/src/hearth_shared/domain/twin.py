@@ -58,7 +58,11 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     # it back online (decide.py, _report).
     offline_at: datetime | None = None
     updated_at: datetime
-    last_device_seq: int = -1  # the highest device_seq applied; older reports are ignored
+    last_device_seq: int = -1  # the highest device_seq recorded
+    # Per reported key, the device_seq of the newest report that carried it (changed or not): a report that
+    # comes after a newer one records only the keys no newer report carried (decide.py, _report). A key
+    # with no entry (never reported, or a twin stored before the field) counts as never carried.
+    key_seqs: dict[str, int] = msgspec.field(default_factory=dict)
     commands: dict[str, CommandState] = msgspec.field(default_factory=dict)  # by str(command_id)
     # The last few commands that ended, so a request redelivered after its command ended (a worker
     # restarted between recording facts and committing its inbox offsets) is not decided again.

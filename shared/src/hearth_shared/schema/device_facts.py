@@ -77,12 +77,19 @@ class DesiredSetPayload(Payload, frozen=True, kw_only=True):
     setting: str = ""
 
 
-class StateReportedPayload(Payload, frozen=True, kw_only=True):
-    """What the device said about itself: the reported keys that changed, with its own clock and seq."""
+class StateReportedPayload(Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """What the device said about itself: the reported keys that changed, with its own clock and seq.
+
+    ``unchanged``: the keys it reported at the value the twin already had. They are named because a
+    report that reaches Hearth after a newer one records the keys no newer report carried (the twin's
+    ``key_seqs``), and a key carried at an unchanged value was carried all the same. Left out of the
+    record when empty (a device that reports what changed never has any), so such facts are as before.
+    A fact written before the field existed reads as having none."""
 
     reported: JSON
     device_seq: int
     device_time: datetime
+    unchanged: tuple[str, ...] = ()
 
 
 class CredentialsIssuedPayload(Payload, frozen=True, kw_only=True):

@@ -8,10 +8,12 @@ reported (a report may name some keys only), each key at its newest value. The t
 them one by one would have left it; the history keeps one fact for the batch instead of one per reading.
 
 What it never does: touch a request that is not a state report, or a device with anything else in the
-batch (its order against that request would matter), or a report the twin already has (``device_seq``
-at or below the twin's: deciding it would change nothing, so merging its keys would bring back older
-values). Every report folded into another is counted (``Coalesced``), never silently dropped: the count
-is the actor's metric, in its serving file and ``hearth status``, and in its log.
+batch (its order against that request would matter), or a report that came after a newer one of the device
+(``device_seq`` at or below the twin's: deciding it records only the keys no newer report carried, and
+merging its keys would bring back older values). A key of a merged report counts as carried at the
+merged report's seq: a report older than it but later still records nothing of that key. Every report
+folded into another is counted (``Coalesced``), never silently dropped: the count is the actor's metric,
+in its serving file and ``hearth status``, and in its log.
 """
 
 from __future__ import annotations

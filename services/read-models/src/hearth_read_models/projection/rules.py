@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from hearth_shared.domain import Twin, evolve, reports_folded, twin_view
+from hearth_shared.domain import Twin, carried, evolve, reports_folded, twin_view
 from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     EVENT_TYPES,
@@ -127,10 +127,12 @@ class Change:
 @dataclass(slots=True)
 class HeldReports:
     """A device's state reports held back in a batch: its twin before them, their states merged over the
-    twin's, the latest."""
+    twin's, their keys' sequences over the twin's, the highest sequence, the latest."""
 
     twin: Twin
     reported: dict[str, Any]
+    key_seqs: dict[str, int]
+    device_seq: int
     last: StateReported
 
 
@@ -198,11 +200,16 @@ class Projection:
             if version <= twin.version:
                 self.skipped += 1
                 return
-            self.held[device_id] = held = HeldReports(twin, dict(twin.reported), event)
+            held = HeldReports(twin, dict(twin.reported), dict(twin.key_seqs), twin.last_device_seq, event)
+            self.held[device_id] = held
         elif version <= held.last.version:
             self.skipped += 1
             return
-        held.reported.update(event.payload.reported)
+        payload = event.payload
+        held.reported.update(payload.reported)
+        carried(held.key_seqs, payload)
+        if payload.device_seq > held.device_seq:
+            held.device_seq = payload.device_seq
         held.last = event
         self.changed_twins.add(device_id)
         self.history.append(
@@ -212,7 +219,9 @@ class Projection:
 
     def _fold_held(self, device_id: str) -> None:
         held = self.held.pop(device_id)
-        self.twins[device_id] = reports_folded(held.twin, held.last, held.reported)
+        self.twins[device_id] = reports_folded(
+            held.twin, held.last, held.reported, held.key_seqs, held.device_seq
+        )
 
     def settle(self) -> None:
         """Fold every device's held state reports into its twin: ``twins`` is then up to date."""

@@ -16,11 +16,13 @@ from hearth_shared.domain import (
     decide,
     device_type_names,
     evolve,
+    older_key_seqs,
     stamp,
     tick,
     twin_delta,
     twin_view,
 )
+from hearth_shared.domain.twin import carried_at
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
     CommandAcknowledged,
@@ -244,13 +246,38 @@ def test_an_older_report_records_only_the_keys_no_newer_report_carried() -> None
         21.0,
         41,
     )
-    assert (twin.last_device_seq, twin.key_seqs["humidity_pct"], twin.key_seqs["ambient_c"]) == (10, 9, 10)
+    assert twin.last_device_seq == 10
+    assert (
+        carried_at(twin, "humidity_pct"),
+        carried_at(twin, "ambient_c"),
+        carried_at(twin, "hvac_mode"),
+    ) == (9, 10, 1)
     assert device.report(at(3), seq=9, humidity_pct=41) == []  # redelivered: nothing left to record
     assert device.report(at(4), seq=8, humidity_pct=40, target_c=19.0) == []  # overtaken whole
     replayed = None
     for event in device.journal:
         replayed = evolve(replayed, event)
     assert replayed == device.state
+
+
+def test_the_twin_notes_only_the_keys_its_newest_report_did_not_carry() -> None:
+    """``older_key_seqs`` costs a device that reports its whole state nothing, and one that reports what
+    changed an entry per key it did not report last; the rebuild's fold of held reports agrees."""
+    device = online_device()  # seq 1: hvac_mode, target_c, ambient_c; hvac_action is the registration's
+    assert device.state.older_key_seqs == {"hvac_action": -1}
+    device.report(at(1), target_c=21.0)
+    assert device.state.older_key_seqs == {"hvac_action": -1, "hvac_mode": 1, "ambient_c": 1}
+    device.report(at(2), hvac_mode="heat", hvac_action="idle", target_c=21.0, ambient_c=19.5)
+    assert device.state.older_key_seqs == {}
+    reports = [e for e in device.journal if isinstance(e, StateReported)]
+    before = reduce(evolve, device.journal[: device.journal.index(reports[0])], None)
+    assert before is not None
+    older, reported, last = before.older_key_seqs, dict(before.reported), before.last_device_seq
+    for event in reports:
+        older = older_key_seqs(older, reported, last, event.payload)
+        reported.update(event.payload.reported)
+        last = max(last, event.payload.device_seq)
+    assert (older, reported, last) == (device.state.older_key_seqs, device.state.reported, 3)
 
 
 def test_first_report_brings_the_device_online() -> None:

@@ -6,19 +6,25 @@ nothing to project beyond twin and history (state reports) change no command or 
 from __future__ import annotations
 
 import itertools
+import random
+import uuid
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from hearth_devstack.workload.journal_facts import JournalFacts
 from hearth_read_models.projection.rules import Projection
-from hearth_shared.domain import Twin, evolve
+from hearth_shared.domain import Twin, decide, evolve, stamp
 from hearth_shared.schema.events import (
     AnomalyDetected,
     CommandConverged,
     CommandRequested,
     Event,
+    Inbound,
+    RegisterDevice,
+    ReportState,
     StateReported,
     decode_event,
     encode,
@@ -76,3 +82,52 @@ def test_a_state_report_moves_only_its_twin_and_history() -> None:
         projection.apply(event, wire)
     assert reports and projection.commands == commands and len(projection.alerts) == alerts
     assert len(projection.history) == 200 + len(reports)
+
+
+def test_reports_out_of_order_fold_held_as_the_domain_does() -> None:
+    """Reports that come after newer ones (recording only the keys no newer one carried) and reports
+    naming keys carried unchanged: the facts decide makes of them fold into the same twin held as by
+    ``evolve``, ``older_key_seqs`` and all."""
+    rng = random.Random(5)
+    keys: dict[str, list[Any]] = {
+        "ambient_c": [19.0, 19.5, 20.0], "target_c": [20.0, 21.0], "hvac_mode": ["heat", "off"]
+    }  # fmt: skip
+    start = datetime(2026, 11, 29, tzinfo=UTC)
+    register = RegisterDevice(
+        request_id=uuid.uuid4(), device_id="t1", sent_at=start, home_id="h1", device_type="thermostat",
+        name="Hall",
+    )  # fmt: skip
+    twin: Twin | None = None
+    facts: list[Event] = []
+    requests: list[Inbound] = [register]
+    sent: list[tuple[int, dict[str, Any]]] = [
+        (seq, {k: rng.choice(v) for k, v in keys.items() if rng.random() < 0.6}) for seq in range(60)
+    ]
+    for i in range(0, len(sent) - 1, 2):
+        if rng.random() < 0.4:
+            sent[i], sent[i + 1] = sent[i + 1], sent[i]  # the older second
+    sent += rng.sample(sent, 6)  # and some twice
+    for seq, state in sent:
+        at = start + timedelta(seconds=seq)
+        requests.append(
+            ReportState(request_id=uuid.uuid4(), device_id="t1", sent_at=at, device_seq=seq, device_time=at,
+                        state=state)
+        )  # fmt: skip
+    for request in requests:
+        now = start + timedelta(seconds=len(facts))
+        events = stamp(twin, decide(twin, request, now), home_id="h1", device_id="t1", now=now,
+                       causation_id=request.request_id)  # fmt: skip
+        for event in events:
+            twin = evolve(twin, event)
+        facts += events
+    seqs = [e.payload.device_seq for e in facts if isinstance(e, StateReported)]
+    assert any(seq < max(seqs[:i]) for i, seq in enumerate(seqs) if i)  # some recorded after a newer one
+    assert any(e.payload.unchanged for e in facts if isinstance(e, StateReported))
+    for batch in (5, 50):
+        twins: dict[str, Twin] = {}
+        for begin in range(0, len(facts), batch):
+            projection = Projection(twins, {}, collect_changes=False)
+            for event in facts[begin : begin + batch]:
+                projection.apply(event, encode(event))
+            projection.settle()
+        assert twins["t1"] == twin

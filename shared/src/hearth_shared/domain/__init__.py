@@ -21,7 +21,7 @@ Imports only ``hearth_shared.schema`` and the standard library (and msgspec): no
 from hearth_shared.domain.anomaly import DEFAULT_MODEL, detect_anomalies
 from hearth_shared.domain.decide import Change, decide, late_report, stamp, tick
 from hearth_shared.domain.device_type import CommandInvalid
-from hearth_shared.domain.evolve import carried, evolve, reports_folded
+from hearth_shared.domain.evolve import evolve, older_key_seqs, reports_folded
 from hearth_shared.domain.registry import device_type_names, validate_command
 from hearth_shared.domain.twin import CommandState, Twin
 from hearth_shared.domain.twin_view import twin_delta, twin_view
@@ -32,12 +32,12 @@ __all__ = [
     "CommandInvalid",
     "CommandState",
     "Twin",
-    "carried",
     "decide",
     "detect_anomalies",
     "device_type_names",
     "evolve",
     "late_report",
+    "older_key_seqs",
     "reports_folded",
     "stamp",
     "tick",

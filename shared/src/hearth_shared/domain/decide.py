@@ -14,7 +14,7 @@ from hearth_shared.domain import admin
 from hearth_shared.domain.change import Change as Change  # re-exported: decide returns them
 from hearth_shared.domain.device_type import CommandInvalid, DeviceType
 from hearth_shared.domain.registry import DEVICE_TYPES
-from hearth_shared.domain.twin import CommandState, Twin
+from hearth_shared.domain.twin import CommandState, Twin, carried_at
 from hearth_shared.schema.events import (
     JSON,
     AcknowledgeCommand,
@@ -94,8 +94,7 @@ def _news(twin: Twin, request: ReportState) -> JSON:
     seq = request.device_seq
     if seq > twin.last_device_seq:
         return request.state
-    key_seqs = twin.key_seqs
-    return {key: value for key, value in request.state.items() if key_seqs.get(key, -1) < seq}
+    return {key: value for key, value in request.state.items() if carried_at(twin, key) < seq}
 
 
 def decide(twin: Twin | None, request: Inbound, now: datetime) -> list[Change]:

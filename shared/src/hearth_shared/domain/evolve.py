@@ -2,8 +2,8 @@
 
 ``reports_folded``: a device's consecutive state reports at once (a rebuild's replay folds a batch's
 reports of a device this way): the same twin as ``evolve`` of each in turn, because a report changes
-only what the last one sets (version, times), keeps the highest sequence, and merges its state into the
-reported state and its keys' sequences into ``key_seqs`` (``carried``).
+only what the last one sets (version, times), keeps the highest sequence, merges its state into the
+reported state and notes which keys it carried (``older_key_seqs``).
 """
 
 from __future__ import annotations
@@ -56,36 +56,71 @@ def evolve(twin: Twin | None, event: Event) -> Twin:
     if event.version <= twin.version:
         return twin
     if isinstance(event, StateReported):  # most facts: one replace, no dict of changes (a replay's hot path)
-        payload = event.payload
-        key_seqs = twin.key_seqs.copy()
-        carried(key_seqs, payload)
-        seq = payload.device_seq if payload.device_seq > twin.last_device_seq else twin.last_device_seq
-        return reports_folded(twin, event, {**twin.reported, **payload.reported}, key_seqs, seq)
+        payload, last = event.payload, twin.last_device_seq
+        older = older_key_seqs(twin.older_key_seqs, twin.reported, last, payload)
+        seq = payload.device_seq if payload.device_seq > last else last
+        return reports_folded(twin, event, {**twin.reported, **payload.reported}, older, seq)
     changes = _changes(twin, event)
     return _replace(twin, version=event.version, updated_at=event.recorded_at, **changes)
 
 
-def carried(key_seqs: dict[str, int], payload: StateReportedPayload) -> None:
-    """Into ``key_seqs``: each key the report carried (changed or not), at its sequence."""
-    seq = payload.device_seq
-    for key in payload.reported:  # (a loop: faster than update(dict.fromkeys(...)) for a few keys)
-        key_seqs[key] = seq
-    for key in payload.unchanged:
-        key_seqs[key] = seq
+def older_key_seqs(
+    older: dict[str, int], reported: dict[str, Any], last: int, payload: StateReportedPayload
+) -> dict[str, int]:
+    """A twin's ``older_key_seqs`` after a state report, from its ``older_key_seqs``, ``reported`` and
+    ``last_device_seq`` (``last``) before it. A newer report: the keys it carried (changed or not) are at
+    the newest seq now (no entry), and those the newest before it carried but it did not keep that one's
+    seq. An older report (it came after a newer one): the keys it recorded get its seq."""
+    seq, said, unchanged = payload.device_seq, payload.reported, payload.unchanged
+    if seq <= last:
+        return _recorded_late(older, seq, last, (*said, *unchanged))
+    after = older.copy()
+    if after:
+        for key in said:
+            if key in after:
+                del after[key]
+        for key in unchanged:
+            if key in after:
+                del after[key]
+    # Keys of ``reported`` neither carried now nor with an entry (the newest before it carried them) get
+    # that one's seq: counted before they are looked for, since a report of the whole state leaves none
+    # (``unchanged`` keys are keys of ``reported``: decide names only those). Loops, not set operations:
+    # faster for a dozen keys.
+    covered = len(after) + len(said) + len(unchanged)
+    for key in said:
+        if key not in reported:
+            covered -= 1
+    if covered < len(reported):
+        for key in reported:
+            if key not in after and key not in said and key not in unchanged:
+                after[key] = last
+    return after
+
+
+def _recorded_late(older: dict[str, int], seq: int, last: int, keys: tuple[str, ...]) -> dict[str, int]:
+    """``older_key_seqs`` after a report at or below the newest seq recorded ``keys``: theirs is its seq,
+    as an entry below ``last`` (at ``last`` itself, none: every entry stays below it)."""
+    after = older.copy()
+    for key in keys:
+        if seq < last:
+            after[key] = seq
+        else:
+            after.pop(key, None)
+    return after
 
 
 def reports_folded(
-    twin: Twin, last: StateReported, reported: dict[str, Any], key_seqs: dict[str, int], device_seq: int
+    twin: Twin, last: StateReported, reported: dict[str, Any], older: dict[str, int], device_seq: int
 ) -> Twin:
     """The twin after state reports newer than it, ``last`` the latest, whose states merged over the
-    twin's reported state give ``reported``, their keys' sequences (``carried``) over the twin's
-    ``key_seqs``, and the highest sequence of them and the twin ``device_seq``."""
+    twin's reported state give ``reported``, folded one by one give ``older`` (``older_key_seqs``), and
+    whose highest sequence and the twin's is ``device_seq``."""
     return _replace(
         twin,
         version=last.version,
         updated_at=last.recorded_at,
         reported=reported,
-        key_seqs=key_seqs,
+        older_key_seqs=older,
         last_device_seq=device_seq,
         last_seen=last.recorded_at,  # when the platform heard it: its clock, not the device's
     )

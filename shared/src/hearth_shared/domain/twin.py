@@ -59,10 +59,13 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
     offline_at: datetime | None = None
     updated_at: datetime
     last_device_seq: int = -1  # the highest device_seq recorded
-    # Per reported key, the device_seq of the newest report that carried it (changed or not): a report that
-    # comes after a newer one records only the keys no newer report carried (decide.py, _report). A key
-    # with no entry (never reported, or a twin stored before the field) counts as never carried.
-    key_seqs: dict[str, int] = msgspec.field(default_factory=dict)
+    # Where a key was last carried by a report (changed or not): a report that comes after a newer one
+    # records only the keys no newer report carried (decide.py, _report). Each key of ``reported`` that the
+    # newest report (``last_device_seq``) did not carry, with the seq of the newest that did (-1: none, as
+    # a registration's initial values); a key of ``reported`` without an entry was carried by the newest
+    # (``carried_at``). So a device that reports its whole state has none, and one that reports what
+    # changed about one per key (evolve.py keeps it so).
+    older_key_seqs: dict[str, int] = msgspec.field(default_factory=dict)
     commands: dict[str, CommandState] = msgspec.field(default_factory=dict)  # by str(command_id)
     # The last few commands that ended, so a request redelivered after its command ended (a worker
     # restarted between recording facts and committing its inbox offsets) is not decided again.
@@ -82,3 +85,11 @@ class Twin(msgspec.Struct, frozen=True, kw_only=True):
 
 
 FINISHED_KEPT = 16
+
+
+def carried_at(twin: Twin, key: str) -> int:
+    """The seq of the newest report that carried ``key`` (-1: none did)."""
+    seq = twin.older_key_seqs.get(key)
+    if seq is not None:
+        return seq
+    return twin.last_device_seq if key in twin.reported else -1

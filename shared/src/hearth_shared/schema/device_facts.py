@@ -82,7 +82,7 @@ class StateReportedPayload(Payload, frozen=True, kw_only=True, omit_defaults=Tru
 
     ``unchanged``: the keys it reported at the value the twin already had. They are named because a
     report that reaches Hearth after a newer one records the keys no newer report carried (the twin's
-    ``key_seqs``), and a key carried at an unchanged value was carried all the same. Left out of the
+    ``older_key_seqs``), and a key carried at an unchanged value was carried all the same. Left out of the
     record when empty (a device that reports what changed never has any), so such facts are as before.
     A fact written before the field existed reads as having none."""
 

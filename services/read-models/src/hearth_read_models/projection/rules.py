@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from hearth_shared.domain import Twin, carried, evolve, reports_folded, twin_view
+from hearth_shared.domain import Twin, evolve, older_key_seqs, reports_folded, twin_view
 from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     EVENT_TYPES,
@@ -127,11 +127,11 @@ class Change:
 @dataclass(slots=True)
 class HeldReports:
     """A device's state reports held back in a batch: its twin before them, their states merged over the
-    twin's, their keys' sequences over the twin's, the highest sequence, the latest."""
+    twin's, the twin's ``older_key_seqs`` after them, the highest sequence, the latest."""
 
     twin: Twin
     reported: dict[str, Any]
-    key_seqs: dict[str, int]
+    older: dict[str, int]
     device_seq: int
     last: StateReported
 
@@ -200,14 +200,14 @@ class Projection:
             if version <= twin.version:
                 self.skipped += 1
                 return
-            held = HeldReports(twin, dict(twin.reported), dict(twin.key_seqs), twin.last_device_seq, event)
+            held = HeldReports(twin, dict(twin.reported), twin.older_key_seqs, twin.last_device_seq, event)
             self.held[device_id] = held
         elif version <= held.last.version:
             self.skipped += 1
             return
         payload = event.payload
+        held.older = older_key_seqs(held.older, held.reported, held.device_seq, payload)
         held.reported.update(payload.reported)
-        carried(held.key_seqs, payload)
         if payload.device_seq > held.device_seq:
             held.device_seq = payload.device_seq
         held.last = event
@@ -220,7 +220,7 @@ class Projection:
     def _fold_held(self, device_id: str) -> None:
         held = self.held.pop(device_id)
         self.twins[device_id] = reports_folded(
-            held.twin, held.last, held.reported, held.key_seqs, held.device_seq
+            held.twin, held.last, held.reported, held.older, held.device_seq
         )
 
     def settle(self) -> None:

@@ -43,7 +43,7 @@ from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import bench_stack, console
 from hearth_device_actor.service.actor import DeviceActors, InboxRecord
 from hearth_shared.adapters.kafka import make_producer
-from hearth_shared.domain import Twin
+from hearth_shared.domain import decode_twin, encode_twin
 from hearth_shared.schema.events import (
     AcknowledgeCommand,
     DeviceCommand,
@@ -62,8 +62,6 @@ from hearth_simulator.registration import fleet_devices
 DEVICES_PER_HOME = 5
 BATCH = 5000  # inbox records per handle_batch, as the worker's default batch size
 REST_S = 5.0  # the worker's rest before its RSS is read (changelog flushed, offsets committed)
-_decode_twin = msgspec.msgpack.Decoder(Twin).decode
-_encode_twin = msgspec.msgpack.Encoder().encode
 
 
 def device(i: int) -> tuple[str, str, str]:
@@ -157,13 +155,13 @@ def _copies(twins: dict[bytes, bytes], built: int, devices: int) -> None:
     """Twins ``built``..``devices``: copies of the built ones with their own ids (see the docstring)."""
     originals = list(twins.values())
     for i in range(built, devices):
-        twin = _decode_twin(originals[i % built])
+        twin = decode_twin(originals[i % built])
         device_id, home_id, name = device(i)
         finished = tuple(str(uuid.uuid4()) for _ in twin.finished)
         copy = msgspec.structs.replace(
             twin, device_id=device_id, home_id=home_id, name=name, finished=finished
         )
-        twins[device_id.encode()] = _encode_twin(copy)
+        twins[device_id.encode()] = encode_twin(copy)
 
 
 def _rss() -> int:
@@ -190,7 +188,7 @@ def measure_table(devices: int, built: int, commands: int = 2) -> dict[str, Any]
     del actors._watch
     actors.rescan()
     sizes = [len(value) for value in twins.values()]
-    sample = _decode_twin(twins[device(devices - 1)[0].encode()])
+    sample = decode_twin(twins[device(devices - 1)[0].encode()])
     return {
         "devices": len(twins),
         "built_by_the_actor": min(built, devices),

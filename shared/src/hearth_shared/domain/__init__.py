@@ -23,7 +23,7 @@ from hearth_shared.domain.decide import Change, decide, late_report, stamp, tick
 from hearth_shared.domain.device_type import CommandInvalid
 from hearth_shared.domain.evolve import evolve, older_key_seqs, reports_folded
 from hearth_shared.domain.registry import device_type_names, validate_command
-from hearth_shared.domain.twin import CommandState, Twin
+from hearth_shared.domain.twin import CommandState, Twin, decode_twin, encode_twin
 from hearth_shared.domain.twin_view import twin_delta, twin_view
 
 __all__ = [
@@ -33,8 +33,10 @@ __all__ = [
     "CommandState",
     "Twin",
     "decide",
+    "decode_twin",
     "detect_anomalies",
     "device_type_names",
+    "encode_twin",
     "evolve",
     "late_report",
     "older_key_seqs",

@@ -8,13 +8,18 @@ this module imports no type. What needs a type's rules to read a twin (its ``del
 tolerances, the view the contract shows) is ``twin_view.py``, above the registry; an import of the
 registry from here would close the cycle twin -> registry -> device_type -> twin (the layers contract in
 pyproject.toml fails on it, also from inside a function).
+
+Stored (the device actor's table, the projector's cache) as msgpack arrays (``encode_twin``), not maps:
+one device's twin in memory per device, and the field names were a third of its bytes. So a field is
+only ever added at the end, with a default (an older array then reads with it at its default), never
+removed or moved. ``decode_twin`` reads twins stored as maps before 2026-11-29 too.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -24,7 +29,7 @@ from hearth_shared.schema.shards import DEFAULT_SHARD
 CommandStatus = Literal["pending", "accepted", "dispatched", "acknowledged"]
 
 
-class CommandState(msgspec.Struct, frozen=True, kw_only=True):
+class CommandState(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     """A command still under way. Once terminal (converged, failed, ...) it leaves the twin."""
 
     command_id: uuid.UUID
@@ -37,14 +42,14 @@ class CommandState(msgspec.Struct, frozen=True, kw_only=True):
     requested_at: datetime
 
 
-class Quarantine(msgspec.Struct, frozen=True, kw_only=True):
+class Quarantine(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     """Why and since when an admin took the device out of service (hearth_shared.domain.admin)."""
 
     reason: str
     since: datetime
 
 
-class Twin(msgspec.Struct, frozen=True, kw_only=True):
+class Twin(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     device_id: str
     home_id: str
     device_type: str
@@ -93,3 +98,32 @@ def carried_at(twin: Twin, key: str) -> int:
     if seq is not None:
         return seq
     return twin.last_device_seq if key in twin.reported else -1
+
+
+encode_twin = msgspec.msgpack.Encoder().encode
+_decode_array = msgspec.msgpack.Decoder(Twin).decode
+_MAPS = {*range(0x80, 0x90), 0xDE, 0xDF}  # the first byte of a msgpack map
+
+
+def decode_twin(data: bytes) -> Twin:
+    """A stored twin: an array (``encode_twin``), or a map as stored before 2026-11-29."""
+    if data[0] not in _MAPS:
+        return _decode_array(data)
+    raw = msgspec.msgpack.decode(data)
+    raw["commands"] = {key: _in_order(CommandState, c) for key, c in raw.get("commands", {}).items()}
+    if raw.get("quarantine") is not None:
+        raw["quarantine"] = _in_order(Quarantine, raw["quarantine"])
+    return msgspec.convert(_in_order(Twin, raw), Twin)
+
+
+def _in_order(struct: type[msgspec.Struct], fields: dict[str, Any]) -> list[Any]:
+    """A struct's fields from a map, as the array its type reads (a field the map lacks at its default)."""
+    values = []
+    for field in msgspec.structs.fields(struct):
+        if field.name in fields:
+            values.append(fields[field.name])
+        elif field.default_factory is not msgspec.NODEFAULT:
+            values.append(field.default_factory())
+        else:
+            values.append(field.default)  # (a field without a default: convert says it is missing)
+    return values

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-import msgspec
-
 from hearth_device_actor.service.coalescing import Coalesced, coalesce
 from hearth_shared.domain import (
     DEFAULT_MODEL,
     Twin,
     decide,
+    decode_twin,
     detect_anomalies,
+    encode_twin,
     evolve,
     late_report,
     stamp,
@@ -58,9 +58,6 @@ log = logging.getLogger(__name__)
 # facts but before committing its inbox offsets) yields the very same facts, ids included, so every
 # consumer can drop the second copy.
 TICK_IDS = uuid.UUID("6c1f0e1e-8d0b-4f55-9a43-2f2d8f1c0b7a")
-
-_encode_twin = msgspec.msgpack.Encoder().encode
-_decode_twin = msgspec.msgpack.Decoder(Twin).decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +126,7 @@ class DeviceActors:
 
     def load(self, device_id: str) -> Twin | None:
         data = self.twins.get(device_id.encode())
-        return _decode_twin(data) if data is not None else None
+        return decode_twin(data) if data is not None else None
 
     async def handle_batch(
         self,
@@ -279,7 +276,7 @@ class DeviceActors:
                 twin = touched[key]
             else:
                 data = self.twins.get(key)
-                twin = touched[key] = _decode_twin(data) if data is not None else None
+                twin = touched[key] = decode_twin(data) if data is not None else None
             version = twin.version if twin is not None else 0
             if event.version <= version:
                 continue
@@ -296,14 +293,14 @@ class DeviceActors:
         for key in changed:
             twin = touched[key]
             assert twin is not None
-            self.twins[key] = _encode_twin(twin)
+            self.twins[key] = encode_twin(twin)
             self._watch(key, twin)
         return len(changed)
 
     def _tick_one(
         self, key: bytes, data: bytes, now: datetime
     ) -> tuple[str, Twin, list[Event], list[DeviceCommand]]:
-        twin, device_id = _decode_twin(data), key.decode()
+        twin, device_id = decode_twin(data), key.decode()
         changes = tick(twin, now, offline_after_s=self.offline_after.total_seconds())
         first = twin.version + 1
         ids = (uuid.uuid5(TICK_IDS, f"{device_id}:{version}") for version in itertools.count(first))
@@ -328,7 +325,7 @@ class DeviceActors:
         """Rebuild the deadline index from every twin this worker holds (after a rebalance/recovery)."""
         self.deadlines = {}
         for key, data in list(self.twins.items()):
-            self._watch(key, _decode_twin(data))
+            self._watch(key, decode_twin(data))
 
     async def _record(
         self, touched: dict[str, Twin], events: list[Event], commands: list[DeviceCommand]
@@ -338,7 +335,7 @@ class DeviceActors:
         await self.outbox.send(events, commands)
         for device_id, twin in touched.items():
             key = device_id.encode()  # the first time, the table and the index share this object
-            self.twins[key] = _encode_twin(twin)
+            self.twins[key] = encode_twin(twin)
             self._watch(key, twin)
 
     def _watch(self, key: bytes, twin: Twin) -> None:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from hearth_shared.domain import Twin, evolve, older_key_seqs, reports_folded, twin_view
+from hearth_shared.domain import Twin, encode_twin, evolve, older_key_seqs, reports_folded, twin_view
 from hearth_shared.schema.events import (
     COMMAND_STATUS_BY_EVENT,
     EVENT_TYPES,
@@ -47,8 +47,6 @@ from hearth_shared.schema.events import (
 )
 from hearth_shared.schema.ids import find_unstorable, has_control_characters
 
-encode_twin = msgspec.msgpack.Encoder().encode
-decode_twin = msgspec.msgpack.Decoder(Twin).decode
 _json = msgspec.json.Encoder()
 
 

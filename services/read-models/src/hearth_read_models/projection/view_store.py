@@ -31,12 +31,11 @@ from hearth_read_models.projection.rules import (
     Projection,
     RollupRow,
     TwinRow,
-    decode_twin,
 )
 from hearth_read_models.projection.view_meta import read_generation, read_offsets
 from hearth_read_models.store import tables as t
 from hearth_read_models.store.db import connect
-from hearth_shared.domain import Twin
+from hearth_shared.domain import Twin, decode_twin
 
 COMMAND_COLUMNS = tuple(c.name for c in t.commands.columns)
 _JSON_COMMAND_COLUMNS = frozenset({"params", "history"})

@@ -10,9 +10,9 @@ registry from here would close the cycle twin -> registry -> device_type -> twin
 pyproject.toml fails on it, also from inside a function).
 
 Stored (the device actor's table, the projector's cache) as msgpack arrays (``encode_twin``), not maps:
-one device's twin in memory per device, and the field names were a third of its bytes. So a field is
-only ever added at the end, with a default (an older array then reads with it at its default), never
-removed or moved. ``decode_twin`` reads twins stored as maps before 2026-11-29 too.
+the actor holds every device's twin encoded in memory, and the field names were a third of its bytes.
+So from now on a field is only ever added at the end, with a default (an older array then reads with it
+at its default), never removed or moved. ``decode_twin`` reads twins stored as maps before 2026-11-29.
 """
 
 from __future__ import annotations

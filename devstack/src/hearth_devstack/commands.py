@@ -281,7 +281,7 @@ def inbox_table(state: Serving) -> Table:
         table.add_row(lane, f"{lag:,}")
     table.caption = (
         f"since the worker started: {state.coalesced_reports:,} state reports coalesced under overload, "
-        f"{state.late_reports:,} came after a newer one of their device (no fact), "
+        f"{state.late_reports:,} were overtaken whole by newer ones or redelivered (no fact), "
         f"{state.unknown_device_requests:,} requests were for devices not registered (no fact)"
     )
     return table

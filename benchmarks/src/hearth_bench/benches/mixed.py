@@ -505,8 +505,8 @@ def _goals(phases: list[dict[str, Any]]) -> str:
         unfinished = p["api"]["unfinished"] + p["automations"]["unfinished"]
         said.append(
             f"{name}: {account['sent']:,} readings sent, {account['facts']:,} facts, "
-            f"{account['coalesced']:,} coalesced, {account['late']:,} after a newer report of their "
-            f"device (no fact), {account['unaccounted']:,} unaccounted; "
+            f"{account['coalesced']:,} coalesced, {account['late']:,} overtaken whole by newer reports "
+            f"or redelivered (no fact), {account['unaccounted']:,} unaccounted; "
             f"{unfinished:,} commands without a terminal status"
         )
     return "; ".join(said) + "."

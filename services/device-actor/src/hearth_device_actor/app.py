@@ -229,7 +229,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         if ticks % 20 == 0 and actors.batches:
             log.info(
                 "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines; "
-                "%d state reports coalesced in %d batches; %d came after a newer one (no fact); "
+                "%d state reports coalesced in %d batches; %d overtaken whole or redelivered (no fact); "
                 "%d for devices not registered (no fact)",
                 actors.processed,
                 actors.batches,

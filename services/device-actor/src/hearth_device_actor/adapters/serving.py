@@ -62,7 +62,7 @@ class Serving(msgspec.Struct, frozen=True, kw_only=True):
     partitions: int
     lag: dict[str, int] = {}  # per inbox lane: records its partitions here are behind their ends
     coalesced_reports: int = 0  # state reports folded into newer ones since the worker started
-    late_reports: int = 0  # state reports that came after a newer one of their device: no fact (actor.py)
+    late_reports: int = 0  # state reports that newer ones carried whole, or redelivered: no fact (actor.py)
     unknown_device_requests: int = 0  # requests for a device not registered: no fact (actor.py)
 
 

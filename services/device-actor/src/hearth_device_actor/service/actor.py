@@ -111,8 +111,8 @@ class DeviceActors:
         self.batches = 0
         self.model: AnomalyModel = DEFAULT_MODEL  # replaced by each newer version the analytics publish
         self.coalesced = Coalesced()  # state reports folded into newer ones under overload (coalescing.py)
-        # State reports that came after a newer one of their device (its seq not above the twin's), so no
-        # fact: a telemetry report an ack's report overtook on the command lane, or a redelivery.
+        # State reports with nothing to record (``late_report``): each key they carry was carried by a report
+        # at or above their seq, so no fact: a redelivery, or a report newer ones overtook whole.
         self.late_reports = 0
         # Requests for a device the twins do not know (no registration yet, or none ever), so no fact: a
         # device's seam that reported before its registration was decided, or a planted record. Counted,

@@ -220,10 +220,9 @@ def _report(twin: Twin, request: ReportState, now: datetime) -> list[Change]:
     device back. Its state is still recorded. (``sent_at`` is the gateway's clock, ``offline_at`` the
     actor's: one machine's, or NTP's few milliseconds apart; a device that reconnects says ``online`` and
     is back regardless.)"""
-    seq, device_time = request.device_seq, request.device_time
-    state = _news(twin, request)
-    if not state and seq <= twin.last_device_seq:
+    if late_report(twin, request):
         return []  # a duplicate, or overtaken whole: never overwrite newer state
+    seq, device_time, state = request.device_seq, request.device_time, _news(twin, request)
     changes: list[Change] = []
     in_flight = [c for c in twin.commands.values() if c.status in ("dispatched", "acknowledged")]
     if not twin.online and not _sent_before_offline(twin, request):

@@ -57,10 +57,9 @@ def registered(name: str = "Hall", **envelope: Any) -> Event:
     return fact(DeviceRegistered, DeviceRegisteredPayload(device_type="thermostat", name=name), **envelope)
 
 
-def reported(state: dict[str, Any], seq: int = 1) -> Event:
-    return fact(
-        StateReported, StateReportedPayload(reported=state, device_seq=seq, device_time=T0), version=2
-    )
+def reported(state: dict[str, Any], seq: int = 1, unchanged: tuple[str, ...] = ()) -> Event:
+    payload = StateReportedPayload(reported=state, device_seq=seq, device_time=T0, unchanged=unchanged)
+    return fact(StateReported, payload, version=2)
 
 
 def requested(params: dict[str, Any]) -> Event:
@@ -84,6 +83,7 @@ def reason_of(problem: MalformedRecord | None) -> str | None:
 GOOD_FACTS = [
     registered("Front door, ground floor (café)"),
     reported({"ambient_c": 20.5, "hvac_mode": "heat", "note": "line\\nnot a newline"}),
+    reported({"ambient_c": 20.5}, unchanged=("hvac_mode", "target_c")),
     requested({"target_c": 21.5}),
     rejected("out_of_range"),
 ]
@@ -115,6 +115,7 @@ def test_storable_facts_pass_with_and_without_their_wire(event: Event) -> None:
         (registered(version=2**63), "out_of_range", "version"),
         (registered(version=0), "out_of_range", "version"),
         (reported({}, seq=2**64), "out_of_range", "device_seq"),
+        (reported({}, unchanged=("hvac\u0000mode",)), "unstorable_value", "payload.unchanged"),
     ],
 )
 def test_unstorable_facts_are_named_with_a_reason(event: Event, reason: str, where: str) -> None:
@@ -143,8 +144,12 @@ def test_an_alert_whose_model_version_postgres_cannot_hold_is_unstorable() -> No
         (b'{"type": "device.registered", "version": NaN}', "invalid_json"),
         (b'{"type": "device.registered", "version": 1e999}', "invalid_json"),
         (os.urandom(900 * 1024), "invalid_json"),
+        (
+            encode(reported({})).replace(b'"device_seq"', b'"unchanged":"hvac_mode","device_seq"'),
+            "invalid_fields",
+        ),
     ],
-    ids=["tombstone", "empty", "deep", "deep-payload", "nan", "inf", "random"],
+    ids=["tombstone", "empty", "deep", "deep-payload", "nan", "inf", "random", "unchanged-not-a-list"],
 )
 def test_undecodable_journal_records_raise_malformed_record(data: bytes | None, reason: str) -> None:
     with pytest.raises(MalformedRecord) as raised:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from hearth_shared.domain import CommandState, Twin, decode_twin, encode_twin
@@ -62,3 +63,8 @@ def test_a_twin_is_stored_as_an_array_without_field_names_and_reads_back() -> No
     assert decode_twin(stored) == twin
     assert b"device_id" not in stored and b"command_id" not in stored and b"reason" not in stored
     assert len(stored) < 0.65 * len(STORED_AS_MAP)
+
+
+def test_a_stored_map_without_a_field_the_twin_needs_is_refused_by_name() -> None:
+    with pytest.raises(msgspec.ValidationError, match="device_type"):
+        decode_twin(msgspec.msgpack.encode({"device_id": "th-1", "home_id": "h-1"}))

@@ -124,6 +124,8 @@ def _in_order(struct: type[msgspec.Struct], fields: dict[str, Any]) -> list[Any]
             values.append(fields[field.name])
         elif field.default_factory is not msgspec.NODEFAULT:
             values.append(field.default_factory())
+        elif field.default is not msgspec.NODEFAULT:
+            values.append(field.default)
         else:
-            values.append(field.default)  # (a field without a default: convert says it is missing)
+            raise msgspec.ValidationError(f"Object missing required field `{field.name}`")
     return values

@@ -25,7 +25,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from hearth_device import DeviceConnection
@@ -35,6 +34,7 @@ from hearth_devstack.workload.journal_check import journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import connect
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.events import TERMINAL_STATUSES
 from tests.support.mqtt_devices import connected
@@ -123,8 +123,8 @@ async def probe_story(stack: LocalStack, command_id: str, device: DeviceConnecti
 async def kill_and_recover(
     stack: LocalStack,
     name: str,
-    api: httpx.AsyncClient,
-    query: httpx.AsyncClient,
+    api: GatedClient,
+    query: GatedClient,
     ledger: Ledger,
     probe: str,
     connections: list[DeviceConnection],
@@ -165,8 +165,8 @@ async def test_killing_each_part_loses_doubles_and_strands_nothing(supervised_st
     ledger, recoveries = Ledger(), []
     connections: list[DeviceConnection] = []
     async with (
-        httpx.AsyncClient(base_url=command_api, headers=headers) as api,
-        httpx.AsyncClient(base_url=query_api, headers=headers) as query,
+        GatedClient(base_url=command_api, headers=headers) as api,
+        GatedClient(base_url=query_api, headers=headers) as query,
     ):
         devices = [f"chaos-thermostat-{i}" for i in range(DEVICES + 1)]
         for device_id in devices:

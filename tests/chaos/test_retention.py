@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 
@@ -36,6 +35,7 @@ from hearth_device import DeviceConnection
 from hearth_devstack.local import LocalStack
 from hearth_read_models.rebuild.run import RebuildFailed, rebuild, verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.adapters.kafka import topic_partitions
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token, token_id
@@ -132,8 +132,8 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
         f"http://127.0.0.1:{p}" for p in (stack.ports.command_api, stack.ports.query_api)
     )
     async with (
-        httpx.AsyncClient(base_url=command_api, headers=admin, timeout=30) as api,
-        httpx.AsyncClient(base_url=query_api, headers=household, timeout=30) as query,
+        GatedClient(base_url=command_api, headers=admin, timeout=30) as api,
+        GatedClient(base_url=query_api, headers=household, timeout=30) as query,
     ):
         # ---- before the window
         passwords = {}
@@ -245,5 +245,5 @@ async def test_with_the_journals_head_gone_every_part_restarts_and_forgets_nothi
     assert verified.counts == dict.fromkeys(verified.counts, 0), verified.differences
 
 
-async def _runs(query: httpx.AsyncClient, automation_id: str, count: int) -> bool:
+async def _runs(query: GatedClient, automation_id: str, count: int) -> bool:
     return len((await runs(query, automation_id))["runs"]) >= count

@@ -25,7 +25,6 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from hearth_devstack.launch.service_processes import instance_port
@@ -41,6 +40,7 @@ from hearth_devstack.workload.command_ledger import (
 from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.shards import DEFAULT_SHARD, assign_shard
 from tests.chaos.conftest import supervised
@@ -87,10 +87,10 @@ async def test_a_scaled_stack_serves_through_a_kill_of_each_kind(scaled_stack: L
     ledger, recoveries = Ledger(), list[dict[str, object]]()
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
+            GatedClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
         )
         queries = [
-            await clients.enter_async_context(httpx.AsyncClient(base_url=url, headers=headers))
+            await clients.enter_async_context(GatedClient(base_url=url, headers=headers))
             for url in query_urls
         ]
         for device_id in [*probes, *load]:

@@ -12,6 +12,7 @@ from hearth_bench.benches.drill import DrillBench, calls_per_second, drill_resul
 from hearth_devstack.local import LocalStack
 from hearth_devstack.workload import command_ledger
 from hearth_devstack.workload.command_ledger import Ledger, NoAnswer, Outcome, submit
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.schema.shards import assign_shard
 
 pytestmark = pytest.mark.unit
@@ -137,7 +138,7 @@ async def test_a_command_never_taken_is_counted_and_fails_the_drill_without_endi
     monkeypatch.setattr(command_ledger, "RETRY_EVERY_S", 0.01)
     unavailable = httpx.MockTransport(lambda request: httpx.Response(503, json={"detail": "no broker"}))
     ledger = Ledger()
-    async with httpx.AsyncClient(transport=unavailable, base_url="http://api") as api:
+    async with GatedClient(transport=unavailable, base_url="http://api") as api:
         with pytest.raises(NoAnswer):
             await submit(api, ledger, "t1", 20.0)
     assert ledger.gave_up == ["t1"] and {what for _, what in ledger.failed_calls} == {"503"}

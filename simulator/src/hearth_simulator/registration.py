@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_simulator.models import SIM_MODELS
 
 ATTEMPTS = 4  # per device, on a connection error (registering again is harmless: the id is chosen)
@@ -56,13 +57,11 @@ async def register_fleet(
     A device registered already (409) is fine, so this can run at every start.
     """
     headers = {"Authorization": f"Bearer {token}"}
-    gate = asyncio.Semaphore(concurrency)
 
     async def register(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
         for attempt in range(ATTEMPTS):
             try:
-                async with gate:
-                    response = await client.post("/v1/devices", json=body)
+                response = await client.post("/v1/devices", json=body)
                 break
             except httpx.TransportError:  # e.g. a kept-alive connection the server closed meanwhile
                 if attempt == ATTEMPTS - 1:
@@ -72,8 +71,9 @@ async def register_fleet(
             response.raise_for_status()
         return str(body["device_id"])
 
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=30.0, limits=limits) as client:
+    async with GatedClient(
+        base_url=api_url, headers=headers, timeout=30.0, max_connections=concurrency
+    ) as client:
         return list(await asyncio.gather(*(register(client, b) for b in fleet_devices(home_id, counts))))
 
 

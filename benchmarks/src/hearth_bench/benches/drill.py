@@ -48,8 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hearth_bench.harness.options import option
 from hearth_bench.harness.stack import console
 from hearth_devstack.launch.service_processes import instance_names, instance_port
@@ -72,6 +70,7 @@ from hearth_devstack.workload.command_ledger import (
 from hearth_devstack.workload.journal_check import faultless, journal_faults, read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.adapters.loop_lag import LoopLag
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.shards import DEFAULT_SHARD, assign_shard
@@ -146,8 +145,8 @@ def drill_stack(params: DrillBench, home: Path) -> LocalStack:
 class Clients:
     """The command API and every query-API process, as the drill's clients reach them."""
 
-    api: httpx.AsyncClient
-    queries: list[httpx.AsyncClient]
+    api: GatedClient
+    queries: list[GatedClient]
 
 
 def probes_and_load(devices: list[str], shards: list[str]) -> tuple[list[str], list[str]]:
@@ -238,9 +237,9 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
     ledger = Ledger()
     kills: list[dict[str, Any]] = []
     async with contextlib.AsyncExitStack() as opened:
-        api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
+        api = GatedClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
         queries = [
-            httpx.AsyncClient(
+            GatedClient(
                 base_url=f"http://127.0.0.1:{instance_port(stack.ports.query_api, n)}", headers=headers
             )
             for n in range(1, params.query_apis + 1)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.schema.events import TERMINAL_STATUSES
 
 GIVE_UP_S = 120.0  # a command that gets no 202 in this long fails the run: the command API never came back
@@ -51,7 +52,7 @@ class Ledger:
     retried: int = 0
 
 
-async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_c: float) -> str:
+async def submit(api: GatedClient, ledger: Ledger, device_id: str, target_c: float) -> str:
     """POST a thermostat command until it gets a 202, the same Idempotency-Key on every attempt; its id."""
     key = uuid.uuid4().hex
     body = {"name": "set_target_temperature", "params": {"target_c": target_c}}
@@ -81,7 +82,7 @@ async def submit(api: httpx.AsyncClient, ledger: Ledger, device_id: str, target_
 
 
 async def steady(
-    api: httpx.AsyncClient, ledger: Ledger, devices: Sequence[str], rate: float, stop: asyncio.Event
+    api: GatedClient, ledger: Ledger, devices: Sequence[str], rate: float, stop: asyncio.Event
 ) -> None:
     """Commands at ``rate`` a second over ``devices`` in turn until ``stop``; returns once every call
     got its 202, or raises the first call's failure once every call has ended (each failure is in the
@@ -100,7 +101,7 @@ async def steady(
 
 
 async def status_of(
-    queries: Sequence[httpx.AsyncClient], command_id: str, limit: asyncio.Semaphore | None = None
+    queries: Sequence[GatedClient], command_id: str, limit: asyncio.Semaphore | None = None
 ) -> str | None:
     """The command's status from the first query API that answers; None: none knows it (or answered)."""
     for query in queries:
@@ -120,7 +121,7 @@ class EndedOtherwise(AssertionError):
     """A command awaited to converge ended otherwise (rejected, failed, expired, superseded)."""
 
 
-async def converged_everywhere(queries: Sequence[httpx.AsyncClient], command_id: str) -> bool:
+async def converged_everywhere(queries: Sequence[GatedClient], command_id: str) -> bool:
     """Whether every query-API process answers the command as converged (a check to wait on: a probe
     after a kill is read through each, so a restarted one is seen to serve); raises ``EndedOtherwise``
     once one answers another terminal status, since it can no longer converge."""
@@ -130,9 +131,7 @@ async def converged_everywhere(queries: Sequence[httpx.AsyncClient], command_id:
     return all(s == "converged" for s in statuses)
 
 
-async def all_ended(
-    queries: Sequence[httpx.AsyncClient], ledger: Ledger, statuses: dict[str, str | None]
-) -> bool:
+async def all_ended(queries: Sequence[GatedClient], ledger: Ledger, statuses: dict[str, str | None]) -> bool:
     """Read the status of every accepted command not known to have ended into ``statuses``; whether
     all have ended now (a check to wait on)."""
     pending = [c for c in ledger.accepted if statuses.get(c) not in TERMINAL_STATUSES]

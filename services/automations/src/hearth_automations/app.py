@@ -75,8 +75,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hearth_automations.adapters.command_path import KafkaCommandPath
 from hearth_automations.adapters.webhooks import WebhookSender
 from hearth_automations.service.engine import Engine
@@ -84,6 +82,7 @@ from hearth_automations.service.notifier import Notifier
 from hearth_automations.service.scheduler import Scheduler
 from hearth_automations.service.service_state import ServiceState
 from hearth_automations.settings import AutomationsSettings
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.adapters.kafka import KafkaWriter, partition_of
 from hearth_shared.adapters.snapshots import SnapshotStore
 from hearth_shared.adapters.topic_follower import TopicFollower, snapshot_policy
@@ -123,7 +122,7 @@ class AutomationsService:
             readings=self._reported,
             preheat_max_s=settings.preheat_max_s,
         )
-        self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s)
+        self.http = GatedClient(timeout=settings.webhook_timeout_s)  # webhooks to slow receivers: see it
         sender = WebhookSender(
             self.http,
             attempts=settings.webhook_attempts,

@@ -47,6 +47,7 @@ from hearth_devstack.supervision.process import ManagedProcess
 from hearth_devstack.workload.journal_check import read_journal
 from hearth_read_models.rebuild.run import verify
 from hearth_read_models.settings import ReadModelSettings
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.adapters.kafka import ensure_topics
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import TERMINAL_STATUSES, CommandRequested, Event
@@ -154,7 +155,7 @@ class Sent:
 class Load:
     """Steady commands, each with its own Idempotency-Key, retried with that key until a 202."""
 
-    api: httpx.AsyncClient
+    api: GatedClient
     devices: list[str]
     sent: list[Sent] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
@@ -268,7 +269,7 @@ async def final_status(query: httpx.AsyncClient, command_id: str, deadline: floa
 
 
 @contextlib.asynccontextmanager
-async def clients(platform: Platform) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+async def clients(platform: Platform) -> AsyncIterator[tuple[GatedClient, GatedClient]]:
     async with platform.client(platform.command_api) as api, platform.client(platform.query_api) as query:
         yield api, query
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-import httpx
-
 from hearth_devstack.servers.kafka import KafkaBroker
 from hearth_devstack.servers.postgres import PostgresServer
 from hearth_devstack.servers.redis import RedisServer
 from hearth_devstack.supervision.process import ManagedProcess, tail
+from hearth_shared.adapters.http_calls import GatedClient
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.auth import create_token
 
@@ -46,8 +45,10 @@ class Platform:
     def token(self, home_id: str | None = None) -> str:
         return create_token(SECRET, home_id=home_id, admin=home_id is None)
 
-    def client(self, base: str, home_id: str | None = None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
+    def client(self, base: str, home_id: str | None = None) -> GatedClient:
+        """A client of one API with the home's token (an admin's without one); gated, so no outage costs
+        it its pool (hearth_shared.adapters.http_calls)."""
+        return GatedClient(
             base_url=base, headers={"Authorization": f"Bearer {self.token(home_id)}"}, timeout=30.0
         )
 

@@ -122,7 +122,7 @@ class AutomationsService:
             readings=self._reported,
             preheat_max_s=settings.preheat_max_s,
         )
-        self.http = GatedClient(timeout=settings.webhook_timeout_s)  # webhooks to slow receivers: see it
+        self.http = GatedClient(timeout=settings.webhook_timeout_s)  # (webhooks.py: why gated)
         sender = WebhookSender(
             self.http,
             attempts=settings.webhook_attempts,

@@ -6,6 +6,10 @@ Retries are tenacity's (exponential backoff with jitter, bounded attempts) over 
 error, a 408, 429 or 5xx is retried; any other 4xx is the receiver saying no, and is not. The outcome is
 a fact either way: ``notification.delivered`` or ``notification.gave_up`` (with the attempts and the
 last status or error). A notification whose fact is already in the home journal is not sent again.
+
+The client is a ``GatedClient`` (hearth_shared.adapters.http_calls): at most 100 webhooks are in flight,
+and more wait their turn. A plain httpx client can lose its pool for good to a receiver that is down or
+slower than the timeout while notifications queue, after which every home's webhook would give up.
 """
 
 from __future__ import annotations

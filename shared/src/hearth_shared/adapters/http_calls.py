@@ -15,7 +15,9 @@ How: a call first takes one of ``max_connections`` places in an ``asyncio.Semaph
 end any time and lose nothing, and only then goes to the pool, which then always has a connection for
 it. ``send`` is where every call of the client (``get``, ``post``, ...) passes; a response read whole
 (the default) has given its connection back by the time ``send`` returns. A streamed response keeps it
-longer, so the client refuses ``stream=True``.
+longer, so the client refuses ``stream=True``. What the gate cannot stop: a call cancelled from outside
+(``task.cancel()``) in the one loop turn between the pool's handing it a connection and its using it
+still loses that slot; Hearth cancels calls that way only when a process stops.
 """
 
 from __future__ import annotations

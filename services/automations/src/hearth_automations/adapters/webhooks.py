@@ -7,16 +7,22 @@ error, a 408, 429 or 5xx is retried; any other 4xx is the receiver saying no, an
 a fact either way: ``notification.delivered`` or ``notification.gave_up`` (with the attempts and the
 last status or error). A notification whose fact is already in the home journal is not sent again.
 
-The client is a ``GatedClient`` (hearth_shared.adapters.http_calls): at most 100 webhooks are in flight,
-and more wait their turn. A plain httpx client can lose its pool for good to a receiver that is down or
-slower than the timeout while notifications queue, after which every home's webhook would give up.
+Receivers are kept apart: at most ``PER_RECEIVER`` webhooks are in flight to one receiver (its scheme,
+host and port) at a time, and more to it wait their turn, so a receiver that is down or slower than the
+timeout holds a few places, not the client's all, and other homes' webhooks go out meanwhile. The client
+is a ``GatedClient`` (hearth_shared.adapters.http_calls): at most 100 in flight in all. A plain httpx
+client can lose its pool for good to such a receiver while notifications queue, after which every
+home's webhook would give up. A wait for a turn is not an attempt: the timeout counts from the post.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,6 +35,7 @@ log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Hearth-Signature"
 ID_HEADER = "X-Hearth-Notification-Id"
+PER_RECEIVER = 4  # webhooks in flight to one receiver at a time
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -42,16 +49,51 @@ class Retryable(Exception):
         self.status = status
 
 
+class Turns:
+    """At most ``each`` holders of a turn per key at a time; a key's entry lives while one waits or holds."""
+
+    def __init__(self, each: int) -> None:
+        self.each = each
+        self.gates: dict[str, tuple[asyncio.Semaphore, int]] = {}  # key -> (its gate, holders and waiters)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        gate, users = self.gates.get(key) or (asyncio.Semaphore(self.each), 0)
+        self.gates[key] = (gate, users + 1)
+        try:
+            async with gate:
+                yield
+        finally:
+            gate, users = self.gates[key]
+            if users == 1:
+                del self.gates[key]
+            else:
+                self.gates[key] = (gate, users - 1)
+
+
+def receiver(url: str) -> str:
+    """The receiver a webhook URL names: its scheme, host and port (what one connection reaches)."""
+    parsed = httpx.URL(url)
+    return f"{parsed.scheme}://{parsed.host}:{parsed.port or ''}"
+
+
 class WebhookSender:
     """The notifier's ``NotificationSender`` over httpx."""
 
     def __init__(
-        self, client: httpx.AsyncClient, *, attempts: int, backoff_s: float, max_backoff_s: float
+        self,
+        client: httpx.AsyncClient,
+        *,
+        attempts: int,
+        backoff_s: float,
+        max_backoff_s: float,
+        per_receiver: int = PER_RECEIVER,
     ) -> None:
         self.client = client
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.receivers = Turns(per_receiver)
 
     async def send(self, url: str, secret: str, notification_id: str, content: dict[str, Any]) -> Outcome:
         body = msgspec.json.encode(content)
@@ -65,13 +107,14 @@ class WebhookSender:
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(self.attempts),
-                wait=wait_exponential_jitter(initial=self.backoff_s, max=self.max_backoff_s),
+                wait=wait_exponential_jitter(multiplier=self.backoff_s, max=self.max_backoff_s),
                 retry=retry_if_exception_type((httpx.TransportError, Retryable)),
                 reraise=True,
             ):
                 with attempt:
                     tried += 1
-                    response = await self.client.post(url, content=body, headers=headers)
+                    async with self.receivers.turn(receiver(url)):
+                        response = await self.client.post(url, content=body, headers=headers)
                     last_status = response.status_code
                     if response.status_code in (408, 429) or response.status_code >= 500:
                         raise Retryable(response.status_code)

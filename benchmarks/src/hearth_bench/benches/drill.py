@@ -143,10 +143,13 @@ def drill_stack(params: DrillBench, home: Path) -> LocalStack:
 
 @dataclass
 class Clients:
-    """The command API and every query-API process, as the drill's clients reach them."""
+    """The command API and every query-API process, as the drill's clients reach them. The probes have a
+    client of their own, as a person would: through the load's they waited their turn behind its calls
+    sent again and again while the command API was down."""
 
     api: GatedClient
     queries: list[GatedClient]
+    probe_api: GatedClient
 
 
 def probes_and_load(devices: list[str], shards: list[str]) -> tuple[list[str], list[str]]:
@@ -199,7 +202,7 @@ async def kill_and_recover(
     watchdog = asyncio.create_task(dump_command_api_tasks(stack, after_s=STUCK_S))
     try:
         try:
-            sent = [await submit(clients.api, ledger, probe, 18.0 + n % 8) for probe in probes]
+            sent = [await submit(clients.probe_api, ledger, probe, 18.0 + n % 8) for probe in probes]
         finally:
             watchdog.cancel()
         for command_id in sent:
@@ -238,15 +241,16 @@ async def drill(stack: LocalStack, params: DrillBench, killed: dict[str, str]) -
     kills: list[dict[str, Any]] = []
     async with contextlib.AsyncExitStack() as opened:
         api = GatedClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
+        probe_api = GatedClient(base_url=f"http://127.0.0.1:{stack.ports.command_api}", headers=headers)
         queries = [
             GatedClient(
                 base_url=f"http://127.0.0.1:{instance_port(stack.ports.query_api, n)}", headers=headers
             )
             for n in range(1, params.query_apis + 1)
         ]
-        for client in (api, *queries):
+        for client in (api, probe_api, *queries):
             await opened.enter_async_context(client)
-        clients = Clients(api, queries)
+        clients = Clients(api, queries, probe_api)
         await register(clients, devices)
         stop = asyncio.Event()
         driver = asyncio.create_task(steady(api, ledger, load, params.command_rate, stop))

@@ -1,6 +1,7 @@
 """Webhook receivers are kept apart (hearth_automations.adapters.webhooks): a receiver that does not answer
 holds at most ``PER_RECEIVER`` webhooks in flight, and another home's webhook to another receiver goes out
-meanwhile; once it answers, every webhook waiting for it is delivered, and no receiver's entry is left."""
+meanwhile; once it answers, every webhook waiting for it is delivered, and no receiver's entry is left.
+A URL no post can use (a planted home fact: the API takes only http(s) URLs) gives up at once, with why."""
 
 from __future__ import annotations
 
@@ -51,3 +52,11 @@ def test_a_receiver_is_its_scheme_host_and_port() -> None:
     assert receiver("https://h.example/a?b=1") == receiver("https://h.example/other")
     assert receiver("https://h.example/a") != receiver("http://h.example/a")
     assert receiver("http://h.example:8080/a") != receiver("http://h.example:8081/a")
+
+
+async def test_a_url_no_post_can_use_gives_up_at_once_with_why() -> None:
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(204))) as client:
+        sender = WebhookSender(client, attempts=6, backoff_s=0.01, max_backoff_s=0.01)
+        outcome = await sender.send("http://receiver\x00.example/hook", "secret", "n", {})
+    assert not outcome.delivered and outcome.attempts == 1 and "non-printable" in outcome.error
+    assert sender.receivers.gates == {}

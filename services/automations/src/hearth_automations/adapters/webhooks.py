@@ -118,7 +118,7 @@ class WebhookSender:
                     last_status = response.status_code
                     if response.status_code in (408, 429) or response.status_code >= 500:
                         raise Retryable(response.status_code)
-        except (httpx.HTTPError, Retryable) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, Retryable) as exc:  # (InvalidURL: a URL no post can use)
             log.warning(
                 "notification %s to %s gave up after %d attempts: %s", notification_id, url, tried, exc
             )

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
+from hearth_shared.adapters.stop_signals import stop_on_signals
 from hearth_simulator.fleet import run_fleet
 from hearth_simulator.settings import SimulatorSettings
 
 
 async def _main(settings: SimulatorSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     await run_fleet(
         settings.stack.kafka_bootstrap_servers,
         settings.stack.topics,

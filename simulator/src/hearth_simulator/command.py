@@ -10,7 +10,6 @@ fleet itself is ``hearth_simulator.fleet``, which the local stack also runs as a
 from __future__ import annotations
 
 import asyncio
-import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -18,6 +17,7 @@ from rich.console import Console
 
 from hearth.support.stack_dir import DEFAULT_HOME, Home, token_secret
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.stop_signals import stop_on_signals
 from hearth_shared.schema.auth import create_token
 from hearth_shared.schema.mqtt import SIMULATOR_ACCOUNT
 
@@ -82,10 +82,7 @@ def simulate(
         if devices:
             admin = create_token(stack.token_secret, admin=True)
             await register_fleet(api, admin, home_id, split_evenly(devices))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await run_fleet(stack.kafka_bootstrap_servers, stack.topics, FleetOptions(rate=rate), hubs, stop)
 
     asyncio.run(main())

@@ -6,18 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 
 from hearth_automations.app import AutomationsService, make_app
 from hearth_automations.settings import AutomationsSettings
+from hearth_shared.adapters.stop_signals import stop_on_signals
 
 
 async def run_until_signalled(service: AutomationsService) -> None:
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stopping.set)
+    stopping = stop_on_signals()
     running = asyncio.create_task(service.run(), name="automations")
     signalled = asyncio.create_task(stopping.wait())
     await asyncio.wait({running, signalled}, return_when=asyncio.FIRST_COMPLETED)

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 
 from hearth_campaigns.app import make_app
 from hearth_campaigns.entrypoints.driver import CampaignDriver
 from hearth_campaigns.settings import CampaignSettings
+from hearth_shared.adapters.stop_signals import stop_on_signals
 
 
 async def run_until_signalled(driver: CampaignDriver) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await driver.run(stop)
+    await driver.run(stop_on_signals())
 
 
 def main() -> None:

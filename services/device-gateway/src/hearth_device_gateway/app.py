@@ -61,6 +61,7 @@ from hearth_device_gateway.service.slices import Slice
 from hearth_device_gateway.settings import BrokerAccessSettings, DeviceGatewaySettings
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.mqtt_link import MqttLink
+from hearth_shared.adapters.stop_signals import stop_on_signals
 from hearth_shared.schema.events import utcnow
 from hearth_shared.schema.mqtt import ACKS, AVAILABILITY, STATE, shared_subscription, wildcard
 
@@ -204,11 +205,4 @@ def make_follower(
 
 async def run_until_signalled(gateway: DeviceGateway) -> None:
     """Run until SIGINT or SIGTERM."""
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await gateway.run(stop)
+    await gateway.run(stop_on_signals())

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from hearth_device_gateway.app import make_follower
+from hearth_shared.adapters.stop_signals import stop_on_signals
 
 
 async def _serve() -> None:
     follower = make_follower()
     await follower.start()
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopped.set)
+    stopped = stop_on_signals()
     try:
         # Whichever comes first: a stop signal, or the follower failing (then the process exits with it).
         await asyncio.wait(

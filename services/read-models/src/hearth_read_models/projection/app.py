@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 
 from aiokafka import AIOKafkaConsumer
@@ -18,6 +17,7 @@ from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import migrate
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.settings import StackSettings
+from hearth_shared.adapters.stop_signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +91,6 @@ def main() -> None:
     tune_gc()
 
     async def serve() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await run_projector(settings, stop=stop)
+        await run_projector(settings, stop=stop_on_signals())
 
     asyncio.run(serve())

@@ -11,10 +11,11 @@ from redis.asyncio import Redis
 
 from hearth_read_models.projection.journal_source import Batching, JournalSource
 from hearth_read_models.projection.live_sink import LiveSink
-from hearth_read_models.projection.projector import Projector, tune_gc
+from hearth_read_models.projection.projector import Projector
 from hearth_read_models.projection.view_store import ViewStore
 from hearth_read_models.settings import ReadModelSettings
 from hearth_read_models.store.db import migrate
+from hearth_shared.adapters.collector import collect_less_often
 from hearth_shared.adapters.kafka import DeadLetters, KafkaWriter
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.adapters.stop_signals import stop_on_signals
@@ -88,7 +89,7 @@ async def run_projector(settings: ReadModelSettings, *, stop: asyncio.Event | No
 def main() -> None:
     settings = ReadModelSettings()
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    tune_gc()
+    collect_less_often()  # a few short-lived objects a record, big caches: see the module
 
     async def serve() -> None:
         await run_projector(settings, stop=stop_on_signals())

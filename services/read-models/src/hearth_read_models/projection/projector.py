@@ -25,7 +25,6 @@ without it.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import uuid
 from collections.abc import Callable
@@ -57,12 +56,6 @@ MAX_CACHED_TWINS = 200_000  # beyond this the cache is emptied (and refilled fro
 # on the same loop meanwhile and sends only when the loop turns: with 2,000 (about 20 ms of work) the
 # PostgreSQL backend waited for data most of the time (measured: a rebuild process idle 45 %).
 YIELD_EVERY = 250
-
-
-def tune_gc() -> None:
-    """Collect cycles less often: a projector makes a few short-lived objects per record and keeps big
-    caches, and with the default thresholds it spends a third of its time in the collector."""
-    gc.set_threshold(50_000, 20, 100)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import logging
 
 from hearth_automations.app import AutomationsService, make_app
 from hearth_automations.settings import AutomationsSettings
+from hearth_shared.adapters.collector import collect_less_often
 from hearth_shared.adapters.stop_signals import stop_on_signals
 
 
@@ -31,6 +32,7 @@ def main() -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    collect_less_often()  # its replayed state is frozen once started (AutomationsService.run)
     asyncio.run(run_until_signalled(make_app(settings)))
 
 

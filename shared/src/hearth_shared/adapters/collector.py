@@ -5,8 +5,10 @@ one, which walks every tracked object, whenever the objects that survived two co
 quarter. A service with requests in flight (the command API's ``?wait=`` answers), state it keeps (the
 device book, the actor's twins, a projector's caches) or both promotes much to the old generation, so
 full collections come every few seconds, and each holds every request and record in the process while
-it walks. Measured in the command API at 400 commands/s (``hearth bench roundtrip``, 2026-11-29): a full
-collection every 2-3 s, each a stall of 45-145 ms, and about a fifth of its CPU in the collector.
+it walks. Measured on 2026-11-29 (docs/BENCHMARKS.md, roundtrip): the command API at 400 commands/s ran a
+full collection every 2-3 s, each a stall of 45-145 ms, about a fifth of its CPU in the collector; the
+automations service at 4,000 readings/s, stalls of up to 250 ms; the device actor folded 15-30 % more
+reports a second with this policy (``hearth bench actor``, alternated runs).
 
 - ``collect_less_often()``, at a process's start: young collections every 50,000 net allocations, and
   full ones far apart (the quarter rule still holds them back while the heap does not grow).

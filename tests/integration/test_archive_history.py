@@ -1,6 +1,7 @@
 """Batch jobs over the archive plus the journal's tail beyond it, on real Kafka and Spark: the daily report
 and the full retrain equal what the journal alone gives; the tail is read from Kafka only past the
-archive (a history whose archive covers part of the journal, the rest arriving after the archive ran)."""
+archive (a history whose archive covers part of the journal, the rest arriving after the archive ran);
+a second report reads the archive day's kept parts back (``archive_day_parts``) and gives the same."""
 
 from __future__ import annotations
 
@@ -48,16 +49,18 @@ async def test_report_and_retrain_from_archive_and_tail_equal_the_journal_alone(
     from_archive = spark.read.parquet(archived.archive_location()).count()
     assert 0 < from_archive == split < len(facts)  # the report below really reads both parts
 
-    with_archive = build_report(spark, archived, tmp_path / "a")
-    alone = build_report(spark, journal_only, tmp_path / "b")
-    assert with_archive.facts == alone.facts == len(facts)
-    pd.testing.assert_frame_equal(
-        _sorted(pd.read_parquet(with_archive.devices_path), KEYS),
-        _sorted(pd.read_parquet(alone.devices_path), KEYS),
-    )
-    pd.testing.assert_frame_equal(
-        _sorted(with_archive.homes, ["day", "home_id"]), _sorted(alone.homes, ["day", "home_id"])
-    )
+    alone = build_report(spark, journal_only, tmp_path / "alone")
+    assert alone.facts == len(facts)
+    for run, computed in (("computed", 1), ("read back", 0)):  # the archive day's parts, then kept ones
+        with_archive = build_report(spark, archived, tmp_path / run)
+        assert (with_archive.facts, with_archive.archive_days_computed) == (len(facts), computed), run
+        pd.testing.assert_frame_equal(
+            _sorted(pd.read_parquet(with_archive.devices_path), KEYS),
+            _sorted(pd.read_parquet(alone.devices_path), KEYS),
+        )
+        pd.testing.assert_frame_equal(
+            _sorted(with_archive.homes, ["day", "home_id"]), _sorted(alone.homes, ["day", "home_id"])
+        )
 
     model_archive = train_from_history(spark, archived)
     model_journal = train_from_history(spark, journal_only)

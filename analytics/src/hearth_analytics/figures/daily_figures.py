@@ -37,6 +37,7 @@ def cycles_name(minutes_name: str) -> str:
 
 
 MINUTES_NAMES = tuple(m.name for m in MINUTES)
+MINUTES_KEYS = tuple(dict.fromkeys(m.key for m in MINUTES))  # the state keys minutes are figured from
 CYCLES_NAMES = tuple(cycles_name(m.name) for m in MINUTES)
 STATE_COUNT_NAMES = tuple(c.name for c in COUNTS)
 # The figures a home row sums (0 where a device had none that day).
@@ -53,28 +54,50 @@ def _count_if(condition: Column, name: str) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
 
 
-def telemetry_by_day(r: DataFrame) -> DataFrame:
-    """Readings, every metric's mean/min/max/count and every state count, per (day, home, device)."""
+def reading_sums(r: DataFrame, *by: str) -> DataFrame:
+    """The readings' figures per (day, home, device, ``by``...) as parts that merge in any order
+    (``telemetry_by_day``, ``minutes_by_day``): ``readings``, every metric's ``_sum/_min/_max/_count``, every
+    state count, and ``last_seen``, the latest event time. ``by``: columns kept apart besides (the
+    archive day the report's kept parts are computed per, ``jobs/batch.py``)."""
     metrics = [
         agg
         for m in METRICS
         for agg in (
-            F.avg(m).alias(f"{m}_mean"),
+            F.sum(m).alias(f"{m}_sum"),
             F.min(m).alias(f"{m}_min"),
             F.max(m).alias(f"{m}_max"),
             F.count(m).alias(f"{m}_count"),
         )
     ]
     counts = [_count_if(F.col(c.key).isin(*c.values), c.name) for c in COUNTS]
-    return r.groupBy(F.to_date("event_time").alias("day"), "home_id", "device_id").agg(
-        F.count("*").alias("readings"), *metrics, *counts
+    return r.groupBy(F.to_date("event_time").alias("day"), "home_id", "device_id", *by).agg(
+        F.count("*").alias("readings"), *metrics, *counts, F.max("event_time").alias("last_seen")
     )
 
 
-def minutes_by_day(r: DataFrame) -> list[DataFrame]:
-    """Every minutes figure and its cycles per (day, home, device): one frame per state key."""
-    last_seen = r.groupBy("device_id").agg(F.max("event_time").alias("last_seen"))
-    return [_minutes_of_key(r, last_seen, key) for key in dict.fromkeys(m.key for m in MINUTES)]
+def telemetry_by_day(sums: DataFrame) -> DataFrame:
+    """Readings, every metric's mean/min/max/count and every state count, per (day, home, device), from
+    ``reading_sums`` parts (any number: a mean is its sums' sum over its counts' sum)."""
+    metrics = [
+        agg
+        for m in METRICS
+        for agg in (
+            F.try_divide(F.sum(f"{m}_sum"), F.sum(f"{m}_count")).alias(f"{m}_mean"),
+            F.min(f"{m}_min").alias(f"{m}_min"),
+            F.max(f"{m}_max").alias(f"{m}_max"),
+            F.sum(f"{m}_count").alias(f"{m}_count"),
+        )
+    ]
+    counts = [F.sum(c.name).alias(c.name) for c in COUNTS]
+    return sums.groupBy(*KEYS).agg(F.sum("readings").alias("readings"), *metrics, *counts)
+
+
+def minutes_by_day(r: DataFrame, sums: DataFrame) -> list[DataFrame]:
+    """Every minutes figure and its cycles per (day, home, device): one frame per state key. ``r``: the
+    readings that carry a key of ``MINUTES_KEYS`` (any others are left out here); ``sums``: the readings'
+    ``reading_sums``, for each device's last reading."""
+    last_seen = sums.groupBy("device_id").agg(F.max("last_seen").alias("last_seen"))
+    return [_minutes_of_key(r, last_seen, key) for key in MINUTES_KEYS]
 
 
 def _minutes_of_key(r: DataFrame, last_seen: DataFrame, key: str) -> DataFrame:

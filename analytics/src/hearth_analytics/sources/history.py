@@ -102,10 +102,17 @@ def history_sources(spark: SparkSession, settings: AnalyticsSettings) -> History
         .agg((F.max("kafka_offset") + 1).alias("end"))
         .collect()
     }
+    return HistorySources(archive, journal_tail(spark, settings, ends))
+
+
+def journal_tail(spark: SparkSession, settings: AnalyticsSettings, ends: dict[int, int]) -> DataFrame:
+    """The Kafka source rows of the journal from ``ends`` (one past each partition's highest archived
+    offset; a partition without one from its earliest) to the latest offsets now."""
     topic = settings.stack.topics.journal
     with ThreadPoolExecutor(1) as pool:  # its own event loop, also when the caller runs one
         partitions = pool.submit(asyncio.run, _journal_partitions(settings)).result()
-    tail = (
+    log.info("history: the archive (%s), then the journal after %s", settings.archive_location(), ends)
+    return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", settings.stack.kafka_bootstrap_servers)
         .option("subscribe", topic)
@@ -113,8 +120,6 @@ def history_sources(spark: SparkSession, settings: AnalyticsSettings) -> History
         .option("endingOffsets", "latest")
         .load()
     )
-    log.info("history: the archive (%s), then the journal after %s", settings.archive_location(), ends)
-    return HistorySources(archive, tail)
 
 
 def read_history(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:

@@ -102,12 +102,15 @@ def _ts(column: Column) -> Column:
 PayloadField = Callable[[str], Column]
 
 
-def _report_columns(rows: DataFrame, payload: PayloadField, device_time: Column) -> DataFrame:
+def _report_columns(
+    rows: DataFrame, payload: PayloadField, device_time: Column, keep: tuple[str, ...] = ()
+) -> DataFrame:
     """Rows with the envelope's columns, and each payload field (``_PAYLOAD``'s, null where the fact has
-    none) by ``payload`` -> ``FACT_COLUMNS``; a fact without a type or with an id that breaks the pattern
-    is left out. Flat: each field is read, and a number made finite, on its own; no payload struct is
-    built (on the archive, building one per row and rebuilding it finite took a fifth of the report's
-    read: 2.8 s against 2.3 s for 1,075,369 facts, measured 2026-11-28)."""
+    none) by ``payload`` -> ``FACT_COLUMNS`` (then the ``keep`` columns of ``rows`` as they are); a fact
+    without a type or with an id that breaks the pattern is left out. Flat: each field is read, and a
+    number made finite, on its own; no payload struct is built (on the archive, building one per row and
+    rebuilding it finite took a fifth of the report's read: 2.8 s against 2.3 s for 1,075,369 facts,
+    measured 2026-11-28)."""
 
     def reading(field: StructField) -> Column:
         value = payload(f"reported.{field.name}")
@@ -123,6 +126,7 @@ def _report_columns(rows: DataFrame, payload: PayloadField, device_time: Column)
         payload("command_id").alias("command_id"),
         payload("device_type").alias("device_type"),
         *(reading(f) for f in _REPORTED.fields),
+        *keep,
     )
 
 
@@ -133,9 +137,10 @@ def _typed_reading(name: str) -> Column:
     return value.try_cast(_REPORTED[name].dataType)
 
 
-def archive_facts(table: DataFrame) -> DataFrame:
+def archive_facts(table: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     """Archive rows (either layout, read with ``ARCHIVE_SCHEMA``) -> ``FACT_COLUMNS``: a state report's
-    typed columns where the archive holds it all in them, the payload text parsed where it is needed."""
+    typed columns where the archive holds it all in them, the payload text parsed where it is needed;
+    then the ``keep`` columns of ``table`` as they are."""
     typed = (
         F.col(LAYOUT_COLUMN).isNotNull() & (F.col("type") == STATE_REPORTED) & F.col("payload").isNull()
         if _READ_TYPED
@@ -148,6 +153,7 @@ def archive_facts(table: DataFrame) -> DataFrame:
         F.col("device_time").alias("typed_time"),
         *_TYPED_COLUMNS,
         F.when(parse, F.from_json(F.col("payload"), _PAYLOAD, _OPTIONS)).alias("parsed"),
+        *keep,
     )
 
     def payload(path: str) -> Column:
@@ -157,7 +163,7 @@ def archive_facts(table: DataFrame) -> DataFrame:
         return F.when(F.col("typed"), _typed_reading(path.removeprefix("reported."))).otherwise(parsed)
 
     device_time = F.when(F.col("typed"), F.col("typed_time")).otherwise(_ts(F.col("parsed.device_time")))
-    return _report_columns(rows, payload, device_time)
+    return _report_columns(rows, payload, device_time, keep)
 
 
 def journal_facts(raw: DataFrame) -> DataFrame:

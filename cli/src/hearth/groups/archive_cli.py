@@ -96,7 +96,6 @@ def inspect_archive(
     from hearth_analytics.archive_files.archive_check import check_archive
     from hearth_analytics.archive_files.archive_compact import awaiting_purge
     from hearth_analytics.archive_files.archive_table import (
-        METADATA_DIR,
         committed_files,
         newest_batch,
         read_columns,
@@ -110,10 +109,11 @@ def inspect_archive(
     offsets = np.asarray(rows.column("kafka_offset").to_numpy(zero_copy_only=False), dtype=np.int64)
     check = check_archive(partitions, offsets, journal, complete=complete)
     committed, compacting = {f.path for f in files}, awaiting_purge(store)
-    on_disk = [
+    on_disk = [  # the table's own files: not under a folder its readers skip (_spark_metadata, _report_parts)
         info.path
         for info in store.listing(store.root, recursive=True)
-        if info.base_name.endswith(".parquet") and METADATA_DIR not in PurePosixPath(info.path).parts
+        if info.base_name.endswith(".parquet")
+        and not any(part.startswith("_") for part in PurePosixPath(info.path).relative_to(store.root).parts)
     ]
     return ArchiveReport(
         table=store.url,

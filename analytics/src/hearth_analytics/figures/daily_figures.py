@@ -15,7 +15,11 @@ Per (day, home, device), over ``device.state_reported`` facts (``schema.readings
 * For each ``StateCount`` (locks, unlocks, lock_operations, jams, door_opens...): readings reporting the
   key at one of the values.
 
-The column names at the top (the charts and the summary read them), the Spark expressions below.
+Readings, metrics and state counts are figured from ``reading_sums`` parts, which merge in any order (a
+mean is its parts' sums over their counts), and minutes from the readings that carry a minutes key and
+each device's last reading: so the report computes an archive day's parts once and keeps them
+(``jobs/batch.py``). The column names at the top (the charts and the summary read them), the Spark
+expressions below.
 """
 
 from __future__ import annotations

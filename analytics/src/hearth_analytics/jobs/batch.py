@@ -15,15 +15,17 @@ and prints a summary per home. The facts come flat and slim from
 needs parsed, then the journal's tail). Days are UTC dates of event time (the device's clock for
 readings and anomalies, ``occurred_at`` for other facts).
 
-Every figure comes from two parts of the facts that merge in any order (``report_parts``): ``sums``, the
-state reports' sums, counts and extremes per (day, home, device) (``daily_figures.reading_sums``), and
-``kept``, every other fact and the state reports that carry a minutes key, whole (commands pair with
-their outcomes, minutes need the readings in order: neither merges as a sum). So the report computes
-the parts of each archive day once and keeps them beside the archive
-(``hearth_analytics.sources.archive_day_parts``): a later report reads the kept days back (a few rows a
-device and day, and the kept facts: 6 % of the bench's) and computes only the days that changed, the
-day still being written among them, and the journal's tail. ``PARTS_VERSION`` is part of the kept
-parts' key: a change to these rules bumps it, and parts of the old rules are never read.
+Every figure comes from parts of the facts that merge in any order (``report_parts``): ``sums``, the
+state reports' sums, counts and extremes per (day, home, device) (``daily_figures.reading_sums``);
+``kept``, the facts a figure reads whole (``KEPT_TYPES``: registrations, anomalies, command requests and
+outcomes; commands pair with their outcomes, minutes need the readings in order: neither merges as a
+sum) and the state reports that carry a minutes key; and ``others``, how many facts neither holds (the
+report says how many facts it read). So the report computes the parts of each archive day once and
+keeps them beside the archive (``hearth_analytics.sources.archive_day_parts``): a later report reads the
+kept days back (a few rows a device and day, and the kept facts: 2.5 % of the bench's) and computes
+only the days that changed, the day still being written among them, and the journal's tail.
+``PARTS_VERSION`` is part of the kept parts' key: a change to these rules bumps it, and parts of the old
+rules are never read.
 
 Figures (device rows; home rows are sums, with means weighted by their counts):
 
@@ -90,7 +92,9 @@ COUNT_COLUMNS = [
     *TELEMETRY_SUMS, "anomalies", "commands", *(f"commands_{o}" for o in OUTCOMES), "commands_open",
 ]  # fmt: skip
 PARTS = "daily-report"  # the kept parts' name beside the archive
-PARTS_VERSION = 1  # bump when a rule of ``report_parts`` changes (module docstring)
+PARTS_VERSION = 2  # bump when a rule of ``report_parts`` changes (module docstring)
+# The facts a figure reads whole (besides the state reports that carry a minutes key).
+KEPT_TYPES = (ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_OUTCOMES)
 
 
 @dataclass
@@ -154,11 +158,27 @@ def _readings(facts: DataFrame, *by: str) -> DataFrame:
 
 
 def report_parts(facts: DataFrame, *by: str) -> dict[str, DataFrame]:
-    """Facts (``history_facts.FACT_COLUMNS``) -> the report's two parts (module docstring): ``sums`` of
-    the state reports, and the ``kept`` facts; ``by``: columns kept apart besides (the archive day)."""
+    """Facts (``history_facts.FACT_COLUMNS``) -> the report's parts (module docstring): ``sums`` of the
+    state reports, the ``kept`` facts, and ``others``, how many facts neither holds; ``by``: columns kept
+    apart besides (the archive day)."""
+    state = F.col("type") == STATE_REPORTED
+    kept_type = F.col("type").isin(*KEPT_TYPES)
     carries_minutes = reduce(lambda a, b: a | b, (F.col(k).isNotNull() for k in MINUTES_KEYS), F.lit(False))
-    kept = facts.where((F.col("type") != STATE_REPORTED) | carries_minutes)
-    return {"sums": reading_sums(_readings(facts, *by), *by), "kept": kept}
+    return {
+        "sums": reading_sums(_readings(facts, *by), *by),
+        "kept": facts.where(kept_type | (state & carries_minutes)),
+        "others": facts.where(~state & ~kept_type).groupBy(*by).agg(F.count("*").alias("facts")),
+    }
+
+
+def _facts_read(sums: DataFrame, kept: DataFrame, others: DataFrame) -> int:
+    """How many facts the parts were made of, in one job."""
+    counted = (
+        sums.select(F.col("readings").alias("n"))
+        .unionByName(kept.where(F.col("type") != STATE_REPORTED).select(F.lit(1).cast("long").alias("n")))
+        .unionByName(others.select(F.col("facts").alias("n")))
+    )
+    return int(counted.agg(F.sum("n")).collect()[0][0] or 0)
 
 
 def daily_devices(sums: DataFrame, kept: DataFrame) -> DataFrame:
@@ -194,6 +214,13 @@ def daily_homes(devices: DataFrame) -> DataFrame:
     )
 
 
+def write_sorted(frame: DataFrame, keys: list[str], path: Path) -> None:
+    """``frame`` as one Parquet file sorted by ``keys``: its partitions joined in one task and sorted there
+    (an ``orderBy`` would first sample the rows for a range partitioning, a job of its own, to sort in
+    parallel what one task then writes anyway)."""
+    frame.coalesce(1).sortWithinPartitions(*keys).write.mode("overwrite").parquet(str(path))
+
+
 def build_report(
     spark: SparkSession, settings: AnalyticsSettings, output_dir: Path | None = None
 ) -> BatchReport:
@@ -211,13 +238,11 @@ def build_report(
     sums, kept = merged["sums"].cache(), merged["kept"].cache()
     devices_path, homes_path = out / "daily_devices.parquet", out / "daily_homes.parquet"
     try:
-        readings = sums.agg(F.sum("readings")).collect()[0][0] or 0
-        total = readings + kept.where(F.col("type") != STATE_REPORTED).count()
+        total = _facts_read(sums, kept, merged["others"])  # and the two caches filled
         tail.unpersist()
         devices = daily_devices(sums, kept).cache()
-        devices.orderBy(*KEYS).coalesce(1).write.mode("overwrite").parquet(str(devices_path))
-        homes = daily_homes(devices).orderBy("day", "home_id").coalesce(1)
-        homes.write.mode("overwrite").parquet(str(homes_path))
+        write_sorted(devices, KEYS, devices_path)
+        write_sorted(daily_homes(devices), ["day", "home_id"], homes_path)
         device_rows = devices.count()
         devices.unpersist()
     finally:

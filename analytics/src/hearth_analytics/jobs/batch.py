@@ -22,7 +22,7 @@ outcomes; commands pair with their outcomes, minutes need the readings in order:
 sum) and the state reports that carry a minutes key; and ``others``, how many facts neither holds (the
 report says how many facts it read). So the report computes the parts of each archive day once and
 keeps them beside the archive (``hearth_analytics.sources.archive_day_parts``): a later report reads the
-kept days back (a few rows a device and day, and the kept facts: 2.5 % of the bench's) and computes
+kept days back (a few rows a device and day, and the kept facts: 2 % of the bench's) and computes
 only the days that changed, the day still being written among them, and the journal's tail.
 ``PARTS_VERSION`` is part of the kept parts' key: a change to these rules bumps it, and parts of the old
 rules are never read.

@@ -1,14 +1,18 @@
 """The archive on S3-compatible storage, an S3 server started in this module (moto's server mode) with an
 endpoint and a key pair from the settings: the archive job (Spark's s3a connector) writes every journal
-record into the committed files once, read back over the S3 API; and an archive there is compacted,
-verified (``hearth archive compact|verify --table s3a://...``) and replayed by ``rebuild
---from-archive`` (pyarrow's S3 client) into views equal to a rebuild from the journal."""
+record into the committed files once, read back over the S3 API, and the daily report over it keeps its
+parts there and reads them back; and an archive there is compacted, verified (``hearth archive
+compact|verify --table s3a://...``) and replayed by ``rebuild --from-archive`` (pyarrow's S3 client) into
+views equal to a rebuild from the journal."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +108,19 @@ async def test_archive_to_s3_compatible_storage(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
     assert len(where) == len(set(where)) == len(records)
+
+    # The daily report over it, twice: the first computes each archive day's parts and keeps them on S3
+    # beside the table, the second reads them back (archive_day_parts: its listing, manifests, runs).
+    report = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tests.support.report_runs", str(tmp_path / "reports"), "2"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    runs = [line.split()[1:] for line in report.stdout.splitlines() if line.startswith("report ")]
+    assert runs == [["0", str(len(records)), "2", "2"], ["1", str(len(records)), "2", "0"]], report.stdout
+    kept = _client(s3_endpoint).list_objects_v2(Bucket=BUCKET, Prefix="journal/_report_parts/")["Contents"]
+    assert sum(1 for o in kept if o["Key"].endswith("/manifest.json")) == 1
 
 
 async def test_compaction_verify_and_rebuild_from_an_s3_archive(

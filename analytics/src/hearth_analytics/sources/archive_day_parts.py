@@ -73,7 +73,7 @@ class DayParts:
 @dataclass(frozen=True)
 class _Run:
     path: str
-    written_at: float  # epoch seconds, from the run's name
+    written_at: float  # epoch seconds, from the run's name (milliseconds there)
     days: dict[str, dict[str, Any]]  # its manifest's days; empty without a manifest
 
 
@@ -106,14 +106,14 @@ def _runs(store: ArchiveStore, home: str) -> list[_Run]:
             continue
         manifest = f"{info.path}/{MANIFEST}"
         days = json.loads(store.read_text(manifest))["days"] if store.exists(manifest) else {}
-        found.append(_Run(info.path, float(written), days))
+        found.append(_Run(info.path, int(written) / 1000, days))
     return sorted(found, key=lambda r: r.written_at, reverse=True)
 
 
 def _write_run(
     store: ArchiveStore, home: str, frames: dict[str, DataFrame], days: dict[str, dict[str, Any]]
 ) -> str:
-    run = f"{home}/{int(time.time())}-{uuid.uuid4().hex[:8]}"
+    run = f"{home}/{time.time_ns() // 1_000_000}-{uuid.uuid4().hex[:8]}"  # written at, in ms
     for name, frame in frames.items():
         frame.write.mode("error").partitionBy(ARCHIVE_DAY).parquet(_spark_path(store, f"{run}/{name}"))
     store.write_whole(f"{run}/{MANIFEST}", json.dumps({"days": days}, sort_keys=True))

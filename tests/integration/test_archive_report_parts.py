@@ -2,7 +2,8 @@
 over a table written as the file sink leaves it: unchanged days are read back, a day whose files changed
 (compacted here) is computed again, every row once and the tail's start right each time; the runs stay
 few (copied into one past ``MAX_RUNS``, the unused ones deleted) and parts of another version are never
-read. (The daily report over kept parts equals the journal alone: ``test_archive_history``.)"""
+read; a reader that may not write the table computes every day and keeps none. (The daily report over
+kept parts equals the journal alone: ``test_archive_history``.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from hearth_analytics.archive_files.archive_compact import compact_archive
 from hearth_analytics.settings import AnalyticsSettings
 from hearth_analytics.sources import archive_day_parts
 from hearth_analytics.sources.archive_day_parts import ARCHIVE_DAY, DayParts
+from hearth_shared.adapters.archive_store import ArchiveStore
 from tests.support.archive import write_table_by_hand
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -77,3 +79,19 @@ def test_unchanged_days_are_read_back_and_a_changed_day_is_computed_again(
 
     assert _parts(spark, settings, version=2).computed == (FIRST, SECOND)  # nothing of version 1 read
     assert _runs(table) == [[FIRST, SECOND]]  # and version 1's run deleted
+
+
+def test_a_reader_that_may_not_write_the_table_computes_every_day_and_keeps_none(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "archive"
+    write_table_by_hand(table, BATCHES, compact_at=1)
+    settings = AnalyticsSettings(archive_url=str(table), checkpoint_dir=tmp_path / "ckpt")
+
+    def refused(store: ArchiveStore, path: str, text: str) -> None:
+        raise PermissionError(f"{path}: this reader may not write the table")
+
+    monkeypatch.setattr(ArchiveStore, "write_whole", refused)  # no run gets its manifest
+    for _ in range(2):
+        assert _parts(spark, settings).computed == (FIRST, SECOND)  # every row once, all the same
+    assert _runs(table) == []

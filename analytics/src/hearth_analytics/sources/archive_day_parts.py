@@ -24,6 +24,8 @@ carrying ``archive_day``; the report merges every day's frames with the journal 
   run. A run no day is read from any more, or one without a manifest (its report died), is deleted once
   it is ``STALE_AFTER_S`` old (a report that started before it was replaced may still read it). Two
   reports at once each write their own runs; either's are whole.
+* **A reader that may not write** (read-only credentials): the days are computed and not kept, with a
+  warning, and the report is the same.
 """
 
 from __future__ import annotations
@@ -112,11 +114,18 @@ def _runs(store: ArchiveStore, home: str) -> list[_Run]:
 
 def _write_run(
     store: ArchiveStore, home: str, frames: dict[str, DataFrame], days: dict[str, dict[str, Any]]
-) -> str:
+) -> str | None:
+    """A new run of ``frames`` holding ``days``; None if it could not be written (keeping is a saving,
+    not the report: a reader may not be allowed to write the table; a run left without its manifest is
+    never read, and deleted once stale)."""
     run = f"{home}/{time.time_ns() // 1_000_000}-{uuid.uuid4().hex[:8]}"  # written at, in ms
-    for name, frame in frames.items():
-        frame.write.mode("error").partitionBy(ARCHIVE_DAY).parquet(_spark_path(store, f"{run}/{name}"))
-    store.write_whole(f"{run}/{MANIFEST}", json.dumps({"days": days}, sort_keys=True))
+    try:
+        for name, frame in frames.items():
+            frame.write.mode("error").partitionBy(ARCHIVE_DAY).parquet(_spark_path(store, f"{run}/{name}"))
+        store.write_whole(f"{run}/{MANIFEST}", json.dumps({"days": days}, sort_keys=True))
+    except Exception as exc:  # whatever Spark or the store raise: the report goes on without it
+        log.warning("report parts: %d archive day(s) not kept under %s: %s", len(days), home, exc)
+        return None
     return run
 
 
@@ -139,8 +148,44 @@ def _forget_stale(store: ArchiveStore, runs: list[_Run], used: set[str]) -> None
     now = time.time()
     for run in runs:
         if run.path not in used and now - run.written_at > STALE_AFTER_S:
-            store.fs.delete_dir(run.path)
-            log.info("report parts: deleted %s (no day is read from it)", run.path)
+            try:
+                store.fs.delete_dir(run.path)
+            except OSError as exc:  # a reader that may not write the table
+                log.warning("report parts: could not delete %s: %s", run.path, exc)
+            else:
+                log.info("report parts: deleted %s (no day is read from it)", run.path)
+
+
+def _kept(runs: list[_Run], fingerprints: dict[str, str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Day -> (the newest run that holds the day as its files are now, the run's entry for it)."""
+    kept: dict[str, tuple[str, dict[str, Any]]] = {}
+    for run in runs:
+        for day, entry in run.days.items():
+            if day not in kept and fingerprints.get(day) == entry["files"]:
+                kept[day] = (run.path, entry)
+    return kept
+
+
+def _archive_rows(spark: SparkSession, store: ArchiveStore, files: list[CommittedFile]) -> DataFrame:
+    """Exactly these committed files' rows (not Spark's own listing of the log, which may have moved on),
+    their ``day`` named ``archive_day``."""
+    return (
+        spark.read.schema(ARCHIVE_SCHEMA)
+        .option("basePath", _spark_path(store, store.root))
+        .parquet(*(_spark_path(store, f.path) for f in files))
+        .withColumnRenamed(PARTITION_COLUMN, ARCHIVE_DAY)
+    )
+
+
+def _day_ends(rows: DataFrame, fingerprints: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Each day's manifest entry: its files' fingerprint and its end per journal partition."""
+    entries: dict[str, dict[str, Any]] = {
+        day: {"files": files, "ends": {}} for day, files in fingerprints.items()
+    }
+    last = F.max("kafka_offset").alias("last")
+    for row in rows.groupBy(ARCHIVE_DAY, "kafka_partition").agg(last).collect():
+        entries[row[ARCHIVE_DAY].isoformat()]["ends"][str(row["kafka_partition"])] = row["last"] + 1
+    return entries
 
 
 def archive_day_parts(
@@ -160,36 +205,25 @@ def archive_day_parts(
     home = store.join(PARTS_DIR, f"{name}-{key}")
     fingerprints = {day: _fingerprint(files) for day, files in by_day.items()}
     runs = _runs(store, home)
-    chosen: dict[str, str] = {}  # day -> the run its parts are read from
-    entries: dict[str, dict[str, Any]] = {}
-    for held in runs:  # the newest run that holds a day as it is now
-        for day, entry in held.days.items():
-            if day not in chosen and fingerprints.get(day) == entry["files"]:
-                chosen[day], entries[day] = held.path, entry
+    kept = _kept(runs, fingerprints)
+    chosen = {day: run for day, (run, _) in kept.items()}  # day -> the run its parts are read from
+    entries = {day: entry for day, (_, entry) in kept.items()}
     missing = tuple(sorted(set(by_day) - set(chosen)))
+    fresh: dict[str, DataFrame] = {}  # the computed days' parts, if they could not be kept
     if missing:
-        paths = [_spark_path(store, f.path) for day in missing for f in by_day[day]]
-        rows = (
-            spark.read.schema(ARCHIVE_SCHEMA)
-            .option("basePath", _spark_path(store, store.root))
-            .parquet(*paths)
-            .withColumnRenamed(PARTITION_COLUMN, ARCHIVE_DAY)
-        )
-        computed: dict[str, dict[str, Any]] = {
-            day: {"files": fingerprints[day], "ends": {}} for day in missing
-        }
-        for row in (
-            rows.groupBy(ARCHIVE_DAY, "kafka_partition").agg(F.max("kafka_offset").alias("last")).collect()
-        ):
-            computed[row[ARCHIVE_DAY].isoformat()]["ends"][str(row["kafka_partition"])] = row["last"] + 1
+        rows = _archive_rows(spark, store, [f for day in missing for f in by_day[day]])
+        computed = _day_ends(rows, {day: fingerprints[day] for day in missing})
         run = _write_run(store, home, parts_of(rows), computed)
-        log.info("report parts: computed %d archive day(s) into %s", len(missing), run)
-        chosen.update(dict.fromkeys(missing, run))
+        if run is None:
+            fresh = parts_of(rows)
+        else:
+            log.info("report parts: computed %d archive day(s) into %s", len(missing), run)
+            chosen.update(dict.fromkeys(missing, run))
         entries.update(computed)
     if len(set(chosen.values())) > MAX_RUNS:  # copy them into one run
         frames = {part: _read(spark, store, part, schemas[part], chosen) for part in schemas}
-        run = _write_run(store, home, frames, {day: entries[day] for day in chosen})
-        chosen = dict.fromkeys(chosen, run)
+        copy = _write_run(store, home, frames, {day: entries[day] for day in chosen})
+        chosen = chosen if copy is None else dict.fromkeys(chosen, copy)
     _forget_stale(store, runs, set(chosen.values()))
     for other in store.listing(store.join(PARTS_DIR)):  # parts of this report's other versions
         if other.base_name.startswith(f"{name}-") and other.path != home:
@@ -198,5 +232,9 @@ def archive_day_parts(
     for entry in entries.values():
         for partition, end in entry["ends"].items():
             ends[int(partition)] = max(ends.get(int(partition), 0), int(end))
-    frames = {part: _read(spark, store, part, schemas[part], chosen).drop(ARCHIVE_DAY) for part in schemas}
+    frames = {}
+    for part in schemas:
+        pieces = [_read(spark, store, part, schemas[part], chosen)] if chosen else []
+        pieces += [fresh[part]] if part in fresh else []
+        frames[part] = reduce(DataFrame.unionByName, pieces).drop(ARCHIVE_DAY)
     return DayParts(frames, ends, len(by_day), missing)

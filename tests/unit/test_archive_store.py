@@ -1,15 +1,17 @@
 """Where the archive table is (``archive_store``): a local directory or an ``s3a://`` prefix, and the file
 sink's log URIs translated to paths on its filesystem and back; a URL of another kind, or a log entry
-naming a file on another store, is refused."""
+naming a file on another store, is refused; a directory that appears while it is listed lists as none."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
+import pyarrow.fs as pafs
 import pytest
 from pydantic import SecretStr
 
-from hearth_shared.adapters.archive_store import ArchiveUnreadable, S3Access, open_store
+from hearth_shared.adapters.archive_store import LOCAL, ArchiveStore, ArchiveUnreadable, S3Access, open_store
 
 pytestmark = pytest.mark.unit
 
@@ -35,3 +37,18 @@ def test_an_s3a_table_is_a_bucket_and_prefix() -> None:
         store.path_of("file:/tmp/part-0.parquet")
     with pytest.raises(ArchiveUnreadable):
         open_store("https://bucket.example.com/journal")
+
+
+class _CreatedWhileListed:
+    """pyarrow's local filesystem when the directory appears between its listing, which found none, and
+    its second look, which finds it: it raises."""
+
+    def get_file_info(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        raise FileNotFoundError(
+            f"Cannot list directory '{selector.base_dir}'. Detail: [errno 2] No such file"
+        )
+
+
+def test_a_directory_that_appears_while_it_is_listed_lists_as_none() -> None:
+    store = ArchiveStore(cast(pafs.FileSystem, _CreatedWhileListed()), "/table", LOCAL)
+    assert store.listing("/table/_spark_metadata") == []

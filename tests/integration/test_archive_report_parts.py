@@ -2,8 +2,9 @@
 over a table written as the file sink leaves it: unchanged days are read back, a day whose files changed
 (compacted here) is computed again, every row once and the tail's start right each time; the runs stay
 few (copied into one past ``MAX_RUNS``, the unused ones deleted) and parts of another version are never
-read; a reader that may not write the table computes every day and keeps none. (The daily report over
-kept parts equals the journal alone: ``test_archive_history``.)"""
+read; a reader that may not write the table computes every day and keeps none, and a manifest that
+cannot be read counts as none. (The daily report over kept parts equals the journal alone:
+``test_archive_history``.)"""
 
 from __future__ import annotations
 
@@ -52,12 +53,21 @@ def _runs(table: Path) -> list[list[str]]:
     return sorted(sorted(json.loads(m.read_text())["days"]) for m in manifests)
 
 
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    """``BATCHES`` written as the file sink leaves them."""
+    write_table_by_hand(tmp_path / "archive", BATCHES, compact_at=1)
+    return tmp_path / "archive"
+
+
+@pytest.fixture
+def settings(table: Path, tmp_path: Path) -> AnalyticsSettings:
+    return AnalyticsSettings(archive_url=str(table), checkpoint_dir=tmp_path / "ckpt")
+
+
 def test_unchanged_days_are_read_back_and_a_changed_day_is_computed_again(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, table: Path, settings: AnalyticsSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = tmp_path / "archive"
-    write_table_by_hand(table, BATCHES, compact_at=1)
-    settings = AnalyticsSettings(archive_url=str(table), checkpoint_dir=tmp_path / "ckpt")
     assert archive_day_parts.archive_day_parts(
         spark, settings.model_copy(update={"archive_url": str(tmp_path / "none")}), "test", 1, _offsets
     ) is None  # fmt: skip
@@ -82,12 +92,8 @@ def test_unchanged_days_are_read_back_and_a_changed_day_is_computed_again(
 
 
 def test_a_reader_that_may_not_write_the_table_computes_every_day_and_keeps_none(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, table: Path, settings: AnalyticsSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = tmp_path / "archive"
-    write_table_by_hand(table, BATCHES, compact_at=1)
-    settings = AnalyticsSettings(archive_url=str(table), checkpoint_dir=tmp_path / "ckpt")
-
     def refused(store: ArchiveStore, path: str, text: str) -> None:
         raise PermissionError(f"{path}: this reader may not write the table")
 
@@ -95,3 +101,14 @@ def test_a_reader_that_may_not_write_the_table_computes_every_day_and_keeps_none
     for _ in range(2):
         assert _parts(spark, settings).computed == (FIRST, SECOND)  # every row once, all the same
     assert _runs(table) == []
+
+
+def test_a_manifest_that_cannot_be_read_is_as_none_and_its_days_are_computed_again(
+    spark: Any, table: Path, settings: AnalyticsSettings
+) -> None:
+    assert _parts(spark, settings).computed == (FIRST, SECOND)
+    (manifest,) = (table / archive_day_parts.PARTS_DIR).glob("*/*/manifest.json")
+    manifest.write_text('{"days": ["not', encoding="utf-8")  # cut short, by hand or a broken disk
+    assert _parts(spark, settings).computed == (FIRST, SECOND)
+    (new,) = set((table / archive_day_parts.PARTS_DIR).glob("*/*/manifest.json")) - {manifest}
+    assert sorted(json.loads(new.read_text())["days"]) == [FIRST, SECOND]

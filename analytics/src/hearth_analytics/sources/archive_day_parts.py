@@ -107,7 +107,11 @@ def _runs(store: ArchiveStore, home: str) -> list[_Run]:
         if not written.isdigit():
             continue
         manifest = f"{info.path}/{MANIFEST}"
-        days = json.loads(store.read_text(manifest))["days"] if store.exists(manifest) else {}
+        try:
+            days = json.loads(store.read_text(manifest))["days"] if store.exists(manifest) else {}
+        except (ValueError, KeyError, TypeError) as exc:  # not one this module wrote: as if it had none
+            log.warning("report parts: %s unreadable (%s): its days are computed again", manifest, exc)
+            days = {}
         found.append(_Run(info.path, int(written) / 1000, days))
     return sorted(found, key=lambda r: r.written_at, reverse=True)
 
@@ -213,9 +217,10 @@ def archive_day_parts(
     if missing:
         rows = _archive_rows(spark, store, [f for day in missing for f in by_day[day]])
         computed = _day_ends(rows, {day: fingerprints[day] for day in missing})
-        run = _write_run(store, home, parts_of(rows), computed)
+        parts = parts_of(rows)
+        run = _write_run(store, home, parts, computed)
         if run is None:
-            fresh = parts_of(rows)
+            fresh = parts
         else:
             log.info("report parts: computed %d archive day(s) into %s", len(missing), run)
             chosen.update(dict.fromkeys(missing, run))

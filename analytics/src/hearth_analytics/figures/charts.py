@@ -3,7 +3,7 @@
 One chart per question a person asks of the fleet, per day: how long were devices in a state (heating,
 cooling, a light on), what did they read (one chart per unit: °C, %...), how often did they report a
 counted state (locks, jams, doors opened), did commands work, what looked odd, and which homes spend the
-most time in those states. ``overview.png`` puts them all on one page.
+most time in those states. ``overview.png`` puts them all on one page (the charts' pixels, two a row).
 
 Every figure a type declares (``hearth_shared.domain``: ``StateKey.rollup`` with its unit,
 ``StateMinutes``, ``StateCount``) is drawn with no edit here: a new type's readings join the chart of
@@ -23,15 +23,21 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.dates as mdates
+import matplotlib.image as mimage
 import matplotlib.pyplot as plt
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from hearth_analytics.figures.daily_figures import METRICS, MINUTES_NAMES, STATE_COUNT_NAMES, TELEMETRY_SUMS
 from hearth_shared.domain.registry import rollup_keys
 
 Chart = Callable[[Axes, pd.DataFrame, pd.DataFrame], None]
+DPI = 110  # every chart's resolution: 10 x 4.5 inches at 1100 x 495 pixels
 
 HEAT, COOL = "#e4572e", "#2e86de"
 OUTCOME_COLOURS = {
@@ -236,24 +242,41 @@ def draw_all(homes: pd.DataFrame, out: Path) -> list[Path]:
         return []
     out.mkdir(parents=True, exist_ok=True)
     daily = per_day(homes)
-    every = charts()
-    written = []
-    for name, draw in every.items():
-        fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    written, pictures = [], []
+    for name, draw in charts().items():
+        fig, ax = plt.subplots(figsize=(10, 4.5), dpi=DPI, layout="constrained")
         draw(ax, daily, homes)
+        pictures.append(_pixels(fig))
         path = out / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        mimage.imsave(path, pictures[-1])
         written.append(path)
-    rows = math.ceil(len(every) / 2)
-    fig, axes = plt.subplots(rows, 2, figsize=(18, 14 * rows / 3), layout="constrained")
-    for ax, draw in zip(axes.flat, every.values(), strict=False):
-        draw(ax, daily, homes)
-    for ax in axes.flat[len(every) :]:
-        ax.set_visible(False)
     first, last = daily.index.min().date(), daily.index.max().date()
-    fig.suptitle(f"Hearth: {homes['home_id'].nunique()} homes, {first} to {last}", fontsize=16)
     path = out / "overview.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    mimage.imsave(path, overview(pictures, f"Hearth: {homes['home_id'].nunique()} homes, {first} to {last}"))
     return [*written, path]
+
+
+def overview(pictures: list[npt.NDArray[np.uint8]], title: str) -> npt.NDArray[np.uint8]:
+    """``pictures`` (RGBA, all of one size) two a row under ``title``: the overview page made of the charts
+    as drawn (drawing them all again on one big figure took as long as drawing them the first time)."""
+    height, width = pictures[0].shape[:2]
+    heading = plt.figure(figsize=(2 * width / DPI, 0.6), dpi=DPI)
+    heading.text(0.5, 0.5, title, ha="center", va="center", fontsize=16)
+    top = _pixels(heading)[:, : 2 * width]
+    rows = math.ceil(len(pictures) / 2)
+    page = np.full((len(top) + rows * height, 2 * width, 4), 255, dtype=np.uint8)
+    page[: len(top), : top.shape[1]] = top
+    for i, picture in enumerate(pictures):
+        row, column = divmod(i, 2)
+        y, x = len(top) + row * height, column * width
+        page[y : y + height, x : x + width] = picture
+    return page
+
+
+def _pixels(fig: Figure) -> npt.NDArray[np.uint8]:
+    """The figure drawn (RGBA), and closed."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    pixels = np.array(canvas.buffer_rgba(), dtype=np.uint8)  # type: ignore[no-untyped-call]  # a copy
+    plt.close(fig)
+    return pixels

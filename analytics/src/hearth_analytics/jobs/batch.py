@@ -49,7 +49,7 @@ from functools import reduce
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from rich import box
 from rich.console import Console
@@ -125,17 +125,10 @@ def _commands(facts: DataFrame) -> DataFrame:
         "command_id",
     )
     outcome_of = F.create_map(*(x for t, o in COMMAND_OUTCOMES.items() for x in (F.lit(t), F.lit(o))))
-    first = Window.partitionBy("command_id").orderBy("version")
-    outcomes = (
+    outcomes = (  # the first terminal fact by version: a hash aggregate, no sort
         facts.where(F.col("type").isin(*COMMAND_OUTCOMES))
-        .select(
-            "command_id",
-            "version",
-            outcome_of[F.col("type")].alias("outcome"),
-        )
-        .withColumn("rank", F.row_number().over(first))
-        .where(F.col("rank") == 1)
-        .drop("rank", "version")
+        .groupBy("command_id")
+        .agg(F.min_by(outcome_of[F.col("type")], "version").alias("outcome"))
     )
     joined = requested.join(outcomes, "command_id", "left")
     return joined.groupBy("day", "home_id", "device_id").agg(
@@ -232,10 +225,13 @@ def build_report(
         lambda rows: report_parts(archive_facts(rows, keep=(ARCHIVE_DAY,)), ARCHIVE_DAY),
     )  # fmt: skip
     journal = read_journal(spark, settings) if days is None else journal_tail(spark, settings, days.ends)
-    tail = journal_facts(journal).cache()  # read from Kafka once for both parts
+    # As many partitions as cores, here and in the merged parts: a task per Kafka partition and per kept
+    # file in each stage after them was most of a later report's time (its parts and tail are small).
+    cores = spark.sparkContext.defaultParallelism
+    tail = journal_facts(journal).coalesce(cores).cache()  # read from Kafka once for both parts
     tail_parts = report_parts(tail)
     merged = {n: p if days is None else days.frames[n].unionByName(p) for n, p in tail_parts.items()}
-    sums, kept = merged["sums"].cache(), merged["kept"].cache()
+    sums, kept = merged["sums"].coalesce(cores).cache(), merged["kept"].coalesce(cores).cache()
     devices_path, homes_path = out / "daily_devices.parquet", out / "daily_homes.parquet"
     try:
         total = _facts_read(sums, kept, merged["others"])  # and the two caches filled

@@ -34,10 +34,8 @@ from hearth_shared.adapters.settings import StackSettings
 from tests.support.archive import (
     archive_env,
     facts_across_days,
-    kill_group,
     produce,
     readings,
-    start_archive_job,
     view_differences,
     views_settings,
     write_table_on,
@@ -96,29 +94,24 @@ async def test_archive_to_s3_compatible_storage(
         HEARTH_ANALYTICS_S3_SECRET_KEY=SECRET,
         HEARTH_ANALYTICS_S3_REGION="us-east-1",
     )  # fmt: skip
-    log = tmp_path / "archive.log"
-    job = start_archive_job(env, log, once=True)
-    try:
-        assert await asyncio.to_thread(job.wait, 900) == 0, log.read_text()[-4000:]
-    finally:
-        kill_group(job)
+    # The archive job once, then the daily report over it twice, in one process (one JVM): the first
+    # report computes each archive day's parts and keeps them on S3 beside the table, the second reads them
+    # back (archive_day_parts: its listing, manifests, runs).
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tests.support.archive_then_reports", str(tmp_path / "reports"), "2"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "archived" in done.stdout.splitlines(), done.stdout
 
     rows = _committed_rows(s3_endpoint, "journal")
     where = list(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
     assert len(where) == len(set(where)) == len(records)
-
-    # The daily report over it, twice: the first computes each archive day's parts and keeps them on S3
-    # beside the table, the second reads them back (archive_day_parts: its listing, manifests, runs).
-    report = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "tests.support.report_runs", str(tmp_path / "reports"), "2"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
-    runs = [line.split()[1:] for line in report.stdout.splitlines() if line.startswith("report ")]
-    assert runs == [["0", str(len(records)), "2", "2"], ["1", str(len(records)), "2", "0"]], report.stdout
+    runs = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("report ")]
+    assert runs == [["0", str(len(records)), "2", "2"], ["1", str(len(records)), "2", "0"]], done.stdout
     kept = _client(s3_endpoint).list_objects_v2(Bucket=BUCKET, Prefix="journal/_report_parts/")["Contents"]
     assert sum(1 for o in kept if o["Key"].endswith("/manifest.json")) == 1
 

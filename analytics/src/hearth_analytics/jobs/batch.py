@@ -195,11 +195,12 @@ def daily_devices(sums: DataFrame, kept: DataFrame) -> DataFrame:
 
 
 def daily_homes(devices: DataFrame) -> DataFrame:
-    """Per (day, home): sums, means weighted by their counts, extremes, the success rate of the sums."""
+    """Per (day, home): sums, means weighted by their counts, extremes, the success rate of the sums;
+    ``devices``: the home's device rows that day (one a device: a count, no distinct count's shuffle)."""
     return (
         devices.groupBy("day", "home_id")
         .agg(
-            F.count_distinct("device_id").alias("devices"),
+            F.count("*").alias("devices"),
             *(F.sum(c).alias(c) for c in COUNT_COLUMNS),
             *home_metrics(),
         )
@@ -239,12 +240,12 @@ def build_report(
         devices = daily_devices(sums, kept).cache()
         write_sorted(devices, KEYS, devices_path)
         write_sorted(daily_homes(devices), ["day", "home_id"], homes_path)
-        device_rows = devices.count()
         devices.unpersist()
     finally:
         for frame in (tail, sums, kept):
             frame.unpersist()
     homes_pdf = pd.read_parquet(homes_path)
+    device_rows = int(homes_pdf["devices"].sum())  # the device rows, each in one home row's count
     drawn = charts.draw_all(homes_pdf, out / "charts")
     archive_days = (0, 0) if days is None else (days.days, len(days.computed))
     return BatchReport(homes_pdf, devices_path, homes_path, drawn, total, device_rows, *archive_days)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql.types import DoubleType, StringType
@@ -131,3 +132,16 @@ def test_every_declared_figure_is_drawn(tmp_path: Path) -> None:
         assert daily[f"{metric}_mean"].tolist() == pytest.approx(weighted.tolist())
         assert daily[f"{metric}_min"].tolist() == homes.groupby("day")[f"{metric}_min"].min().tolist()
     assert set(STATE_COUNT_NAMES) <= set(daily.columns) and "door_opens" in STATE_COUNT_NAMES
+
+
+def test_the_overview_puts_the_charts_two_a_row_under_its_title() -> None:
+    pictures = [np.full((50, 80, 4), (40 * (i + 1), 0, 0, 255), dtype=np.uint8) for i in range(3)]
+    page = charts.overview(pictures, "Hearth: 2 homes")
+    top = page.shape[0] - 2 * 50  # the title's strip
+    assert top > 0 and page.shape == (top + 100, 160, 4)
+    assert (page[top : top + 50, :80] == pictures[0]).all() and (
+        page[top : top + 50, 80:] == pictures[1]
+    ).all()
+    assert (page[top + 50 :, :80] == pictures[2]).all()
+    assert (page[top + 50 :, 80:] == 255).all()  # no fourth chart: white
+    assert (page[:top, :, :3] < 128).any()  # the title's dark text

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from hearth_devstack.servers.mosquitto import MosquittoBroker
 from hearth_shared.schema.events import StateReported
-from hearth_simulator.history import Home, household_of
+from hearth_simulator.history import TELEMETRY_EVERY_S, Home, household_of
 from hearth_simulator.history_writer import simulate_history
 from hearth_simulator.registration import register_fleet
 from tests.support.home_fleet import playing, simulator_endpoint
@@ -25,33 +26,48 @@ from tests.support.waiting import eventually, twin_when
 pytestmark = pytest.mark.integration
 
 DAYS = 2
+LATER_S = 600.0  # the history's window starts and ends at most this much after the homes were chosen
 STAND_ASIDE_S = 10.0  # the live hub's silence after another writer's report (30 s by default)
 
 
-def homes_at_home(prefix: str, count: int, span_s: float, seed: int) -> list[str]:
-    """``count`` home ids whose households make changes over the last ``span_s`` (not an away week: the
-    households are drawn from the home ids, and an away week has days without any change)."""
-    now, found = time.time(), []
+def homes_at_home(prefix: str, count: int, span_s: float, seed: int, now: float) -> list[str]:
+    """``count`` home ids whose households make changes over the ``span_s`` before ``now`` (not an away
+    week: the households are drawn from the home ids, and an away week has days without any change).
+
+    The history is written later, over ``span_s`` ending at its own "now" (after the homes' registration):
+    only changes in the part of the span both windows cover count, ``[now - span_s + LATER_S, now)``. A
+    change counted past ``now``, or in the seconds at the span's start that the later window leaves out,
+    would be planned here and missing from the history (a CI run once saw 3 changes where 4 were counted)."""
+    found: list[str] = []
     for n in range(1, 100):
         home_id = f"{prefix}-{n}"
         household, _ = household_of(home_id, seed)
-        if (
-            len(household.changes(now - span_s, now + 600, room=f"{home_id}-thermostat-1"))
-            >= 2 * span_s / 86_400
-        ):
+        covered = household.changes(now - span_s + LATER_S, now, room=f"{home_id}-thermostat-1")
+        if len(covered) >= 2 * span_s / 86_400:
             found.append(home_id)
         if len(found) == count:
             return found
     raise AssertionError("no household at home")
 
 
+def longest_unmoved_s(outdoor_c: Callable[[float], float], start: float, end: float) -> float:
+    """The longest stretch of ``[start, end]`` over which the outdoor temperature, rounded to 0.1 °C as
+    the thermostat reports it, stays one value (sampled each minute)."""
+    longest, since, value = 0.0, start, round(outdoor_c(start), 1)
+    for t in range(int(start) + 60, int(end), 60):
+        now = round(outdoor_c(t), 1)
+        if now != value:
+            longest, since, value = max(longest, t - since), float(t), now
+    return max(longest, end - since)
+
+
 async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
     platform: Platform, mosquitto: MosquittoBroker
 ) -> None:
     run = uuid.uuid4().hex[:6]
-    home_ids = homes_at_home(f"hist-{run}", 2, DAYS * 86_400, seed=11)
-    mqtt = simulator_endpoint(mosquitto)
     began = time.time()
+    home_ids = homes_at_home(f"hist-{run}", 2, DAYS * 86_400, seed=11, now=began)
+    mqtt = simulator_endpoint(mosquitto)
     history, written = await simulate_history(
         platform.command_api,
         platform.token(),
@@ -61,6 +77,7 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
         DAYS * 86_400,
         seed=11,
     )
+    assert history.end - began < LATER_S  # the window homes_at_home counted in lies inside the history
     homes = [Home(room.home_id, (room.device_id,)) for room in history.rooms]
     assert written.devices == 2 and written.messages > DAYS * 24 * 4 * 2
 
@@ -102,10 +119,13 @@ async def test_two_days_of_history_land_in_the_journal_at_their_device_times(
         outdoor = sorted(
             f.payload.device_time.timestamp() for f in reports if "outdoor_c" in f.payload.reported
         )
-        # a value changes the twin only when it moves (0.1 °C), so near the day's extremes an hour may pass
-        # without one: the series, carried forward, still has a value for every hour
+        # a value changes the twin only when it moves (0.1 °C), so near the day's extremes an hour or two
+        # may pass without one (a 3 °C daily swing stays within 0.1 °C of its low for two hours): no gap
+        # is longer than the home's flattest stretch, plus the telemetry period that samples it
         gaps = [b - a for a, b in zip([history.start, *outdoor], [*outdoor, history.end], strict=True)]
-        assert max(gaps) < 2 * 3600, max(gaps)
+        room = next(r for r in history.rooms if r.device_id == device_id)
+        flattest_s = longest_unmoved_s(room.model.outside_c, history.start, history.end)
+        assert max(gaps) <= flattest_s + TELEMETRY_EVERY_S, (max(gaps), flattest_s)
         newest = max(f.payload.device_time for f in reports)
         assert newest.timestamp() == pytest.approx(history.end, abs=0.001)  # the last moment: about now
         assert history.end >= began
@@ -117,7 +137,7 @@ async def test_a_live_hub_stands_aside_for_a_history_and_plays_on_from_its_end(
     """A device the live hub plays (the demo home under ``make up``) gets a day of history: every history
     report is taken (seqs above the hub's), the hub falls silent while they come, then plays the device
     on from the history's last state, its seqs above the history's and its device time now."""
-    (home_id,) = homes_at_home(f"hist-{uuid.uuid4().hex[:6]}-live", 1, 86_400, seed=3)
+    (home_id,) = homes_at_home(f"hist-{uuid.uuid4().hex[:6]}-live", 1, 86_400, seed=3, now=time.time())
     (device_id,) = await register_fleet(platform.command_api, platform.token(), home_id, {"thermostat": 1})
     mqtt = simulator_endpoint(mosquitto)
 

@@ -38,6 +38,9 @@ from hearth_shared.domain.registry import rollup_keys
 
 Chart = Callable[[Axes, pd.DataFrame, pd.DataFrame], None]
 DPI = 110  # every chart's resolution: 10 x 4.5 inches at 1100 x 495 pixels
+# Fixed margins, wide enough for a day chart's axes (numbers and dates, a twin axis on the right): the
+# constrained layout measured every label of every chart first, a third of drawing them (0.45 s of 1.3).
+MARGINS = {"left": 0.08, "right": 0.9, "bottom": 0.1, "top": 0.9}
 
 HEAT, COOL = "#e4572e", "#2e86de"
 OUTCOME_COLOURS = {
@@ -208,6 +211,9 @@ def draw_anomalies(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame) -> None:
 
 
 def draw_top_homes(ax: Axes, daily: pd.DataFrame, homes: pd.DataFrame, top: int = 10) -> None:
+    """The homes' ids label its rows: how wide they are is known once drawn (the constrained layout)."""
+    if isinstance(ax.figure, Figure):
+        ax.figure.set_layout_engine("constrained")
     totals = homes.groupby("home_id")[list(MINUTES_NAMES)].sum() / 60
     totals = totals.assign(total=totals.sum(axis=1)).sort_values("total").tail(top)
     left = pd.Series(0.0, index=totals.index)
@@ -244,7 +250,8 @@ def draw_all(homes: pd.DataFrame, out: Path) -> list[Path]:
     daily = per_day(homes)
     written, pictures = [], []
     for name, draw in charts().items():
-        fig, ax = plt.subplots(figsize=(10, 4.5), dpi=DPI, layout="constrained")
+        fig, ax = plt.subplots(figsize=(10, 4.5), dpi=DPI)
+        fig.subplots_adjust(**MARGINS)  # a chart whose labels are data sets its own layout (top_homes)
         draw(ax, daily, homes)
         pictures.append(_pixels(fig))
         path = out / f"{name}.png"

@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -100,7 +101,7 @@ KEPT_TYPES = (ANOMALY_DETECTED, DEVICE_REGISTERED, COMMAND_REQUESTED, *COMMAND_O
 
 @dataclass
 class BatchReport:
-    homes: pd.DataFrame  # daily_homes.parquet, read back
+    homes: pd.DataFrame  # the rows of daily_homes.parquet, in its order
     devices_path: Path
     homes_path: Path
     charts: list[Path]
@@ -216,6 +217,11 @@ def write_sorted(frame: DataFrame, keys: list[str], path: Path) -> None:
     frame.coalesce(1).sortWithinPartitions(*keys).write.mode("overwrite").parquet(str(path))
 
 
+def _write_both(homes: DataFrame, homes_path: Path, devices: DataFrame, devices_path: Path) -> None:
+    write_sorted(homes, ["day", "home_id"], homes_path)
+    write_sorted(devices, KEYS, devices_path)
+
+
 def build_report(
     spark: SparkSession, settings: AnalyticsSettings, output_dir: Path | None = None
 ) -> BatchReport:
@@ -234,25 +240,29 @@ def build_report(
     tail_parts = report_parts(tail)
     merged = {n: p if days is None else days.frames[n].unionByName(p) for n, p in tail_parts.items()}
     sums, kept = merged["sums"].coalesce(cores).cache(), merged["kept"].coalesce(cores).cache()
+    cached = [tail, sums, kept]  # unpersisted at the end, however it ends
     devices_path, homes_path = out / "daily_devices.parquet", out / "daily_homes.parquet"
     # Python's work beside Spark's, each in a thread of its own (a Spark call waits without the GIL): the
-    # figures' plan is built while the parts are read and counted, the charts drawn while the device rows
-    # are sorted and written. Each was about a second of a later report, Spark's jobs as long.
+    # figures' plan is built while the parts are read and counted, the charts drawn while both tables are
+    # sorted and written. Each was about a second of a later report, Spark's jobs as long.
     try:
         with ThreadPoolExecutor(1) as spark_side:
             counted = spark_side.submit(_facts_read, sums, kept, merged["others"])  # the caches filled
             devices = daily_devices(sums, kept).cache()
+            cached.append(devices)
             total = counted.result()
         tail.unpersist()
-        write_sorted(daily_homes(devices), ["day", "home_id"], homes_path)  # devices computed and cached
-        homes_pdf = pd.read_parquet(homes_path)
+        homes = daily_homes(devices).cache()
+        cached.append(homes)
+        # The home rows (computing them fills the device rows' cache), in the file's order and written from
+        # the same cache: the charts need nothing else, so they are drawn while Spark writes both tables.
+        homes_pdf = cast(pd.DataFrame, homes.toPandas()).sort_values(["day", "home_id"], ignore_index=True)
         with ThreadPoolExecutor(1) as spark_side:
-            written = spark_side.submit(write_sorted, devices, KEYS, devices_path)
+            written = spark_side.submit(_write_both, homes, homes_path, devices, devices_path)
             drawn = charts.draw_all(homes_pdf, out / "charts")
             written.result()
-        devices.unpersist()
     finally:
-        for frame in (tail, sums, kept):
+        for frame in cached:
             frame.unpersist()
     device_rows = int(homes_pdf["devices"].sum())  # the device rows, each in one home row's count
     archive_days = (0, 0) if days is None else (days.days, len(days.computed))

@@ -68,6 +68,8 @@ async def test_daily_report_figures_are_exact_for_a_known_history(
     assert report.facts == len(journal.facts)
     devices = pd.read_parquet(report.devices_path)
     homes = pd.read_parquet(report.homes_path)
+    # the home rows the report returns (and charts) are the file's, in its order and with its types
+    pd.testing.assert_frame_equal(report.homes, homes)
     assert report.device_days == len(devices) == 5
     assert sorted(zip(devices["home_id"], devices["device_id"], devices["device_type"], strict=True)) == [
         ("h1", "l1", "lock"), ("h1", "t1", "thermostat"), ("h1", "t1", "thermostat"),

@@ -55,9 +55,9 @@ def longest_unmoved_s(outdoor_c: Callable[[float], float], start: float, end: fl
     the thermostat reports it, stays one value (sampled each minute)."""
     longest, since, value = 0.0, start, round(outdoor_c(start), 1)
     for t in range(int(start) + 60, int(end), 60):
-        now = round(outdoor_c(t), 1)
-        if now != value:
-            longest, since, value = max(longest, t - since), float(t), now
+        reported = round(outdoor_c(t), 1)
+        if reported != value:
+            longest, since, value = max(longest, t - since), float(t), reported
     return max(longest, end - since)
 
 

@@ -205,11 +205,16 @@ def spark() -> Iterator[SparkSession]:
 
     Starting Spark costs 6-30 s on two busy cores, so every analytics test (integration, e2e and chaos)
     shares it, on one xdist worker (tests/support/distribution.py); each test points its queries at its
-    own topics and its own checkpoint directory."""
+    own topics and its own checkpoint directory. An s3a:// archive URL puts the s3a connector on the
+    session's classpath (no bucket is named by it: test_archive_s3 sets its own bucket's endpoint and
+    keys at runtime)."""
     from hearth_analytics.settings import AnalyticsSettings
     from hearth_analytics.spark import build_session
 
-    settings = AnalyticsSettings(master="local[2]", shuffle_partitions=2, driver_memory="2g", spark_ui=False)
+    settings = AnalyticsSettings(
+        master="local[2]", shuffle_partitions=2, driver_memory="2g", spark_ui=False,
+        archive_url="s3a://no-bucket/archive",
+    )  # fmt: skip
     session = build_session(settings, "hearth-tests")
     for key, value in INTERPRETED_SQL.items():
         session.conf.set(key, value)

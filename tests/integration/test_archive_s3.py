@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,16 +20,20 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
+from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from hearth.groups.archive_cli import archive_app
 from hearth_analytics.archive_files.archive_table import committed_files
+from hearth_analytics.jobs.archive import run_archive
+from hearth_analytics.jobs.batch import build_report
+from hearth_analytics.s3 import s3a_conf
+from hearth_analytics.settings import AnalyticsSettings
 from hearth_devstack.supervision.ports import free_port
 from hearth_read_models.rebuild.run import COMPARED, rebuild
 from hearth_shared.adapters.archive_store import S3Access, open_store
 from hearth_shared.adapters.settings import StackSettings
 from tests.support.archive import (
-    archive_env,
     facts_across_days,
     produce,
     readings,
@@ -80,38 +81,47 @@ def _committed_rows(endpoint: str, prefix: str) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def reach_bucket(spark: SparkSession, settings: AnalyticsSettings) -> None:
+    """Point the shared session's s3a connector at the archive's bucket (its endpoint and keys), at
+    runtime: the settings a job's own session gets at start-up (``hearth_analytics.s3.s3a_conf``), as
+    per-bucket options, so no other bucket and no other test sees them."""
+    bucket = settings.archive_url.removeprefix("s3a://").split("/", 1)[0]
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_conf(settings).items():
+        option = key.removeprefix("spark.hadoop.fs.s3a.")
+        if option != "impl":
+            hadoop.set(f"fs.s3a.bucket.{bucket}.{option}", value)
+
+
 async def test_archive_to_s3_compatible_storage(
-    stack: StackSettings, tmp_path: Path, s3_endpoint: str
+    spark: SparkSession, stack: StackSettings, tmp_path: Path, s3_endpoint: str
 ) -> None:
     _client(s3_endpoint).create_bucket(Bucket=BUCKET)
     records = readings(devices=6, per_device=20)
     await produce(stack, records)
-    env = archive_env(
-        stack, tmp_path / "unused", tmp_path / "checkpoints",
-        HEARTH_ANALYTICS_ARCHIVE_URL=f"s3a://{BUCKET}/journal",
-        HEARTH_ANALYTICS_S3_ENDPOINT=s3_endpoint,
-        HEARTH_ANALYTICS_S3_ACCESS_KEY=KEY_ID,
-        HEARTH_ANALYTICS_S3_SECRET_KEY=SECRET,
-        HEARTH_ANALYTICS_S3_REGION="us-east-1",
-    )  # fmt: skip
-    # The archive job once, then the daily report over it twice, in one process (one JVM): the first
-    # report computes each archive day's parts and keeps them on S3 beside the table, the second reads them
-    # back (archive_day_parts: its listing, manifests, runs).
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "tests.support.archive_then_reports", str(tmp_path / "reports"), "2"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "archived" in done.stdout.splitlines(), done.stdout
+    settings = AnalyticsSettings(
+        stack=stack,
+        checkpoint_dir=tmp_path / "checkpoints",
+        archive_url=f"s3a://{BUCKET}/journal",
+        s3_endpoint=s3_endpoint,
+        s3_access_key=KEY_ID,
+        s3_secret_key=SecretStr(SECRET),
+        s3_region="us-east-1",
+    )
+    reach_bucket(spark, settings)
+    # The archive job once, then the daily report over it twice: the first report computes each archive
+    # day's parts and keeps them on S3 beside the table, the second reads them back (archive_day_parts:
+    # its listing, manifests, runs).
+    await asyncio.to_thread(run_archive, settings, once=True, spark=spark)
 
     rows = _committed_rows(s3_endpoint, "journal")
     where = list(
         zip(rows.column("kafka_partition").to_pylist(), rows.column("kafka_offset").to_pylist(), strict=True)
     )
     assert len(where) == len(set(where)) == len(records)
-    runs = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("report ")]
-    assert runs == [["0", str(len(records)), "2", "2"], ["1", str(len(records)), "2", "0"]], done.stdout
+    for run, computed in enumerate((2, 0)):
+        made = await asyncio.to_thread(build_report, spark, settings, tmp_path / "reports" / str(run))
+        assert (made.facts, made.archive_days, made.archive_days_computed) == (len(records), 2, computed)
     kept = _client(s3_endpoint).list_objects_v2(Bucket=BUCKET, Prefix="journal/_report_parts/")["Contents"]
     assert sum(1 for o in kept if o["Key"].endswith("/manifest.json")) == 1
 

@@ -40,7 +40,8 @@ def steady_homes(prefix: str, count: int, span_s: float) -> list[str]:
     an hour apart or more (so the test can say which entry each habit must become)."""
     now, found = time.time(), []
     first = datetime.fromtimestamp(now - span_s, UTC).date()
-    mondays = [first - timedelta(days=first.weekday()) + timedelta(weeks=w) for w in range(WEEKS + 2)]
+    # The households live by local dates, up to a day either side of UTC's: a week more each side.
+    mondays = [first - timedelta(days=first.weekday()) + timedelta(weeks=w) for w in range(-1, WEEKS + 2)]
     for n in range(1, 200):
         home_id = f"{prefix}-{n}"
         household, _ = household_of(home_id, SEED)

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # chaos tests.
 WORKERS ?= 2
 
-.PHONY: up down test check lint setup uv deps jars browser mosquitto clean
+.PHONY: up down test check lint setup uv deps jars s3a-jars browser mosquitto clean
 
 up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
 	$(UV) run hearth up
@@ -22,7 +22,7 @@ up: setup ## Run the whole platform with a simulated fleet (Ctrl-C stops it)
 down: ## Stop a running `make up`
 	$(UV) run hearth down
 
-test: setup lint ## Install everything and run every test, in parallel (WORKERS pytest-xdist workers)
+test: setup s3a-jars lint ## Install everything and run every test, in parallel (WORKERS pytest-xdist workers)
 	$(UV) run pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 check: setup lint ## The inner loop: the lint above and the unit tests (no servers)
@@ -49,6 +49,9 @@ deps:
 jars: ## Kafka's jars (and its class-data archive) and Spark's Kafka connector, fetched once into .hearth/
 	$(UV) run python -c "from hearth_devstack.servers.kafka import prepare_broker; prepare_broker()"
 	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import ensure_kafka_connector; ensure_kafka_connector(AnalyticsSettings())"
+
+s3a-jars: ## Spark's s3a connector (hadoop-aws and the AWS SDK, about 690 MB) for the tests' Spark session, once into .hearth/
+	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import s3a_jars; s3a_jars(AnalyticsSettings(archive_url='s3a://any-bucket/archive'), local=True)"
 
 mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)
 	@command -v mosquitto >/dev/null || test -x /usr/sbin/mosquitto || (apt-get update && apt-get install -y mosquitto mosquitto-clients openssl)

@@ -25,6 +25,7 @@ sent, and each twin ends at its newest report.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -35,12 +36,14 @@ from aiokafka import TopicPartition
 from aiokafka.consumer import fetcher
 
 from hearth_device_actor.service.actor import InboxRecord
+from hearth_device_actor.settings import DeviceActorSettings
 from hearth_shared.adapters.kafka import make_producer
 from hearth_shared.adapters.settings import StackSettings
 from hearth_shared.schema.events import CommandRequested, Event, Inbound, StateReported, SubmitCommand, encode
 from tests.support.inbox_requests import command_request, register_request, report_request
 from tests.support.inbox_worker import Worker, submit
 from tests.support.topics import read_journal
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +224,38 @@ async def test_a_worker_that_never_looks_meanwhile_decides_it_after_the_whole_ba
 ) -> None:
     before = await reports_before_a_command_sent_mid_batch(stack, check_commands_s=3600)
     assert before == LONG_BATCH, "the command was not sent while the batch was decided: the test is blind"
+
+
+async def test_an_idle_worker_fetches_seldom_and_a_command_still_comes_through(
+    stack: StackSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle (a round fetched nothing), the worker's fetches are held ``idle_fetch_wait_ms`` at the broker,
+    not ``fetch_wait_ms``: a worker doing nothing sent one every 20 ms. A command then still comes
+    through (a held fetch comes back at its first record), and its round sets the short wait again."""
+    devices, changelog = await registered_fleet(stack, 2)
+    waits = DeviceActorSettings()
+    sent: list[int] = []  # the wait of each fetch the worker's inbox consumer sent
+    proc_fetch_request = fetcher.Fetcher._proc_fetch_request
+
+    async def counted(self: Any, assignment: Any, node_id: int, request: Any) -> Any:
+        if self is worker.feed.consumer._fetcher:
+            sent.append(request._max_wait_ms)
+        return await proc_fetch_request(self, assignment, node_id, request)
+
+    monkeypatch.setattr(fetcher.Fetcher, "_proc_fetch_request", counted)
+    worker = Worker(stack, changelog, catch_up=True)
+    await worker.start()
+    try:
+        await eventually(lambda: waits.idle_fetch_wait_ms in sent, "a fetch held as idle")
+        before = len(sent)
+        await asyncio.sleep(2.0)
+        idle = sent[before:]
+        assert len(idle) <= 2.0 / (waits.idle_fetch_wait_ms / 1000) + 2, f"{len(idle)} fetches in 2 s idle"
+        assert set(idle) == {waits.idle_fetch_wait_ms}, idle
+
+        command = command_request(devices[0], "set_target_temperature", {"target_c": 21.0}, home_id="lane")
+        await submit(stack, [command])
+        await worker.handled(worker.actors.processed + 1)
+        await eventually(lambda: waits.fetch_wait_ms in sent[before + len(idle) :], "a fetch held as busy")
+    finally:
+        await worker.stop()

@@ -47,9 +47,10 @@ class Worker:
             settings.topics.journal,
             self.actors.catch_up,
         )
+        waits = DeviceActorSettings()
         self.feed = InboxFeed(
             lambda: inbox_consumer(
-                servers, f"once-{settings.topic_prefix}", fetch_wait_ms=DeviceActorSettings().fetch_wait_ms
+                servers, f"once-{settings.topic_prefix}", fetch_wait_ms=waits.fetch_wait_ms
             ),
             settings.topics.inbox_lanes,
             self.actors.handle_batch,
@@ -57,6 +58,7 @@ class Worker:
             asyncio.Lock(),
             batch_size=batch_size,
             coalesce_after=coalesce_after,
+            fetch_waits_ms=(waits.fetch_wait_ms, waits.idle_fetch_wait_ms),
             commit_interval_s=commit_interval_s,
             recommit_after_s=recommit_after_s,
             journal_topic=settings.topics.journal,

@@ -123,6 +123,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
         lock,
         batch_size=settings.batch_size,
         coalesce_after=settings.coalesce_after,
+        fetch_waits_ms=(settings.fetch_wait_ms, settings.idle_fetch_wait_ms),
         journal_topic=topics.journal,
         catch_up=JournalCatchUp(
             lambda: AIOKafkaConsumer(

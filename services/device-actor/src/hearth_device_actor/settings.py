@@ -27,6 +27,13 @@ class DeviceActorSettings(BaseSettings):
         "fetch.max.wait.ms, default 500): while a fetch for the empty command lane is held, telemetry "
         "already handled cannot be fetched again (see entrypoints/inbox.py, Fetch wait)",
     )
+    idle_fetch_wait_ms: int = Field(
+        500,
+        gt=0,
+        description="The same while the worker is idle (its last round fetched nothing): a held fetch comes "
+        "back at its first record, so a longer wait delays nothing and spares the broker an idle worker's "
+        "fetch every fetch_wait_ms (see entrypoints/inbox.py, Fetch wait)",
+    )
     check_commands_ms: int = Field(
         20,
         gt=0,

@@ -44,8 +44,11 @@ fetch asks only for the command lane, which is empty, and the broker holds it un
 ``fetch.max.wait.ms`` passes (Kafka's default 500 ms); the telemetry the worker has meanwhile finished
 cannot be fetched again before that. With the default, a worker draining a backlog spent about half its
 time so (`hearth bench actor`: 10,400-12,500 reports/s against 21,400 with 20 ms). So the inbox consumer's
-wait is short (``fetch_wait_ms``, 20 ms): the price is an idle worker's fetch every 20 ms instead of every
-500 ms. A command is not slowed by either: a held fetch comes back at its first record.
+wait is short (``fetch_wait_ms``, 20 ms) while the worker is busy, and long (``idle_fetch_wait_ms``,
+500 ms) once a round fetched nothing: an idle worker's fetch every 20 ms cost the broker about 6 % of a
+core and the worker 5 % here, doing nothing. A command is not slowed by either: a held fetch comes back
+at its first record, and the round that brings it sets the short wait again before the next fetch goes
+out (aiokafka sends none for 100 ms after records came, its ``prefetch_backoff``).
 
 Overload: when a telemetry partition of a batch is more than ``coalesce_after`` records behind its end,
 the batch's state reports are coalesced (coalescing.py) instead of the lag growing without bound.
@@ -115,6 +118,7 @@ class InboxFeed:
         commit_interval_s: float = 0.5,
         recommit_after_s: float = 3600.0,  # re-commit held offsets this often when idle (see above)
         coalesce_after: int = 0,  # records a telemetry partition may be behind before its reports coalesce
+        fetch_waits_ms: tuple[int, int] | None = None,  # (busy, idle); None: the consumer's own, always
     ) -> None:
         self.make_consumer = make_consumer
         self._consumer: AIOKafkaConsumer | None = None
@@ -128,6 +132,7 @@ class InboxFeed:
         self.coalesce_after = coalesce_after
         self.commit_interval_s = commit_interval_s
         self.recommit_after_s = recommit_after_s
+        self.fetch_waits_ms = fetch_waits_ms
         self.handled: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self.committed: dict[TopicPartition, int] = {}  # the group's offsets of the partitions read now
         self._last_write = time.monotonic()  # of a commit that reached the broker
@@ -217,6 +222,7 @@ class InboxFeed:
             await self._assigned.wait()
             generation = self.generation
             fetched = await self._next_round()
+            self._wait_as(busy=bool(fetched))
             async with self.lock:
                 if fetched and generation != self.generation:  # a rebalance came in between
                     fetched = await self._still_in_place(fetched)
@@ -242,6 +248,12 @@ class InboxFeed:
             for tp, records in (await self._first_lane_fetched()).items():
                 fetched.setdefault(tp, []).extend(records)  # a partition the batch cut: the rest after it
         return fetched
+
+    def _wait_as(self, *, busy: bool) -> None:
+        """The broker holds the next fetches ``fetch_waits_ms`` (busy, idle) at most (Fetch wait, above).
+        aiokafka reads its fetcher's wait each time it builds a fetch and has no public way to change it."""
+        if self.fetch_waits_ms is not None:
+            self.consumer._fetcher._fetch_max_wait_ms = self.fetch_waits_ms[0 if busy else 1]
 
     async def _still_in_place(self, fetched: Fetched) -> Fetched:
         """The records of a round that an assignment came in the middle of, which are still the next to

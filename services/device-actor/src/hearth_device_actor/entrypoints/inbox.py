@@ -222,7 +222,6 @@ class InboxFeed:
             await self._assigned.wait()
             generation = self.generation
             fetched = await self._next_round()
-            self._wait_as(busy=bool(fetched))
             async with self.lock:
                 if fetched and generation != self.generation:  # a rebalance came in between
                     fetched = await self._still_in_place(fetched)
@@ -242,8 +241,10 @@ class InboxFeed:
         the same fetch is left behind, to be decided only after that batch (a worker starting with a
         backlog met this: 200 of a device's readings decided before its command)."""
         if commands := await self._first_lane_fetched():
+            self._wait_as(busy=True)
             return commands
         fetched: Fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+        self._wait_as(busy=bool(fetched))  # first thing: before the fetcher builds its next fetch
         if fetched:
             for tp, records in (await self._first_lane_fetched()).items():
                 fetched.setdefault(tp, []).extend(records)  # a partition the batch cut: the rest after it

@@ -45,8 +45,8 @@ fetch asks only for the command lane, which is empty, and the broker holds it un
 cannot be fetched again before that. With the default, a worker draining a backlog spent about half its
 time so (`hearth bench actor`: 10,400-12,500 reports/s against 21,400 with 20 ms). So the inbox consumer's
 wait is short (``fetch_wait_ms``, 20 ms) while the worker is busy, and long (``idle_fetch_wait_ms``,
-500 ms) once a round fetched nothing: an idle worker's fetch every 20 ms cost the broker about 6 % of a
-core and the worker 5 % here, doing nothing. A command is not slowed by either: a held fetch comes back
+500 ms) once a round fetched nothing: an idle worker's fetch every 20 ms cost the broker about 4 % of a
+core and the worker 4 % here, doing nothing. A command is not slowed by either: a held fetch comes back
 at its first record, and the round that brings it sets the short wait again before the next fetch goes
 out (aiokafka sends none for 100 ms after records came, its ``prefetch_backoff``).
 

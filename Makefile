@@ -14,8 +14,10 @@ PYTEST_ARGS ?=
 # chaos tests. On the Intel Xeon host of 2026-11-30 (fresh clones, pytest's own time): 19 min 49 s and
 # 21 min 6 s (1,338 passed); 16 min 37 s with test_archive_s3 in the shared Spark session (1e552a1); 13 min
 # 44 s (1,339 passed, 7c52e14) once an idle device actor stopped fetching every 20 ms (the tests' brokers
-# 460 -> 307 CPU-s over the run, the device actors 209 -> 93).
-WORKERS ?= 2
+# 460 -> 307 CPU-s over the run, the device actors 209 -> 93), with 2 workers, the cores 82 % busy; with 3
+# workers 11 min 20 s and 11 min 12 s (1,339 passed, cores 93 % busy; the tests take a fifth longer each, and the
+# waits between their steps overlap): 3 from then on.
+WORKERS ?= 3
 
 .PHONY: up down test check lint setup uv deps jars s3a-jars browser mosquitto clean
 

@@ -1,5 +1,5 @@
 """Which tests share a worker, and in what order they start, when the suite runs in parallel (a pytest
-plugin, loaded by tests/conftest.py; ``make test`` runs ``pytest -n 2``, pytest-xdist).
+plugin, loaded by tests/conftest.py; ``make test`` runs ``pytest -n 3``, pytest-xdist).
 
 Each worker is a pytest session of its own, with its own servers on free ports in its own temporary
 directory (tests/conftest.py's session fixtures), and each test has its own topics and schema, so no test

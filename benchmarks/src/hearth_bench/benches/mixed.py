@@ -25,13 +25,17 @@ Mosquitto). Three kinds of device, one job each:
 
 The search (coalescing off: a separate start of the actor with ``HEARTH_DEVICE_ACTOR_COALESCE_AFTER=0``,
 because with coalescing on the actor keeps up with any rate by folding readings, which is what the 200 %
-phase is for): load telemetry at ``--search-from`` readings/s, then ``--search-factor`` times more per
-step, each for ``--search-duration`` s, until a step is not sustained (``mixed_figures.sustained``: the
+phase is for): telemetry at ``--search-from`` readings/s, then ``--search-factor`` times more per step,
+each for ``--search-duration`` s and with the phases' commands (the API's and the automations', the
+trigger readings counted in the rate), until a step is not sustained (``mixed_figures.sustained``: the
 telemetry lane's lag, from the actor's serving file each second, stays within ``LAG_BOUND_S`` of readings
 in the step's second half), or until the bench's sender falls more than 5 % short of the rate offered
 (``sender_short``: one Python producer on a shared machine; the ceiling is then the client's, a lower
 bound of the actor's, and the result says so); between steps the actor catches up. The ceiling is the
-highest rate achieved in a step sustained. Then the actor is restarted with coalescing on.
+highest rate achieved in a step sustained. Then the actor is restarted with coalescing on. The steps
+carry the commands because the phases do: "90 %" is meant to be a rate the stack keeps up with while it
+serves them. The first searches sent telemetry alone, and in their 90 % phases the stack fell behind (a
+reading's way to its fact p50 8.9 s, growing over the phase), so those phases measured an overload.
 
 Each phase: load readings at the phase's share of the ceiling minus the trigger readings, the trigger
 readings, and the API's commands (``POST /v1/devices/{id}/commands``, no wait, open loop at
@@ -157,6 +161,11 @@ class Fleet:
     automation_devices: list[str]
     seq: dict[str, int] = field(default_factory=lambda: {"triggers": 2, "load": 2})  # 1: the calm first
 
+    @property
+    def trigger_rate(self) -> float:
+        """The trigger thermostats' readings/s: each reads hot and calm once in ``TRIGGER_PERIOD_S``."""
+        return 2 * self.triggers / TRIGGER_PERIOD_S
+
     def take(self, group: str, readings: float) -> range:
         """The next ``device_seq`` rounds of a group for ``readings`` readings (at least one round)."""
         devices = self.triggers if group == "triggers" else self.load
@@ -181,6 +190,16 @@ class Phase:
     http: dict[str, int] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)  # wall clock: the phase's start, and when it settled
     quiet_after_s: float | None = None  # the wait for a quiet machine before it (None: never quiet)
+
+
+def _phase(name: str, rate: float, fleet: Fleet, duration_s: float) -> Phase:
+    """A phase or search step of ``rate`` readings/s in all: the trigger readings (which make the
+    automations' commands) and, above their rate, the load's."""
+    rate = max(fleet.trigger_rate, rate)
+    rounds = {"triggers": fleet.take("triggers", fleet.trigger_rate * duration_s)}
+    if rate > fleet.trigger_rate:
+        rounds["load"] = fleet.take("load", (rate - fleet.trigger_rate) * duration_s)
+    return Phase(name, rate, rounds)
 
 
 def _automations(fleet: Fleet) -> list[Automation]:
@@ -266,14 +285,13 @@ async def _caught_up(stack: BenchStack) -> None:
 
 async def _telemetry(stack: BenchStack, fleet: Fleet, phase: Phase) -> None:
     """The phase's readings: the load's and the triggers', each group from its own producer."""
-    trigger_rate = 2 * fleet.triggers / TRIGGER_PERIOD_S
-    senders = {}
-    if "triggers" in phase.rounds:
-        senders["triggers"] = send_readings(
-            stack.settings, fleet.triggers, phase.rounds["triggers"], trigger_rate, 2
+    senders = {
+        "triggers": send_readings(
+            stack.settings, fleet.triggers, phase.rounds["triggers"], fleet.trigger_rate, 2
         )
+    }
     if "load" in phase.rounds:
-        load_rate = phase.rate - (trigger_rate if "triggers" in phase.rounds else 0.0)
+        load_rate = phase.rate - fleet.trigger_rate
         rounds = phase.rounds["load"]
         senders["load"] = send_readings(
             stack.settings, fleet.load, rounds, load_rate, NEVER, first=fleet.triggers
@@ -311,9 +329,9 @@ async def _commands(client: LeanHttp, fleet: Fleet, phase: Phase, rate: float, d
 
 
 async def _run_phase(
-    stack: BenchStack, fleet: Fleet, phase: Phase, client: LeanHttp | None, args: MixedBench
+    stack: BenchStack, fleet: Fleet, phase: Phase, client: LeanHttp, args: MixedBench, duration_s: float
 ) -> None:
-    """One phase (or search step, without ``client``): telemetry (and commands), then caught up."""
+    """One phase or search step: telemetry and the API's commands for ``duration_s``, then caught up."""
     await _caught_up(stack)
     phase.quiet_after_s = await stack.quiet()
     before, cpu_before = _serving(stack), stack.cpu_seconds()
@@ -324,7 +342,7 @@ async def _run_phase(
     try:
         work = [_telemetry(stack, fleet, phase)]
         if client is not None:
-            work.append(_commands(client, fleet, phase, args.command_rate, args.duration))
+            work.append(_commands(client, fleet, phase, args.command_rate, duration_s))
         await asyncio.gather(*work)
         phase.seconds = time.monotonic() - began
     finally:
@@ -339,19 +357,24 @@ async def _run_phase(
     phase.window = (wall, time.time())
 
 
-async def _search(stack: BenchStack, fleet: Fleet, args: MixedBench) -> tuple[float, list[dict[str, Any]]]:
+async def _search(
+    stack: BenchStack, fleet: Fleet, client: LeanHttp, args: MixedBench
+) -> tuple[float, list[dict[str, Any]]]:
     steps, found = [], []
     for rate in search_rates(args.search_from, args.search_factor, args.search_max):
-        step = Phase(f"search {rate:g}/s", rate, {"load": fleet.take("load", rate * args.search_duration)})
-        console.print(f"search: {rate:,.0f} readings/s for ~{args.search_duration:g} s, coalescing off")
-        await _run_phase(stack, fleet, step, None, args)
-        achieved = step.sent["load"] / step.seconds
+        step = _phase(f"search {rate:g}/s", rate, fleet, args.search_duration)
+        console.print(
+            f"search: {rate:,.0f} readings/s for ~{args.search_duration:g} s, "
+            f"{args.command_rate:g} commands/s x 2, coalescing off"
+        )
+        await _run_phase(stack, fleet, step, client, args, args.search_duration)
+        achieved = sum(step.sent.values()) / step.seconds
         kept_up = sustained(step.lags, achieved)
         verdict = "sustained" if kept_up else "not sustained"
         console.print(f"  sent {achieved:,.0f}/s; lag samples {step.lags}; {verdict}")
         steps.append((achieved, kept_up))
         found.append({
-            "offered_per_s": rate, "achieved_per_s": round(achieved), "sender_late_s": step.late_s["load"],
+            "offered_per_s": rate, "achieved_per_s": round(achieved), "sender_late_s": step.late_s,
             "lag_records": step.lags, "sustained": kept_up, "cpu_percent_of_one_core": step.cpu,
             "quiet_after_s": step.quiet_after_s,
         })  # fmt: skip
@@ -531,24 +554,23 @@ def run_mixed_bench(args: MixedBench) -> dict[str, Any]:
             await stack.wait_listed(HOME, 2 * args.commanded + triggers, online=True)
             return fleet
 
+        def api_client() -> LeanHttp:
+            headers = {"Authorization": f"Bearer {stack.token()}"}
+            return LeanHttp(stack.command_api, connections=CONNECTIONS, headers=headers)
+
         async def search(fleet: Fleet) -> tuple[float, list[dict[str, Any]]]:
-            return await _search(stack, fleet, args)
+            async with api_client() as client:
+                return await _search(stack, fleet, client, args)
 
         async def phases(fleet: Fleet, ceiling: float) -> list[dict[str, Any]]:
-            headers = {"Authorization": f"Bearer {stack.token()}"}
-            trigger_rate = 2 * triggers / TRIGGER_PERIOD_S
             done = []
-            async with LeanHttp(stack.command_api, connections=CONNECTIONS, headers=headers) as client:
+            async with api_client() as client:
                 for name, share in PHASES:
-                    rate = max(trigger_rate, share * ceiling)
-                    rounds = {"triggers": fleet.take("triggers", trigger_rate * args.duration)}
-                    if share:
-                        rounds["load"] = fleet.take("load", (rate - trigger_rate) * args.duration)
-                    phase = Phase(name, rate, rounds)
+                    phase = _phase(name, share * ceiling, fleet, args.duration)
                     console.print(
-                        f"phase {name}: {rate:,.0f} readings/s, {args.command_rate:g} commands/s x 2"
+                        f"phase {name}: {phase.rate:,.0f} readings/s, {args.command_rate:g} commands/s x 2"
                     )
-                    await _run_phase(stack, fleet, phase, client, args)
+                    await _run_phase(stack, fleet, phase, client, args, args.duration)
                     done.append(phase)
             console.print(f"waiting {EXPIRES_IN_S + CALM_S:g} s: every command converged or expired")
             await asyncio.sleep(EXPIRES_IN_S + CALM_S)
@@ -612,9 +634,9 @@ def _notes(
     )
     return (
         f"Ceiling: {ceiling:,.0f} telemetry readings/s sustained by one device-actor worker with coalescing "
-        f"off ({limit}; a step of {args.search_duration:g} s is sustained when the telemetry lane stays "
-        "within 1 s of readings behind in its second half). Phases of "
-        f"{args.duration:g} s, coalescing on ({_threshold(args)}): {args.command_rate:g} API commands/s "
+        f"off, while it served the phases' commands ({limit}; a step of {args.search_duration:g} s is "
+        "sustained when the telemetry lane stays within 1 s of readings behind in its second half). Phases "
+        f"of {args.duration:g} s, coalescing on ({_threshold(args)}): {args.command_rate:g} API commands/s "
         f"(`set_target_temperature`, no wait, round robin over {args.commanded:,} simulated thermostats) and "
         f"{args.command_rate:g} automation commands/s (made by the trigger thermostats' hot readings, "
         f"onto {args.commanded:,} others), with load telemetry over {args.devices:,} thermostats straight "

@@ -225,8 +225,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
     async def deadlines() -> None:
         nonlocal ticks
         ticks += 1
-        async with lock:
-            await actors.tick()
+        await actors.check_deadlines(lock, settings.tick_chunk)
         if ticks % 20 == 0 and actors.batches:
             log.info(
                 "handled %d inbox records in %d batches (%.0f per batch); %d twins with deadlines; "

@@ -43,6 +43,12 @@ class DeviceActorSettings(BaseSettings):
     )
     offline_after_s: float = Field(60.0, gt=0, description="Silence after which a device is offline")
     tick_interval_s: float = Field(0.5, gt=0, description="How often deadlines are checked")
+    tick_chunk: int = Field(
+        500,
+        gt=0,
+        description="Twins whose deadline passed that are checked at a time: a batch of the inbox (a "
+        "command) waiting meanwhile goes between two such chunks (see DeviceActors.check_deadlines)",
+    )
     session_timeout_s: float = 8.0
     max_poll_interval_s: float = Field(
         300.0,

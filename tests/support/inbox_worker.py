@@ -49,9 +49,7 @@ class Worker:
         )
         waits = DeviceActorSettings()
         self.feed = InboxFeed(
-            lambda: inbox_consumer(
-                servers, f"once-{settings.topic_prefix}", fetch_wait_ms=waits.fetch_wait_ms
-            ),
+            lambda: inbox_consumer(servers, f"once-{settings.topic_prefix}"),
             settings.topics.inbox_lanes,
             self.actors.handle_batch,
             _nothing_to_flush,

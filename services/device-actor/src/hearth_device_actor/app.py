@@ -114,9 +114,7 @@ def make_app(  # noqa: C901  (mccabe adds up the nested services and handlers wi
     )
     lock = asyncio.Lock()
     feed = InboxFeed(
-        lambda: inbox_consumer(
-            stack.kafka_bootstrap_servers, f"{app.conf.id}-inbox", fetch_wait_ms=settings.fetch_wait_ms
-        ),
+        lambda: inbox_consumer(stack.kafka_bootstrap_servers, f"{app.conf.id}-inbox"),
         topics.inbox_lanes,
         actors.handle_batch,
         lambda: app.producer.flush(),

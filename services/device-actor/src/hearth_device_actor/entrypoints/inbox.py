@@ -76,17 +76,16 @@ LOOP_TURNS = 8  # turns of the event loop the fetches get at each look for comma
 Fetched = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]  # what getmany returns, per partition
 
 
-def inbox_consumer(bootstrap_servers: str, group_id: str, *, fetch_wait_ms: int) -> AIOKafkaConsumer:
+def inbox_consumer(bootstrap_servers: str, group_id: str) -> AIOKafkaConsumer:
     """The feed's consumer: ``group_id`` for its commits only (it is never subscribed: the partitions
-    come from faust); fetches not held for bytes (see ``held_fetches`` for why the hot path does not),
-    and held ``fetch_wait_ms`` at most when nothing is there (Fetch wait, above)."""
+    come from faust); fetches not held for bytes (see ``held_fetches`` for why the hot path does not).
+    How long the broker may hold a fetch when nothing is there, the feed sets (Fetch wait, above)."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap_servers,
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=4 * 1024 * 1024,
-        fetch_max_wait_ms=fetch_wait_ms,
     )
 
 
@@ -118,7 +117,7 @@ class InboxFeed:
         commit_interval_s: float = 0.5,
         recommit_after_s: float = 3600.0,  # re-commit held offsets this often when idle (see above)
         coalesce_after: int = 0,  # records a telemetry partition may be behind before its reports coalesce
-        fetch_waits_ms: tuple[int, int] | None = None,  # (busy, idle); None: the consumer's own, always
+        fetch_waits_ms: tuple[int, int],  # (busy, idle): the most the broker holds a fetch (Fetch wait)
     ) -> None:
         self.make_consumer = make_consumer
         self._consumer: AIOKafkaConsumer | None = None
@@ -153,6 +152,7 @@ class InboxFeed:
         if self._consumer is None:
             self._consumer = self.make_consumer()  # needs a running loop
             await self._consumer.start()
+            self._wait_as(busy=True)  # the first fetches, before a round says otherwise
             self._started.set()
         await self._started.wait()
 
@@ -253,8 +253,7 @@ class InboxFeed:
     def _wait_as(self, *, busy: bool) -> None:
         """The broker holds the next fetches ``fetch_waits_ms`` (busy, idle) at most (Fetch wait, above).
         aiokafka reads its fetcher's wait each time it builds a fetch and has no public way to change it."""
-        if self.fetch_waits_ms is not None:
-            self.consumer._fetcher._fetch_max_wait_ms = self.fetch_waits_ms[0 if busy else 1]
+        self.consumer._fetcher._fetch_max_wait_ms = self.fetch_waits_ms[0 if busy else 1]
 
     async def _still_in_place(self, fetched: Fetched) -> Fetched:
         """The records of a round that an assignment came in the middle of, which are still the next to

@@ -56,7 +56,7 @@ jars: ## Kafka's jars (and its class-data archive) and Spark's Kafka connector, 
 	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import ensure_kafka_connector; ensure_kafka_connector(AnalyticsSettings())"
 
 s3a-jars: ## Spark's s3a connector (hadoop-aws and the AWS SDK, about 690 MB) for the tests' Spark session, once into .hearth/
-	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import s3a_jars; s3a_jars(AnalyticsSettings(archive_url='s3a://any-bucket/archive'), local=True)"
+	$(UV) run python -c "from hearth_analytics.settings import AnalyticsSettings; from hearth_analytics.spark import ensure_s3a_connector; ensure_s3a_connector(AnalyticsSettings())"
 
 mosquitto: ## Debian's Mosquitto (the MQTT broker devices connect to), its clients, and openssl (its TLS certificate)
 	@command -v mosquitto >/dev/null || test -x /usr/sbin/mosquitto || (apt-get update && apt-get install -y mosquitto mosquitto-clients openssl)

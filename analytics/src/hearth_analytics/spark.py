@@ -41,7 +41,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from hearth_analytics.s3 import s3a_conf, s3a_coordinates
+from hearth_analytics.s3 import HADOOP_AWS, s3a_conf, s3a_coordinates
 from hearth_analytics.settings import AnalyticsSettings
 
 log = logging.getLogger(__name__)
@@ -267,16 +267,21 @@ def hadoop_version() -> str:
 
 
 def s3a_jars(settings: AnalyticsSettings, *, local: bool) -> list[Path | str]:
-    """The s3a connector (``hearth_analytics.s3``): its jars, resolved once (``local``), or its Maven
-    coordinates for ``spark.jars.packages``; nothing for a local archive."""
+    """The s3a connector (``hearth_analytics.s3``) for an s3a:// archive: its jars, resolved once
+    (``local``), or its Maven coordinates for ``spark.jars.packages``; nothing for a local archive."""
     coordinates = s3a_coordinates(settings, hadoop_version())
     if coordinates is None:
         return []
-    if not local:
-        return [coordinates]
+    return list(ensure_s3a_connector(settings)) if local else [coordinates]
+
+
+def ensure_s3a_connector(settings: AnalyticsSettings) -> list[Path]:
+    """The s3a connector's jars (hadoop-aws at Spark's Hadoop version and the AWS SDK), resolved with
+    ``mvn`` on first use, then read from the cache (``make s3a-jars``, before the tests)."""
+    coordinates = f"{HADOOP_AWS}:{hadoop_version()}"
     target = jars_root(settings) / "spark-jars" / SPARK_VERSION / f"hadoop-aws-{hadoop_version()}"
     if (target / _COMPLETE).exists():
-        return list(sorted(target.glob("*.jar")))
+        return sorted(target.glob("*.jar"))
     print(
         f"resolving {coordinates} from Maven Central (once; the AWS SDK is about 690 MB)...", file=sys.stderr
     )

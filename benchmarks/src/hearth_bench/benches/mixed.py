@@ -340,10 +340,9 @@ async def _run_phase(
     sampler = threading.Thread(target=_sample_lag, args=(stack, phase.lags, stop), daemon=True)
     sampler.start()
     try:
-        work = [_telemetry(stack, fleet, phase)]
-        if client is not None:
-            work.append(_commands(client, fleet, phase, args.command_rate, duration_s))
-        await asyncio.gather(*work)
+        await asyncio.gather(
+            _telemetry(stack, fleet, phase), _commands(client, fleet, phase, args.command_rate, duration_s)
+        )
         phase.seconds = time.monotonic() - began
     finally:
         stop.set()

@@ -246,8 +246,8 @@ class DeviceActors:
         """Every deadline passed (``tick``), ``chunk`` twins at a time, each chunk under ``lock`` (the one
         a batch of the inbox is handled under), so a batch waiting for it (a command's) goes between two
         chunks instead of after them all: when many devices fall silent at once (10,000 in `hearth bench
-        mixed`, or a site's network gone), their facts are minutes of work, not one stall of every command
-        (0.5-2 s in that bench, when one tick took them all). asyncio's lock is fair: released, it goes to
+        mixed`, or a site's network gone), recording their facts no longer stalls every command (0.5-2 s
+        in that bench, when one tick took them all). asyncio's lock is fair: released, it goes to
         the batch that waits for it before this takes it again. Returns how many twins were due."""
         due = self.due()
         for start in range(0, len(due), chunk):

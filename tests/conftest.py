@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,20 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tests.support.identity_stack import Identity
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test that used the shared platform and failed carries the tail of every service's log in its
+    report: the platform's processes outlive the test, and their logs go with the session's temporary
+    directory (a registration's `httpx.ReadError` in a CI-like run of 2026-11-30 left nothing to read)."""
+    report: pytest.TestReport = yield
+    platform = getattr(item, "funcargs", {}).get("platform")
+    if report.failed and isinstance(platform, Platform):
+        report.sections.append(("the platform's service logs (tails)", platform.logs()))
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -22,9 +22,14 @@ from hearth_analytics.settings import AnalyticsSettings
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws"
 
 
+def hadoop_aws(hadoop_version: str) -> str:
+    """The s3a connector's Maven coordinates at Spark's Hadoop version."""
+    return f"{HADOOP_AWS}:{hadoop_version}"
+
+
 def s3a_coordinates(settings: AnalyticsSettings, hadoop_version: str) -> str | None:
     """``hadoop-aws`` at Spark's Hadoop version for an s3a:// archive (None: a local archive)."""
-    return None if settings.archive_is_local() else f"{HADOOP_AWS}:{hadoop_version}"
+    return None if settings.archive_is_local() else hadoop_aws(hadoop_version)
 
 
 def s3a_conf(settings: AnalyticsSettings) -> dict[str, str]:

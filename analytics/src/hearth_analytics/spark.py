@@ -41,7 +41,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from hearth_analytics.s3 import HADOOP_AWS, s3a_conf, s3a_coordinates
+from hearth_analytics.s3 import hadoop_aws, s3a_conf, s3a_coordinates
 from hearth_analytics.settings import AnalyticsSettings
 
 log = logging.getLogger(__name__)
@@ -278,8 +278,9 @@ def s3a_jars(settings: AnalyticsSettings, *, local: bool) -> list[Path | str]:
 def ensure_s3a_connector(settings: AnalyticsSettings) -> list[Path]:
     """The s3a connector's jars (hadoop-aws at Spark's Hadoop version and the AWS SDK), resolved with
     ``mvn`` on first use, then read from the cache (``make s3a-jars``, before the tests)."""
-    coordinates = f"{HADOOP_AWS}:{hadoop_version()}"
-    target = jars_root(settings) / "spark-jars" / SPARK_VERSION / f"hadoop-aws-{hadoop_version()}"
+    version = hadoop_version()
+    coordinates = hadoop_aws(version)
+    target = jars_root(settings) / "spark-jars" / SPARK_VERSION / f"hadoop-aws-{version}"
     if (target / _COMPLETE).exists():
         return sorted(target.glob("*.jar"))
     print(
